@@ -3,7 +3,8 @@
 For each model (real layouts from ``simfl.models.MODELS`` and ``Layout.of``):
 
 - ``ours``: :meth:`simfl.algorithms.orthofl.OrthoFL.on_arrival` (flat vectors,
-  segment reductions, batch norm kept local as by default);
+  on CPU the fused kernel of :mod:`simfl.algorithms.fused`, batch norm kept
+  local as by default);
 - ``naive``: the same update written as a Python loop over a per-tensor state
   dict (float64 dot products per tensor), as an FL framework typically does;
 - ``bound``: the time to copy the bytes an arrival must at least read and

@@ -61,10 +61,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from pydantic import Field
 
-from simfl.algorithms import ops
+from simfl.algorithms import fused, ops
 from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, SingleModel
 from simfl.algorithms.fedasync import FedAsync, FedAsyncConfig, PolynomialStaleness
 from simfl.fields import NonNegFloat, Section, UnitHalfOpen, UnitOpen
@@ -130,6 +131,14 @@ class _Calibration:
         self._lengths = layout.lengths if granularity == "tensor" else torch.tensor([layout.size])
         self._on_device: dict[torch.device, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self._work: dict[torch.device, tuple[ops.Workspace, torch.Tensor | None]] = {}
+        self._fused: tuple[np.ndarray, np.ndarray] | None = None
+        """Segment offsets and per-segment local flags for :mod:`fused`, where the local mask is per segment."""
+        if granularity == "tensor":
+            offsets = np.concatenate([[0], np.cumsum(layout.lengths.numpy())]).astype(np.int64)
+            local = np.array([s.bn and bn == "local" for s in layout.segments], dtype=np.bool_)
+            self._fused = (offsets, local)
+        elif self.keep is None:
+            self._fused = (np.array([0, layout.size], dtype=np.int64), np.zeros(1, dtype=np.bool_))
 
     def _workspace(self, device: torch.device) -> tuple[ops.Workspace, torch.Tensor | None]:
         """Scratch buffers and the local batch-norm mask on ``device`` (built once)."""
@@ -153,6 +162,19 @@ class _Calibration:
             shift.masked_fill_(local, 0.0)
             update.masked_fill_(local, 0.0)
         return weights + ops.orthogonal_component(shift, update, work.lengths, work)
+
+    def calibrated_and_mixed(
+        self, weights: torch.Tensor, start: torch.Tensor, shift_to: torch.Tensor, shift_from: torch.Tensor,
+        mix_from: torch.Tensor, weight: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`calibrated` and ``ops.mix(mix_from, weights, weight)``: one fused pass on CPU, eager elsewhere."""
+        if self._fused is not None and fused.usable(weights, start, shift_to, shift_from, mix_from):
+            calibrated, mixed = fused.calibrate_and_mix(
+                weights, start, shift_to, shift_from, *self._fused, mix_from=mix_from, weight=weight
+            )
+            assert mixed is not None
+            return calibrated, mixed
+        return self.calibrated(weights, start, shift_to, shift_from), ops.mix(mix_from, weights, weight)
 
     def _for(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Segment lengths and keep-mask on ``device`` (moved once, then cached)."""
@@ -245,12 +267,14 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
-        if self.config.shift_source == "chain":
-            calibrated = self.calibration.calibrated(arrival.weights, arrival.start, self.chain, arrival.start)
-        else:
-            calibrated = self.calibration.calibrated(arrival.weights, arrival.start, self.w, self.anchors[m])
         weight = self._weight(arrival.staleness)
-        self.w = ops.mix(self.w, arrival.weights, weight)
+        if self.config.shift_source == "chain":
+            shift_to, shift_from = self.chain, arrival.start
+        else:
+            shift_to, shift_from = self.w, self.anchors[m]
+        calibrated, self.w = self.calibration.calibrated_and_mixed(
+            arrival.weights, arrival.start, shift_to, shift_from, self.w, weight
+        )
         if self.config.shift_source == "chain":
             self.chain = calibrated
         else:
