@@ -89,7 +89,7 @@ def write_run(folder: OutputFolder, algorithm: str, seed: int, state: SimState) 
     columns = list(metric_rows[0]) if metric_rows else ["virtual_time", "updates", "accuracy", "loss"]
     write_csv(folder.path(algorithm, f"seed{seed}", "metrics.csv"), columns, metric_rows)
     write_csv(
-        folder.path(algorithm, f"seed{seed}", "events.csv"), Event.columns(), (vars(e) for e in state.events)
+        folder.path(algorithm, f"seed{seed}", "events.csv"), Event.columns(), (e.row() for e in state.events)
     )
     changes = LayerRecorder.stacked(state)
     if changes is not None:

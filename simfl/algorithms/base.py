@@ -22,9 +22,9 @@ from simfl.models.flat import Layout
 ConfigT = TypeVar("ConfigT", bound=Section)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Arrival:
-    """A client's trained weights as the server processes them."""
+    """A client's trained weights as the server processes them (read-only by convention, see ``Event``)."""
 
     client: int
     weights: torch.Tensor

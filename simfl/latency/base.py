@@ -3,6 +3,11 @@
 A model draws the k-th round latency of client m as the k-th draw of the
 stream ``(seed, "latency", m)``, so the sequence of latencies a client sees
 does not depend on the algorithm, on other clients, or on wall-clock order.
+
+Latencies are drawn ahead in blocks of :attr:`LatencyModel.AHEAD` per client
+(one NumPy call instead of one per round where a model vectorises its draw,
+see :meth:`LatencyModel.draws`); the values are the same, in the same order,
+as one draw at a time, and the drawn-ahead values are part of the state.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class LatencyModel(ABC, Generic[ConfigT]):
     """Draws client round latencies in virtual seconds (> 0)."""
 
     Config: ClassVar[type[Section]]
+    AHEAD: ClassVar[int] = 64
+    """Latencies drawn at once per client when its drawn-ahead values run out."""
 
     def __init__(self, config: ConfigT, num_clients: int, seed: int, workload: Workload) -> None:
         self.config = config
@@ -43,6 +50,8 @@ class LatencyModel(ABC, Generic[ConfigT]):
         self.seed = seed
         self.workload = workload
         self.rngs = [rng.stream(seed, "latency", m) for m in range(num_clients)]
+        self.ahead: list[list[float]] = [[] for _ in range(num_clients)]
+        """Per client, drawn but not yet used latencies, the next one last."""
 
     @classmethod
     def check(cls, config: ConfigT, num_clients: int) -> None:
@@ -50,7 +59,17 @@ class LatencyModel(ABC, Generic[ConfigT]):
 
     def sample(self, client: int) -> float:
         """The next round latency of ``client``."""
-        return float(self.draw(client, self.rngs[client]))
+        ahead = self.ahead[client]
+        if not ahead:
+            ahead.extend(reversed(self.draws(client, self.rngs[client], self.AHEAD)))
+        return ahead.pop()
+
+    def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
+        """The next latencies of ``client`` (at least one, up to about ``n``), as :meth:`draw` gives them in turn.
+
+        Overridden where one vectorised NumPy call gives exactly the values of ``n`` calls of :meth:`draw`.
+        """
+        return [float(self.draw(client, gen)) for _ in range(n)]
 
     @abstractmethod
     def draw(self, client: int, gen: np.random.Generator) -> float:
@@ -58,7 +77,8 @@ class LatencyModel(ABC, Generic[ConfigT]):
 
     def state(self) -> dict[str, Any]:
         """Plain-data state (the per-client generator states)."""
-        return {"rngs": [rng.generator_state(g) for g in self.rngs]}
+        return {"rngs": [rng.generator_state(g) for g in self.rngs], "ahead": [list(a) for a in self.ahead]}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.rngs = [rng.restore_generator(s) for s in state["rngs"]]
+        self.ahead = [list(a) for a in state.get("ahead", [[] for _ in self.rngs])]

@@ -24,6 +24,9 @@ class Exponential(LatencyModel[ExponentialConfig]):
 
     Config = ExponentialConfig
 
+    def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
+        return np.maximum(self.config.floor + gen.exponential(self.config.mean, n), np.finfo(float).tiny).tolist()
+
     def draw(self, client: int, gen: np.random.Generator) -> float:
         value = self.config.floor + gen.exponential(self.config.mean)
         return max(value, np.finfo(float).tiny)

@@ -57,6 +57,9 @@ class Halfnormal(PooledModel[HalfnormalConfig]):
     def base_draw(self, gen: np.random.Generator) -> float:
         return abs(float(gen.normal(self.loc, self.scale_)))
 
+    def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
+        return np.abs(gen.normal(self.loc, self.scale_, n))
+
     def moments(self) -> tuple[float, float]:
         m, s = self.loc, self.scale_
         mean = s * math.sqrt(2 / math.pi) * math.exp(-(m**2) / (2 * s**2)) + m * (1 - math.erfc(m / (s * math.sqrt(2))))

@@ -45,6 +45,9 @@ class Lognormal(PooledModel[LognormalConfig]):
     def base_draw(self, gen: np.random.Generator) -> float:
         return float(gen.lognormal(self.mu, self.sigma))
 
+    def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
+        return gen.lognormal(self.mu, self.sigma, n)
+
     def moments(self) -> tuple[float, float]:
         m = math.exp(self.mu + self.sigma**2 / 2)
         return m, m * math.sqrt(math.expm1(self.sigma**2))

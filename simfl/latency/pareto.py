@@ -49,6 +49,9 @@ class Pareto(PooledModel[ParetoConfig]):
     def base_draw(self, gen: np.random.Generator) -> float:
         return self.xm * (1.0 + float(gen.pareto(self.alpha)))
 
+    def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
+        return self.xm * (1.0 + gen.pareto(self.alpha, n))
+
     def moments(self) -> tuple[float, float]:
         a, xm = self.alpha, self.xm
         mean = a * xm / (a - 1) if a > 1 else math.inf

@@ -80,9 +80,19 @@ class PooledModel(LatencyModel[C]):
     def base_draw(self, gen: np.random.Generator) -> float:
         """One draw of the unscaled base distribution."""
 
+    def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray | None:
+        """``n`` draws of :meth:`base_draw` in one call, or None where no exact vectorised form exists."""
+        return None
+
     @abstractmethod
     def moments(self) -> tuple[float, float]:
         """Mean and standard deviation the fitted base distribution implies (inf if undefined)."""
+
+    def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
+        x = self.base_draws(gen, n) if self.config.mode == "per_round" else None
+        if x is None:
+            return super().draws(client, gen, n)
+        return np.maximum(self.scale[client] * x, TINY).tolist()
 
     def draw(self, client: int, gen: np.random.Generator) -> float:
         if self.config.mode == "per_round":

@@ -72,6 +72,18 @@ class RpiGaussian(LatencyModel[RpiGaussianConfig]):
             (comp[m] * p.compute_mean + comm[m] * p.comm_mean) / p.round_mean for m, p in enumerate(self.profiles)
         ]
 
+    def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
+        # Resampling a non-positive draw takes the stream's next value, i.e. drops it from the sequence.
+        p = self.profiles[client]
+        x = gen.normal(p.round_mean, p.round_std, n)
+        if self.config.nonpositive == "resample":
+            x = x[x > 0]
+            if x.size == 0:
+                return [self.draw(client, gen)]
+        else:
+            x = np.where(x <= 0, p.round_mean, x)
+        return (self.scale[client] * x).tolist()
+
     def draw(self, client: int, gen: np.random.Generator) -> float:
         p = self.profiles[client]
         x = gen.normal(p.round_mean, p.round_std)

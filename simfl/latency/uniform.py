@@ -48,5 +48,8 @@ class Uniform(PooledModel[UniformConfig]):
         # at a third of the cost of a scalar uniform() call.
         return self.low + (self.high - self.low) * gen.random()
 
+    def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
+        return self.low + (self.high - self.low) * gen.random(n)
+
     def moments(self) -> tuple[float, float]:
         return (self.low + self.high) / 2, (self.high - self.low) / math.sqrt(12)

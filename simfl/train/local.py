@@ -28,9 +28,9 @@ class TrainConfig(Section):
     weight_decay: NonNegFloat = Field(0.0, description="SGD weight decay.")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Job:
-    """One round of local training, as submitted when the client is dispatched."""
+    """One round of local training, as submitted when the client is dispatched (read-only by convention)."""
 
     client: int
     round: int
