@@ -275,10 +275,10 @@ def test_drawing_ahead_gives_the_one_at_a_time_sequence(spec: dict[str, Any]) ->
     ahead, single = make(spec, clients=3, seed=5), make(spec, clients=3, seed=5)
     rounds = 3 * ahead.AHEAD + 7
     expected = [float(single.draw(c, single.rngs[c])) for c in range(3) for _ in range(rounds)]
-    got = [ahead.sample(c) for c in range(3) for _ in range(rounds // 2)]
+    half = rounds // 2
+    got = {c: [ahead.sample(c) for _ in range(half)] for c in range(3)}
     resumed = make(spec, clients=3, seed=5)
     resumed.load_state(ahead.state())
-    got_after = [resumed.sample(c) for c in range(3) for _ in range(rounds - rounds // 2)]
-    per_client = [got[c * (rounds // 2) : (c + 1) * (rounds // 2)] + got_after[c * (rounds - rounds // 2) : (c + 1) * (rounds - rounds // 2)]
-                  for c in range(3)]
-    assert [v for seq in per_client for v in seq] == expected
+    for c in range(3):
+        got[c] += [resumed.sample(c) for _ in range(rounds - half)]
+    assert [v for c in range(3) for v in got[c]] == expected
