@@ -41,6 +41,18 @@ class Job:
     """FedProx proximal weight (0: plain SGD)."""
 
 
+def channels_last_helps(model: nn.Module) -> bool:
+    """Whether to train ``model`` in channels-last layout: CPU models with 2-D convolutions.
+
+    oneDNN's convolutions (forward and backward) run about 20-25% faster on
+    channels-last weights (LeNet5 on MNIST, 1 or 2 threads); the results agree
+    with the default layout to float32 rounding. GPU models are left as built.
+    """
+    first = next(model.parameters(), None)
+    return (first is not None and first.device.type == "cpu"
+            and any(isinstance(m, nn.Conv2d) for m in model.modules()))
+
+
 class LocalTrainer:
     """Trains jobs of any client on one model replica."""
 
@@ -56,6 +68,8 @@ class LocalTrainer:
         self.loss_fn = nn.CrossEntropyLoss()
         self.has_bn = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
         """Batch norm cannot train on a batch of one: such a trailing batch is skipped."""
+        if channels_last_helps(model):
+            model.to(memory_format=torch.channels_last)
 
     def run(self, job: Job) -> torch.Tensor:
         """Train ``job`` and return the client's new flat weights."""
