@@ -50,6 +50,7 @@ from simfl.experiment import Federation, federation, load_dataset, run_one
 from simfl.models.flat import Layout
 from simfl.train.evaluate import Evaluator
 from simfl.train.executor import cores, torch_threads
+from simfl.train.local import channels_last_helps
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "paper" / "mnist.yaml"
 Jobs = list[tuple[int, int]]
@@ -76,8 +77,10 @@ def bare_train(
 
 
 def bare_jobs(fed: Federation, jobs: Jobs, epochs: int, batch: int, lr: float, seed: int) -> None:
-    """Train ``jobs`` one after the other from the initial weights."""
+    """Train ``jobs`` one after the other from the initial weights (in the memory layout simfl trains in)."""
     model = copy.deepcopy(fed.model)
+    if channels_last_helps(model):
+        model.to(memory_format=torch.channels_last)
     for client, round_ in jobs:
         x, y = fed.shards[client]
         bare_train(model, fed.layout, fed.init, x, y, epochs, batch, lr, rng.torch_generator(seed, "train", client, round_))
