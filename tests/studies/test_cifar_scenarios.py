@@ -17,8 +17,7 @@ from simfl.cli import main
 from tests.data.helpers import write_cifar
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ["--seeds", "0", "--set", "train.epochs=1", "--set", "train.batch_size=16",
-        "--set", "budget={time: 5000, updates: 10}", "--set", "eval.every=1000"]
+TINY = ["--seeds", "0", "--set", "train.epochs=1", "--set", "train.batch_size=4", "--set", "eval.every=1000"]
 
 
 def finished_runs(folder: Path) -> pd.DataFrame:
@@ -27,28 +26,28 @@ def finished_runs(folder: Path) -> pd.DataFrame:
     return summary
 
 
-@pytest.mark.parametrize(("name", "classes", "per_batch"), [("cifar10", 10, 40), ("cifar100", 100, 400)])
+@pytest.mark.parametrize(("name", "classes", "per_batch"), [("cifar10", 10, 8), ("cifar100", 100, 400)])
 def test_paper_cifar_scenario_runs_every_algorithm(tmp_path: Path, name: str, classes: int, per_batch: int) -> None:
-    write_cifar(tmp_path / "data", classes, per_batch=per_batch)
+    write_cifar(tmp_path / "data", classes, per_batch=per_batch, test_rows=20)
     out = tmp_path / "out"
     scenario = ROOT / "scenarios" / "paper" / f"{name}.yaml"
-    assert main(["run", str(scenario), "--set", f"data.root={tmp_path / 'data'}", *TINY, "--out", str(out),
-                 "--quiet"]) == 0
+    assert main(["run", str(scenario), "--set", f"data.root={tmp_path / 'data'}", *TINY,
+                 "--set", "budget={time: 5000, updates: 10}", "--out", str(out), "--quiet"]) == 0
     summary = finished_runs(out)
     assert summary["algorithm"].tolist() == ["orthofl", "fedasync", "fedbuff", "ca2fl", "fedavg", "fedprox", "fedadam"]
     assert (summary["updates"] == 10).all()  # async: 10 arrivals; sync: one round of 10 clients
 
 
 def test_cifar10_heterogeneity_sweep_runs_every_cell(tmp_path: Path) -> None:
-    write_cifar(tmp_path / "data", 10, per_batch=40)
+    write_cifar(tmp_path / "data", 10, per_batch=8, test_rows=20)
     out = tmp_path / "sweep"
     scenario = ROOT / "scenarios" / "studies" / "heterogeneity_cifar10.yaml"
-    keep_two = "algorithms=[{name: orthofl}, {name: fedavg, clients_per_round: 10}]"
+    keep_two = "algorithms=[{name: orthofl}, {name: fedavg, clients_per_round: 2}]"
     assert main(["sweep", str(scenario), "--set", f"data.root={tmp_path / 'data'}", *TINY,
-                 "--set", keep_two, "--out", str(out)]) == 0
+                 "--set", "budget={time: 5000, updates: 4}", "--set", keep_two, "--out", str(out)]) == 0
     cells = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert cells == [f"alpha={a}__seed=0" for a in ("0.01", "0.1", "0.5", "10000")]
     for cell in cells:
         summary = finished_runs(out / cell)
-        assert summary["algorithm"].tolist() == ["orthofl", "fedavg"]
+        assert summary["algorithm"].tolist() == ["orthofl", "fedavg"] and (summary["updates"] == 4).all()
         assert not any(math.isnan(t) for t in summary["virtual_time"])
