@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="override a scenario value (repeatable), e.g. --set budget.time=500")
     p_sweep.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
     p_sweep.add_argument("--workers", type=int, default=1, help="cells run in parallel in this many processes")
+    p_sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                         help="run the cells as Ray tasks: on a local Ray instance, or on the cluster at ADDRESS "
+                              "(its nodes must see the output folder and the data at the same paths)")
     p_sweep.set_defaults(func=cmd_sweep)
 
     p_rep = sub.add_parser("report", help="paper-style tables (markdown, LaTeX) and figure from result folders")
@@ -205,7 +208,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
-    outcome = run_sweep(args.file, args.out, overrides, workers=args.workers)
+    outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray)
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
     return 0

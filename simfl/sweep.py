@@ -20,6 +20,9 @@ shortest tail of its dotted path that is unique among the swept keys
 ``name``, ``kind`` or ``dataset`` entry; a short list of scalars by its items
 joined with ``-``; anything else (or values whose labels would collide) by its
 position ``v<i>``.
+
+Cells run one after another in this process, in ``workers`` spawned processes,
+or as Ray tasks on a local instance or an existing cluster (``ray_address``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -221,17 +224,22 @@ def run_sweep(
     workers: int = 1,
     on_published: Callable[[str], None] | None = None,
     log: Callable[[str], None] | None = None,
+    ray_address: str | None = None,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
     Parameters
     ----------
     workers
-        Cells run in this many worker processes (1: in this process, one after another).
+        Cells run in this many worker processes at once (1: in this process, one after another).
     on_published
         Called with a cell's name in this process after its folder is published.
     log
         Receives one progress line per cell (default: stderr).
+    ray_address
+        Run the cells as Ray tasks instead: ``"local"`` starts a local Ray instance, anything else
+        is the address of an existing cluster (whose nodes must see ``out`` and the data at the
+        same paths, e.g. on a shared file system).
     """
     if workers < 1:
         raise InputError("--workers", f"must be at least 1, got {workers}")
@@ -258,11 +266,22 @@ def run_sweep(
         if on_published is not None:
             on_published(name)
 
-    if workers == 1 or len(todo) <= 1:
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    if ray_address is not None:
+        if todo:
+            _run_on_ray(todo, out, workers, threads, ray_address, done)
+    elif workers == 1 or len(todo) <= 1:
         for cell in todo:
             done(*run_cell(cell, out))
-        return outcome
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    else:
+        _run_in_processes(todo, out, workers, threads, done)
+    return outcome
+
+
+def _run_in_processes(
+    todo: Sequence[Cell], out: Path, workers: int, threads: int, done: Callable[[str, float], None]
+) -> None:
+    """Cells in ``workers`` spawned processes with ``threads`` torch threads each."""
     with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn"),
                              initializer=_init_worker, initargs=(threads,)) as pool:
         pending: set[Future[tuple[str, float]]] = {pool.submit(run_cell, cell, out) for cell in todo}
@@ -275,4 +294,45 @@ def run_sweep(
             for fut in pending:
                 fut.cancel()
             raise
-    return outcome
+
+
+def _ray_cell(cell: Cell, out: Path, threads: int) -> tuple[str, float]:
+    """A Ray task: one cell with ``threads`` torch threads."""
+    _init_worker(threads)
+    return run_cell(cell, out)
+
+
+def _run_on_ray(
+    todo: Sequence[Cell], out: Path, workers: int, threads: int, address: str, done: Callable[[str, float], None]
+) -> None:
+    """Cells as Ray tasks of ``threads`` CPUs each: on a local instance of ``workers * threads`` CPUs
+    (``address == "local"``, shut down afterwards) or on the cluster at ``address``.
+
+    Paths are made absolute first, since Ray workers need not share this process's working folder.
+    """
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray", "needs the 'ray' package: pip install 'simfl[ray]'") from None
+    owns = not ray.is_initialized()
+    if owns:
+        try:
+            if address == "local":
+                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except Exception as exc:
+            raise InputError("--ray", f"cannot start or reach Ray: {exc}") from None
+    task: Any = ray.remote(num_cpus=threads)(_ray_cell)
+    target = out.resolve()
+    pending = {task.remote(replace(cell, base=cell.base.resolve()), target, threads): cell.name for cell in todo}
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            pending.pop(ready[0])
+            done(*ray.get(ready[0]))
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if owns:
+            ray.shutdown()

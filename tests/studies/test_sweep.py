@@ -92,6 +92,28 @@ def test_sweep_with_workers_writes_normal_result_folders(write_scenario, tmp_pat
     assert (cell / "fedasync/seed0/events.csv").read_bytes() == (tmp_path / "alone/fedasync/seed0/events.csv").read_bytes()
 
 
+def test_sweep_on_a_local_ray_instance_equals_the_in_process_sweep(write_scenario, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+    path = write_scenario(swept())
+    assert main(["sweep", str(path), "--out", str(tmp_path / "here")]) == 0
+    try:
+        code = main(["sweep", str(path), "--out", str(tmp_path / "ray"), "--workers", "2", "--ray"])
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"a local Ray instance cannot start here: {exc}")
+    if code == 2 and not (tmp_path / "ray").is_dir():  # pragma: no cover - depends on the machine
+        pytest.skip("a local Ray instance cannot start here")
+    assert code == 0 and not ray.is_initialized()  # the sweep shut down the instance it started
+    cells = pd.read_csv(tmp_path / "here" / "cells.csv")["cell"]
+    assert len(cells) == 4 and not list((tmp_path / "ray").glob("*.partial"))
+    for name in cells:
+        for file in ("summary.csv", "fedasync/seed0/metrics.csv", "fedasync/seed0/events.csv"):
+            here, there = tmp_path / "here" / name / file, tmp_path / "ray" / name / file
+            if file == "summary.csv":  # wall_seconds differs; everything else is the same run
+                assert pd.read_csv(here).drop(columns="wall_seconds").equals(pd.read_csv(there).drop(columns="wall_seconds"))
+            else:
+                assert here.read_bytes() == there.read_bytes(), (name, file)
+
+
 KILL_AFTER_FIRST_CELL = """
 import os, signal, sys
 from pathlib import Path
