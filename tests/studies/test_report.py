@@ -15,12 +15,19 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 
 
-def test_report_rebuilds_the_committed_tables(tmp_path: Path) -> None:
+COMMITTED_REPORTS = {  # report folder -> the result folders it was built from (results/README.md)
+    "report": ["quickstart-300s", "quickstart-delays-300s"],
+    "report-heterogeneity": ["heterogeneity-mnist-e1-6000s"],
+}
+
+
+@pytest.mark.parametrize("report", sorted(COMMITTED_REPORTS))
+def test_report_rebuilds_the_committed_tables(tmp_path: Path, report: str) -> None:
     out = tmp_path / "report"
-    dirs = [str(RESULTS / "quickstart-300s"), str(RESULTS / "quickstart-delays-300s")]
+    dirs = [str(RESULTS / d) for d in COMMITTED_REPORTS[report]]
     assert main(["report", *dirs, "--out", str(out)]) == 0
     for name in ("table.md", "table.tex", "table.csv"):
-        assert (out / name).read_text() == (RESULTS / "report" / name).read_text(), name
+        assert (out / name).read_text() == (RESULTS / report / name).read_text(), name
     assert (out / "accuracy.png").read_bytes()[:4] == b"\x89PNG"
 
 
