@@ -66,7 +66,10 @@ def accuracy_panels(groups: Sequence[tuple[str, Metrics]], out: Path, columns: i
     colors = {a: cycle[i % len(cycle)] for i, a in enumerate(algorithms)}
     cols = min(columns, len(groups))
     rows = math.ceil(len(groups) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.0 * rows + 0.6), dpi=120, squeeze=False)
+    ncol = max(1, min(len(algorithms), int(3.6 * cols / 1.2)))  # about 1.2 inches per legend entry
+    legend = 0.25 * math.ceil(len(algorithms) / ncol) + 0.2  # inches below the panels
+    height = 3.0 * rows + legend
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, height), dpi=120, squeeze=False)
     for ax, (title, metrics) in zip(axes.flat, groups, strict=False):
         _draw(ax, metrics, colors)
         ax.set_title(title, fontsize=9)
@@ -75,6 +78,6 @@ def accuracy_panels(groups: Sequence[tuple[str, Metrics]], out: Path, columns: i
     for ax in axes[:, 0]:
         ax.set_ylabel("test accuracy")
     handles = [plt.Line2D([], [], color=colors[a], linewidth=1.5) for a in algorithms]
-    fig.legend(handles, algorithms, loc="lower center", ncol=min(len(algorithms), 7), frameon=False)
-    fig.tight_layout(rect=(0, 0.6 / (3.0 * rows + 0.6) + 0.02, 1, 1))
+    fig.legend(handles, algorithms, loc="lower center", ncol=ncol, frameon=False)
+    fig.tight_layout(rect=(0, legend / height, 1, 1))
     save(fig, out)
