@@ -31,9 +31,13 @@ delays() {  # MNIST, rpi_gaussian / lognormal / halfnormal / uniform delays, see
 newsgroups() {  # 20 Newsgroups at small scale (the scenario file's header says what and why)
   $SIMFL run scenarios/studies/newsgroups_small.yaml --quiet --out results/newsgroups-small
 }
-motivation() {  # paper section 2.2: fast client 10 s, slow client 30 / 60 / 100 s, FedAsync, E = 5 as in the paper
-  $SIMFL sweep scenarios/studies/motivation.yaml --out results/motivation
-  python -m simfl.studies.motivation results/motivation
+motivation() {  # paper section 2.2: fast client 10 s, slow client 100 s, then 30 / 60 s; FedAsync, E = 5 as in the paper
+  $SIMFL run scenarios/studies/motivation.yaml --set "latency.seconds=[10.0,100.0]" --quiet \
+    --out results/motivation-10-100s
+  python -m simfl.studies.motivation results/motivation-10-100s
+  $SIMFL sweep scenarios/studies/motivation.yaml --set "sweep={latency.seconds: [[10.0, 30.0], [10.0, 60.0]]}" \
+    --workers 1 --out results/motivation-10-30-60s
+  python -m simfl.studies.motivation results/motivation-10-30-60s
 }
 report() {
   $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main
