@@ -19,6 +19,7 @@ COMMITTED_REPORTS = {  # report folder -> the result folders it was built from (
     "report": ["quickstart-300s", "quickstart-delays-300s"],
     "report-main": ["paper-mnist-e1", "paper-har-e1"],
     "report-heterogeneity": ["heterogeneity-mnist-e1-6000s"],
+    "report-delays": ["delays-mnist-e1-6000s"],
 }
 REPORT_OPTIONS = {"report-ablation": ["--baseline", "orthofl_no_calib"]}
 
