@@ -7,6 +7,7 @@ exit code 2; nothing is left half-written in the output folder.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -280,6 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("simfl: interrupted; what finished is in the .partial folder (see its INCOMPLETE file)", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout left (e.g. `| head`); the files are written by then
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
 
 
 if __name__ == "__main__":

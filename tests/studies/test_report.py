@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +22,7 @@ COMMITTED_REPORTS = {  # report folder -> the result folders it was built from (
     "report-main": ["paper-mnist-e1", "paper-har-e1"],
     "report-heterogeneity": ["heterogeneity-mnist-e1-6000s"],
     "report-delays": ["delays-mnist-e1-6000s"],
+    "report-ablation": ["ablation-mnist-e1"],
 }
 REPORT_OPTIONS = {"report-ablation": ["--baseline", "orthofl_no_calib"]}
 
@@ -99,3 +102,17 @@ def test_bad_report_input_is_one_line(tmp_path: Path, capsys) -> None:  # type: 
         assert main(["report", *map(str, dirs), "--out", str(tmp_path / "r")]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and expected in err, err
+
+
+def test_a_reader_leaving_early_is_no_traceback(tmp_path: Path) -> None:
+    """`simfl report ... | head -1`: stdout closed before the table is printed gives no traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simfl", "report", str(RESULTS / "quickstart-300s"), "--out", str(tmp_path / "r")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141, err
+    assert "Traceback" not in err
+    assert (tmp_path / "r" / "table.md").exists()
