@@ -23,6 +23,7 @@ COMMITTED_REPORTS = {  # report folder -> the result folders it was built from (
     "report-heterogeneity": ["heterogeneity-mnist-e1-6000s"],
     "report-delays": ["delays-mnist-e1-6000s"],
     "report-ablation": ["ablation-mnist-e1"],
+    "report-newsgroups": ["newsgroups-small"],
 }
 REPORT_OPTIONS = {"report-ablation": ["--baseline", "orthofl_no_calib"]}
 
