@@ -1,7 +1,7 @@
 """Figures: accuracy vs virtual time, one line per algorithm with the mean and a min-max band over seeds.
 
 :func:`accuracy_vs_time` draws one scenario; :func:`accuracy_panels` draws one
-panel per scenario side by side, like the paper's Figure 5.
+panel per scenario side by side, like the paper's Figure 4.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def accuracy_vs_time(metrics: Metrics, out: Path, title: str = "") -> None:
 
 
 def accuracy_panels(groups: Sequence[tuple[str, Metrics]], out: Path, columns: int = 5) -> None:
-    """One accuracy-vs-time panel per (title, runs) group, the same colour per algorithm (paper Figure 5)."""
+    """One accuracy-vs-time panel per (title, runs) group, the same colour per algorithm (paper Figure 4)."""
     if not groups:
         raise ValueError("no groups to draw")
     algorithms = list(dict.fromkeys(a for _, metrics in groups for a, _ in metrics))
