@@ -5,10 +5,12 @@
 # runs for the same virtual time (the scenario's budget, or the one set below). Everything else is the
 # scenario file's setting. About nine hours of one core (each run trains with one thread, so two
 # steps can run side by side on two cores).
-# Usage: results/reproduce.sh [main|har|ablation|heterogeneity|delays|newsgroups|motivation|report]...  (default: all)
+# Usage: results/reproduce.sh [main|har|ablation|heterogeneity|delays|newsgroups|motivation|examples|report]...
+# (default: all). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIMFL=${SIMFL:-simfl}
+PYTHON=${PYTHON:-python}
 E1=(--set train.epochs=1)
 
 main() {  # MNIST main comparison: 7 methods x 3 seeds, 12,000 virtual seconds
@@ -35,14 +37,21 @@ motivation() {  # paper section 2.2: fast client 10 s, slow client 100 s, then 3
   if [ ! -d results/motivation-10-100s ]; then
     $SIMFL run scenarios/studies/motivation.yaml --set "latency.seconds=[10.0,100.0]" --quiet \
       --out results/motivation-10-100s
-    python -m simfl.studies.motivation results/motivation-10-100s
+    $PYTHON -m simfl.studies.motivation results/motivation-10-100s
   fi
   # a sweep skips its finished cells: on the committed folder this runs the 60 s cell only
   $SIMFL sweep scenarios/studies/motivation.yaml --set "sweep={latency.seconds: [[10.0, 30.0], [10.0, 60.0]]}" \
     --workers 1 --out results/motivation-10-30-60s
-  python -m simfl.studies.motivation results/motivation-10-30-60s
+  $PYTHON -m simfl.studies.motivation results/motivation-10-30-60s
+}
+examples() {  # small examples of the file formats on the quickstart scenario (seconds)
+  $SIMFL run scenarios/quickstart.yaml --set budget.time=300 --quiet --out results/quickstart-300s
+  $SIMFL sweep scenarios/quickstart.yaml --set budget.time=300 \
+    --set "sweep={latency: [{model: exponential, mean: 10.0, floor: 5.0}, {model: uniform, low: 5.0, high: 25.0}]}" \
+    --out results/quickstart-delays-300s
 }
 report() {
+  $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report
   $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main
   $SIMFL report results/ablation-mnist-e1 --baseline orthofl_no_calib --out results/report-ablation
   $SIMFL report results/heterogeneity-mnist-e1-6000s --out results/report-heterogeneity
@@ -51,5 +60,5 @@ report() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(main har ablation heterogeneity delays newsgroups motivation report)
+[ ${#steps[@]} -gt 0 ] || steps=(main har ablation heterogeneity delays newsgroups motivation examples report)
 for step in "${steps[@]}"; do "$step"; done

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,22 +19,30 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 
 
-COMMITTED_REPORTS = {  # report folder -> the result folders it was built from (results/reproduce.sh)
-    "report": ["quickstart-300s", "quickstart-delays-300s"],
-    "report-main": ["paper-mnist-e1", "paper-har-e1"],
-    "report-heterogeneity": ["heterogeneity-mnist-e1-6000s"],
-    "report-delays": ["delays-mnist-e1-6000s"],
-    "report-ablation": ["ablation-mnist-e1"],
-    "report-newsgroups": ["newsgroups-small"],
-}
-REPORT_OPTIONS = {"report-ablation": ["--baseline", "orthofl_no_calib"]}
+def committed_reports() -> dict[str, list[str]]:
+    """Report folder -> its `simfl report` arguments, read from the report step of results/reproduce.sh."""
+    reports = {}
+    for line in (RESULTS / "reproduce.sh").read_text().splitlines():
+        if line.strip().startswith("$SIMFL report "):
+            args = shlex.split(line)[2:]
+            reports[Path(args[args.index("--out") + 1]).name] = args
+    return reports
+
+
+COMMITTED_REPORTS = committed_reports()
+
+
+def test_every_committed_report_is_rebuilt_by_reproduce_sh() -> None:
+    assert set(COMMITTED_REPORTS) == {p.name for p in RESULTS.glob("report*") if p.is_dir()}
 
 
 @pytest.mark.parametrize("report", sorted(COMMITTED_REPORTS))
-def test_report_rebuilds_the_committed_tables(tmp_path: Path, report: str) -> None:
+def test_report_rebuilds_the_committed_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, report: str) -> None:
     out = tmp_path / "report"
-    dirs = [str(RESULTS / d) for d in COMMITTED_REPORTS[report]]
-    assert main(["report", *dirs, *REPORT_OPTIONS.get(report, []), "--out", str(out)]) == 0
+    args = list(COMMITTED_REPORTS[report])
+    args[args.index("--out") + 1] = str(out)
+    monkeypatch.chdir(ROOT)  # the script's paths are relative to the repository root
+    assert main(["report", *args]) == 0
     for name in ("table.md", "table.tex", "table.csv"):
         assert (out / name).read_text() == (RESULTS / report / name).read_text(), name
     assert (out / "accuracy.png").read_bytes()[:4] == b"\x89PNG"
@@ -117,3 +127,18 @@ def test_a_reader_leaving_early_is_no_traceback(tmp_path: Path) -> None:
     assert proc.wait() == 141, err
     assert "Traceback" not in err
     assert (tmp_path / "r" / "table.md").exists()
+
+
+def test_results_readme_quotes_what_derived_py_prints() -> None:
+    """The extra figures of results/README.md come from `python results/derived.py`, not by hand."""
+    out = subprocess.run([sys.executable, str(RESULTS / "derived.py")], capture_output=True, text=True, check=True).stdout
+    lines = dict(re.fullmatch(r"(\w+(?:\[[^\]]*\])?)=(.*)", line).groups() for line in out.splitlines())
+    readme = (RESULTS / "README.md").read_text().replace("**", "")
+    for key, value in lines.items():
+        numbers = re.findall(r"\d+(?:\.\d+)?", value)
+        if key.startswith("second_half["):  # "mean 87.7, min 81.8 (31 evaluations)" -> "87.7 / 81.8"
+            assert f"{numbers[0]} / {numbers[1]}" in readme, key
+        if key.startswith("delays["):  # "mean 229 s, max 742 s, 253 updates" -> "229 / 742, 253"
+            assert f"{numbers[0]} / {int(numbers[1]):,}, {numbers[2]}" in readme, key
+    assert f"from {int(lines['har_orthofl_leads_from']):,} s on" in readme
+    assert f"about {round(float(lines['cpu_hours_total']))} hours of one core" in readme

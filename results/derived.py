@@ -1,0 +1,61 @@
+"""Prints the figures results/README.md quotes beyond the `simfl report` tables, from the committed CSVs.
+
+Run from the repository root: ``python results/derived.py``. Each line is
+``name=value``:
+
+- ``cpu_minutes[FOLDER]``: the sum of ``wall_seconds`` over every run of a
+  result folder (machine time; it varies from run to run), and their total;
+- ``delays[CELL]``: OrthoFL's drawn latencies in a delay-study cell (mean and
+  maximum, s) and its update count;
+- ``second_half[VARIANT]``: an ablation variant's mean and minimum accuracy
+  over the evaluations from half the budget on;
+- ``har_orthofl_leads_from``: the first evaluation time from which OrthoFL's
+  seed-mean accuracy stays above every other asynchronous method's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+RESULTS = Path(__file__).resolve().parent
+ASYNC = ["orthofl", "fedasync", "fedbuff", "ca2fl"]
+
+
+def cpu_minutes(folder: Path) -> float:
+    """Summed wall seconds of every run under ``folder``, in minutes."""
+    return sum(pd.read_csv(p)["wall_seconds"].sum() for p in folder.rglob("summary.csv")) / 60
+
+
+def seed_mean_accuracy(folder: Path, algorithm: str) -> pd.Series:
+    """Accuracy at each evaluation time, mean over the algorithm's seeds."""
+    runs = [pd.read_csv(p).groupby("virtual_time")["accuracy"].last() for p in (folder / algorithm).glob("seed*/metrics.csv")]
+    return pd.concat(runs, axis=1).mean(axis=1)
+
+
+def main() -> None:
+    folders = sorted(p for p in RESULTS.iterdir() if p.is_dir() and not p.name.startswith(("report", "quickstart")))
+    minutes = {p.name: cpu_minutes(p) for p in folders}
+    for name, value in minutes.items():
+        print(f"cpu_minutes[{name}]={value:.0f}")
+    print(f"cpu_hours_total={sum(minutes.values()) / 60:.1f}")
+
+    for cell in sorted((RESULTS / "delays-mnist-e1-6000s").glob("latency=*")):
+        events = pd.read_csv(cell / "orthofl" / "seed0" / "events.csv")
+        print(f"delays[{cell.name}]=mean {events['latency'].mean():.0f} s, max {events['latency'].max():.0f} s, "
+              f"{len(events)} updates")
+
+    ablation = RESULTS / "ablation-mnist-e1"
+    for variant in sorted(p.name for p in ablation.iterdir() if p.is_dir()):
+        acc = seed_mean_accuracy(ablation, variant)
+        late = acc[acc.index >= acc.index.max() / 2]
+        print(f"second_half[{variant}]=mean {100 * late.mean():.1f}, min {100 * late.min():.1f} ({len(late)} evaluations)")
+
+    har = pd.concat({a: seed_mean_accuracy(RESULTS / "paper-har-e1", a) for a in ASYNC}, axis=1)
+    behind = har.index[har.drop(columns="orthofl").max(axis=1) >= har["orthofl"]]
+    print(f"har_orthofl_leads_from={har.index[har.index > behind.max()].min():.0f}")
+
+
+if __name__ == "__main__":
+    main()
