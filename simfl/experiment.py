@@ -19,6 +19,7 @@ from torch import nn
 
 from simfl import rng
 from simfl.algorithms import ALGORITHMS, Setup
+from simfl.algorithms.base import run_name
 from simfl.data import DATASETS, Dataset
 from simfl.data.partition import split
 from simfl.latency import LATENCY_MODELS, Workload
@@ -182,7 +183,7 @@ def run_one(
         state = sim.run()
     finally:
         executor.close()
-    return RunResult(config.name, fed.seed, state, time.perf_counter() - start)
+    return RunResult(run_name(config), fed.seed, state, time.perf_counter() - start)
 
 
 def run_scenario(
@@ -201,7 +202,7 @@ def run_scenario(
     for seed in scenario.seeds:
         fed = federation(scenario, dataset, seed)
         for i, config in enumerate(scenario.algorithms):
-            progress = progress_factory(config.name, seed) if progress_factory else None
+            progress = progress_factory(run_name(config), seed) if progress_factory else None
             result = run_one(scenario, fed, i, progress) if runner is None else runner(scenario, fed, i, progress)
             if result is None:
                 continue

@@ -84,8 +84,11 @@ METHOD_NAMES = {
     "orthofl_no_ma": ("OrthoFL w/o MA", "OrthoFL w/o MA"),
     "orthofl_pairwise": ("OrthoFL-Pairwise Proj.", "OrthoFL-Pairwise Proj."),
     "orthofl": ("OrthoFL", "OrthoFL"),
+    "orthofl_global": ("OrthoFL (global)", "OrthoFL (global)"),
+    "orthofl_chain": ("OrthoFL (chain)", "OrthoFL (chain)"),
 }
-"""Display names (markdown, LaTeX) in the paper's row order; other algorithms follow in order of appearance."""
+"""Display names (markdown, LaTeX) in the paper's row order, with the labels of the two OrthoFL readings last;
+other algorithms and labels follow in order of appearance, shown as they are."""
 
 TABLE_COLUMNS = [
     "dataset", "algorithm", "seeds", "budget_time", "target", "accuracy_mean", "accuracy_std",

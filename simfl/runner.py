@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from simfl.algorithms.base import run_name
 from simfl.checkpoint import FAILED_FILE, Session
 from simfl.errors import InputError
 from simfl.experiment import Federation, RunResult, run_one, run_scenario
@@ -60,7 +61,7 @@ def run_into(
     }
 
     def runner(scn: Scenario, fed: Federation, index: int, progress: Progress | None) -> RunResult | None:
-        name = scn.algorithms[index].name
+        name = run_name(scn.algorithms[index])
         if session.is_finished(name, fed.seed):
             return None
         resume, prior_wall = session.resume_data(name, fed.seed)

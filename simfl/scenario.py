@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from simfl.algorithms import ALGORITHMS
+from simfl.algorithms.base import run_name
 from simfl.data import DATASETS
 from simfl.errors import InputError
 from simfl.fields import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section, UnitHalfOpen
@@ -174,10 +175,13 @@ class Scenario(Section):
     @field_validator("algorithms")
     @classmethod
     def _names_unique(cls, algos: list[Any]) -> list[Any]:
-        names = [a.name for a in algos]
+        names = [run_name(a) for a in algos]
         for i, n in enumerate(names):
             if n in names[:i]:
-                raise ValueError(f"algorithm '{n}' is listed twice; each may appear once")
+                raise ValueError(
+                    f"'{n}' names two entries; give each entry of one algorithm a distinct label "
+                    f"(e.g. label: {n}_2)"
+                )
         return algos
 
     def check_clients(self, num_clients: int) -> None:

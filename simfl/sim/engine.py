@@ -409,7 +409,8 @@ class Simulation:
         """A departed client returns when its absence ends; async clients restart at once.
 
         A returning client restarts from the weights of the round it lost; a client absent
-        from time 0 starts from the algorithm's initial weights for it, asked at its return.
+        from time 0 joins now: it gets the algorithm's :meth:`~AsyncAlgorithm.on_join` weights
+        and its staleness counts from the current update (``tau`` = updates so far).
         """
         assert client.timer.wake is not None
         yield self._sleep(client.timer, client.timer.wake)
@@ -419,8 +420,11 @@ class Simulation:
         client.phase = "idle"
         self._note(client, "join")
         if isinstance(self.algorithm, AsyncAlgorithm):
-            start = client.start if client.start is not None else self.algorithm.initial_weights(client.index)
-            self.dispatch(client, start)
+            if client.start is None:
+                client.tau = self.state.updates
+                self.dispatch(client, self.algorithm.on_join(client.index))
+            else:
+                self.dispatch(client, client.start)
         else:
             self._free()
 
