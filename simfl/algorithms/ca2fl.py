@@ -41,7 +41,7 @@ from pydantic import Field
 
 from simfl.algorithms import ops
 from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
-from simfl.fields import PositiveFloat, PositiveInt, Section
+from simfl.fields import PositiveFloat, PositiveInt
 
 
 class CA2FLConfig(AlgorithmConfig):

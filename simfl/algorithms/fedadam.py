@@ -22,7 +22,7 @@ from pydantic import Field
 
 from simfl.algorithms import ops
 from simfl.algorithms.base import AlgorithmConfig, Arrival, Setup, SyncAlgorithm
-from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
+from simfl.fields import PositiveFloat, PositiveInt, UnitOpen
 
 
 class FedAdamConfig(AlgorithmConfig):

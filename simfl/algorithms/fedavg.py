@@ -19,7 +19,7 @@ from pydantic import Field
 
 from simfl.algorithms import ops
 from simfl.algorithms.base import AlgorithmConfig, Arrival, Setup, SingleModel, SyncAlgorithm
-from simfl.fields import PositiveInt, Section
+from simfl.fields import PositiveInt
 
 
 def sample_weighted_mean(arrivals: list[Arrival]) -> torch.Tensor:

@@ -24,7 +24,7 @@ import torch
 from pydantic import Field
 
 from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
-from simfl.fields import PositiveFloat, PositiveInt, Section
+from simfl.fields import PositiveFloat, PositiveInt
 
 
 class FedBuffConfig(AlgorithmConfig):

@@ -68,7 +68,7 @@ from pydantic import Field
 from simfl.algorithms import fused, ops
 from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup, SingleModel
 from simfl.algorithms.fedasync import FedAsync, FedAsyncConfig, PolynomialStaleness
-from simfl.fields import NonNegFloat, Section, UnitHalfOpen, UnitOpen
+from simfl.fields import NonNegFloat, UnitHalfOpen, UnitOpen
 from simfl.models.flat import Layout
 
 BnPolicy = Literal["local", "project"]

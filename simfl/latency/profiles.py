@@ -176,9 +176,10 @@ def profile_set(name: str, devices: dict[int, DeviceStats]) -> list[int]:
 def client_devices(
     explicit: list[int] | None, profiles: str, devices: dict[int, DeviceStats], num_clients: int, seed: int
 ) -> list[int]:
-    """Device per client: the explicit list when given, else a random assignment from profile set ``profiles``."""
+    """Device id per client: the explicit list when given (under ``paper9``, positions 0-8 of that set;
+    under ``all``, device ids), else a random assignment from profile set ``profiles``."""
     if explicit is not None:
-        return list(explicit)
+        return [PAPER9[i] for i in explicit] if profiles == "paper9" else list(explicit)
     return assign_devices(profile_set(profiles, devices), num_clients, seed)
 
 
@@ -195,10 +196,21 @@ def assign_devices(profiles: list[int], num_clients: int, seed: int) -> list[int
     return [profiles[int(i)] for i in picks]
 
 
-def check_devices(devices: list[int], num_clients: int, known: dict[int, DeviceStats] | dict[int, tuple]) -> None:  # type: ignore[type-arg]
-    """Validate an explicit per-client device list."""
+def check_devices(
+    devices: list[int], num_clients: int, known: dict[int, DeviceStats] | dict[int, tuple], profiles: str = "all"  # type: ignore[type-arg]
+) -> None:
+    """Validate an explicit per-client device list: positions 0-8 under ``paper9``, measured device ids under ``all``."""
     if len(devices) != num_clients:
         raise InputError("latency.devices", f"needs one device per client ({num_clients}), got {len(devices)}")
+    if profiles == "paper9":
+        bad = sorted({d for d in devices if d >= len(PAPER9)})
+        if bad:
+            raise InputError(
+                "latency.devices",
+                f"with profiles: paper9 each entry is a position 0-{len(PAPER9) - 1} in the set "
+                f"{list(PAPER9)}, got {bad}; use profiles: all for device ids",
+            )
+        devices = [PAPER9[i] for i in devices]
     absent = sorted({d for d in devices if d not in known})
     if absent:
         raise InputError("latency.devices", f"devices {absent} have no measurements; known: {sorted(known)}")
