@@ -13,7 +13,33 @@ SIMFL=${SIMFL:-simfl}
 PYTHON=${PYTHON:-python}
 E1=(--set train.epochs=1)
 
-main() {  # MNIST main comparison: 7 methods x 3 seeds, 12,000 virtual seconds
+ENTRIES=(orthofl_global orthofl_chain fedasync fedbuff ca2fl fedavg fedprox fedadam)
+paper_e5() {  # $1 scenario, $2 output folder: one result folder per (entry, seed), so that a killed or
+  # interrupted step continues where it stopped (finished folders are kept, a .partial one is resumed)
+  local file=$1 out=$2 seed name dir
+  for seed in 0 1 2; do
+    for name in "${ENTRIES[@]}"; do
+      dir="$out/$name-seed$seed"
+      if [ -d "$dir" ]; then continue; fi
+      if [ -d "$dir.partial" ]; then
+        $SIMFL run --resume "$dir" --quiet
+      else
+        $SIMFL run "$file" --seeds "$seed" --only "$name" --checkpoint-every 50 --quiet --out "$dir"
+      fi
+    done
+  done
+}
+main5() {  # MNIST main comparison at the paper's E = 5: 8 entries (OrthoFL in both readings) x 3 seeds, 12,000 s
+  paper_e5 scenarios/paper/mnist.yaml results/paper-mnist-e5
+}
+har5() {  # HAR main comparison at the paper's E = 5: 8 entries x 3 seeds, 11,000 virtual seconds
+  paper_e5 scenarios/paper/har.yaml results/paper-har-e5
+}
+fedadam_lr() {  # FedAdam's server learning rate: 4 values, MNIST, E = 5, seed 0, 6,000 s (two runs side by side)
+  $SIMFL run scenarios/studies/fedadam_lr.yaml --only fedadam_lr0.003,fedadam_lr0.03 --quiet --out results/fedadam-lr-mnist-e5-a
+  $SIMFL run scenarios/studies/fedadam_lr.yaml --only fedadam_lr0.01,fedadam_lr0.1 --quiet --out results/fedadam-lr-mnist-e5-b
+}
+main() {  # MNIST main comparison at E = 1 (7 methods before the labelled OrthoFL readings) x 3 seeds, 12,000 s
   $SIMFL run scenarios/paper/mnist.yaml "${E1[@]}" --quiet --out results/paper-mnist-e1
 }
 har() {  # HAR (HAPT-derived windows): 7 methods x 3 seeds, 11,000 virtual seconds

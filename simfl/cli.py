@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a scenario value (repeatable), e.g. --set budget.time=500")
     p_run.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
+    p_run.add_argument("--only", default=None, metavar="NAMES",
+                       help="comma-separated entry names (label, else algorithm name): run only those entries")
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar")
     p_run.set_defaults(func=cmd_run)
@@ -119,7 +121,23 @@ def _load(args: argparse.Namespace) -> Scenario:
     overrides = list(args.overrides)
     if getattr(args, "seeds", None):
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
-    return scenario_mod.load(args.file, overrides)
+    scn = scenario_mod.load(args.file, overrides)
+    if getattr(args, "only", None):
+        scn.algorithms = _only(scn, args.only)
+    return scn
+
+
+def _only(scn: Scenario, text: str) -> list[object]:
+    """The scenario's algorithm entries named in ``text`` (comma-separated labels or names), in scenario order."""
+    from simfl.algorithms.base import run_name
+
+    wanted = [w.strip() for w in text.split(",") if w.strip()]
+    names = [run_name(a) for a in scn.algorithms]
+    unknown = [w for w in wanted if w not in names]
+    if unknown or not wanted:
+        raise InputError("--only", f"no entry named {unknown[0] if unknown else repr(text)}; the scenario has: "
+                         f"{', '.join(names)}")
+    return [a for a, n in zip(scn.algorithms, names, strict=True) if n in wanted]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -170,8 +188,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     every = parse_every(args.checkpoint_every) if args.checkpoint_every is not None else None
     if args.resume is not None:
-        if args.file is not None or args.overrides or args.seeds or args.out is not None:
-            raise InputError("--resume", "takes no scenario file, --out, --set or --seeds: it continues OUT as it was")
+        if args.file is not None or args.overrides or args.seeds or args.only or args.out is not None:
+            raise InputError("--resume", "takes no scenario file, --out, --set, --seeds or --only: it continues OUT as "
+                             "it was")
         folder = OutputFolder(args.resume, force=args.force, reopen=True)
         scn = scenario_mod.load(folder.path("scenario.yaml"))
         saved_every, saved_verify, saved = Session.reopen(folder.stage)

@@ -97,3 +97,15 @@ def test_counts_over_a_class_is_one_line(write_scenario, tmp_path: Path, capsys)
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "data.partition.counts: class 0: the clients ask for 51 samples" in err
+
+
+def test_only_runs_the_named_entries(write_scenario, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    algorithms = [*TWO_ORTHOFL, {"name": "fedasync", "alpha": 0.6}]
+    path = write_scenario(tiny_scenario(algorithms=algorithms, budget={"time": 4.0}))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--only", "fedasync,orthofl_chain", "--out", str(out), "--quiet"]) == 0
+    assert pd.read_csv(out / "summary.csv")["algorithm"].tolist() == ["orthofl_chain", "fedasync"]
+    capsys.readouterr()
+    assert main(["run", str(path), "--only", "orthofl", "--out", str(tmp_path / "o2"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("simfl: --only: no entry named orthofl; the scenario has: orthofl_global, orthofl_chain, fedasync")
