@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Rebuilds the paper runs committed under results/ (see results/README.md), one after another.
-# Scale: local epochs E = 1 instead of the paper's 5 (one fifth of the training per update; the motivating
-# study keeps E = 5); every method
-# runs for the same virtual time (the scenario's budget, or the one set below). Everything else is the
-# scenario file's setting. About nine hours of one core (each run trains with one thread, so two
-# steps can run side by side on two cores).
-# Usage: results/reproduce.sh [main|har|ablation|heterogeneity|delays|newsgroups|motivation|examples|report]...
+# Scale: main5, har5 and ablation5 run the paper's setting as the scenario files give it (E = 5, OrthoFL in
+# both readings as labelled entries), about 17 hours of one core for the two main comparisons; fedadam_lr is the
+# short search that fixed FedAdam's server learning rate. The older steps (main, har, ablation, heterogeneity,
+# delays) use local epochs E = 1 (one fifth of the training per update) to fit the CPU time then available, about
+# nine hours of one core; rerun today they list OrthoFL as the two labelled entries the scenario files now hold
+# (the committed E = 1 folders have one entry, 'orthofl', the paper's reading). The motivating study keeps
+# E = 5. Every method runs for the same virtual time (the scenario's budget, or the one set below). Each run
+# trains with one thread, so two steps can run side by side on two cores.
+# Usage: results/reproduce.sh [main5|har5|ablation5|fedadam_lr|main|har|ablation|heterogeneity|delays|newsgroups|
+#   motivation|examples|report]...
 # (default: all). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,10 +18,11 @@ PYTHON=${PYTHON:-python}
 E1=(--set train.epochs=1)
 
 ENTRIES=(orthofl_global orthofl_chain fedasync fedbuff ca2fl fedavg fedprox fedadam)
+SEEDS=(0 1 2)
 paper_e5() {  # $1 scenario, $2 output folder: one result folder per (entry, seed), so that a killed or
   # interrupted step continues where it stopped (finished folders are kept, a .partial one is resumed)
   local file=$1 out=$2 seed name dir
-  for seed in 0 1 2; do
+  for seed in "${SEEDS[@]}"; do
     for name in "${ENTRIES[@]}"; do
       dir="$out/$name-seed$seed"
       if [ -d "$dir" ]; then continue; fi
@@ -34,6 +39,10 @@ main5() {  # MNIST main comparison at the paper's E = 5: 8 entries (OrthoFL in b
 }
 har5() {  # HAR main comparison at the paper's E = 5: 8 entries x 3 seeds, 11,000 virtual seconds
   paper_e5 scenarios/paper/har.yaml results/paper-har-e5
+}
+ablation5() {  # MNIST ablation at E = 5, seed 0: w/o Calib., w/o MA, pairwise, OrthoFL in both readings
+  ENTRIES=(orthofl_no_calib orthofl_no_ma orthofl_pairwise orthofl_global orthofl_chain) SEEDS=(0) \
+    paper_e5 scenarios/studies/ablation.yaml results/ablation-mnist-e5
 }
 fedadam_lr() {  # FedAdam's server learning rate: 4 values, MNIST, E = 5, seed 0, 6,000 s (two runs side by side)
   $SIMFL run scenarios/studies/fedadam_lr.yaml --only fedadam_lr0.003,fedadam_lr0.03 --quiet --out results/fedadam-lr-mnist-e5-a
@@ -86,5 +95,6 @@ report() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(main har ablation heterogeneity delays newsgroups motivation examples report)
+[ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 main har ablation heterogeneity delays newsgroups
+  motivation examples report)
 for step in "${steps[@]}"; do "$step"; done
