@@ -92,6 +92,7 @@ report() {
   $SIMFL report results/heterogeneity-mnist-e1-6000s --out results/report-heterogeneity
   $SIMFL report results/delays-mnist-e1-6000s --out results/report-delays
   $SIMFL report results/newsgroups-small --out results/report-newsgroups
+  $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr
 }
 
 steps=("$@")
