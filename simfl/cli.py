@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="result folders of runs or sweeps (searched for summary.csv)")
     p_rep.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report)")
     p_rep.add_argument("--baseline", default="fedavg", help="method whose time to target is 1x (default: fedavg)")
+    p_rep.add_argument("--force", action="store_true", help="replace an existing report folder simfl wrote")
     p_rep.set_defaults(func=cmd_report)
 
     p_models = sub.add_parser("models", help="trainable and total parameter counts and sizes of every model")
@@ -103,12 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     p_imp = tr.add_parser("import", help="derive devices.csv, pooled.json, uploads.csv from raw gateway logs")
     p_imp.add_argument("raw", type=Path, help="folder with gw{1,2,3}_{comp,round}_delay.txt")
     p_imp.add_argument("--out", type=Path, default=Path("latency_traces"), help="output folder")
+    p_imp.add_argument("--force", action="store_true", help="replace the three files there if simfl wrote them")
     p_imp.set_defaults(func=cmd_traces_import)
     p_show = tr.add_parser("show", help="histograms of measured vs simulated delay distributions (PNG)")
     p_show.add_argument("--out", type=Path, default=Path("delay_patterns.png"), help="PNG file to write")
     p_show.add_argument("--clients", type=int, default=100, help="simulated clients")
     p_show.add_argument("--rounds", type=int, default=10000, help="rounds per client")
     p_show.add_argument("--seed", type=int, default=0, help="seed of the draws")
+    p_show.add_argument("--force", action="store_true", help="replace an existing figure simfl wrote")
     p_show.set_defaults(func=cmd_traces_show)
     return parser
 
@@ -218,7 +221,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from simfl.report import write_report
 
-    written = write_report(args.dirs, args.out, baseline=args.baseline)
+    written = write_report(args.dirs, args.out, baseline=args.baseline, force=args.force)
     print(written.markdown.read_text())
     print(f"wrote {', '.join(str(p) for p in written.files())}")
     return 0
@@ -243,7 +246,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_traces_import(args: argparse.Namespace) -> int:
     from simfl.latency.traces import import_traces
 
-    import_traces(args.raw, args.out)
+    import_traces(args.raw, args.out, force=args.force)
     print(f"wrote devices.csv, pooled.json, uploads.csv to {args.out}")
     return 0
 
@@ -254,7 +257,7 @@ def cmd_traces_show(args: argparse.Namespace) -> int:
     for name in ("clients", "rounds"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name}", f"must be at least 1, got {getattr(args, name)}")
-    show(args.out, clients=args.clients, rounds=args.rounds, seed=args.seed)
+    show(args.out, clients=args.clients, rounds=args.rounds, seed=args.seed, force=args.force)
     print(f"wrote {args.out}")
     return 0
 
@@ -267,6 +270,8 @@ def one_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``simfl`` command; returns the exit code."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args: argparse.Namespace | None = None
     try:
         args = parser.parse_args(argv)
         return int(args.func(args))
@@ -284,6 +289,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of stdout left (e.g. `| head`); the files are written by then
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
+    except MemoryError:
+        print("simfl: out of memory; `simfl validate FILE` estimates what a scenario needs (see --max-memory)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        if exc.filename is None:
+            return _crash(exc, argv, args)
+        print(one_line(f"simfl: {exc.filename}: {exc.strerror or exc}"), file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # the last resort: a bug, reported in one line with a crash file
+        return _crash(exc, argv, args)
+
+
+def _crash(exc: BaseException, argv: Sequence[str], args: argparse.Namespace | None) -> int:
+    from simfl.crash import report
+
+    out = getattr(args, "resume", None) or getattr(args, "out", None)
+    print(one_line(report(exc, argv, out if isinstance(out, Path) else None)), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

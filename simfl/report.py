@@ -13,7 +13,6 @@ as CSV, markdown and LaTeX, plus a Figure-5-like accuracy-vs-time figure.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,22 +312,30 @@ def latex_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg") -> str
     return "\n".join(lines) + "\n"
 
 
-def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg") -> ReportFiles:
-    """Tables (CSV, markdown, LaTeX) and the accuracy-vs-time figure of every result folder under ``dirs``."""
-    from simfl.plots import accuracy_panels
-    from simfl.results import write_csv
+def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", force: bool = False) -> ReportFiles:
+    """Tables (CSV, markdown, LaTeX) and the accuracy-vs-time figure of every result folder under ``dirs``.
 
+    ``out`` follows the rules of ``simfl run``'s output folder (:mod:`simfl.outdir`): written in
+    ``<out>.partial`` and renamed into place; an existing ``out`` is replaced only with ``force``
+    and only when simfl wrote it.
+    """
+    from simfl import outdir
+    from simfl.plots import accuracy_panels
+    from simfl.results import OutputFolder, write_csv
+
+    outdir.claim(out, force)
     groups = load_groups(find_result_folders(dirs))
     tables = [group_table(g, baseline) for g in groups]
-    if out.exists() and not out.is_dir():
-        raise InputError(str(out), "exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    files = ReportFiles(out / "table.csv", out / "table.md", out / "table.tex", out / "accuracy.png")
-    rows = [r for t in tables for r in t.to_dict("records")]
-    write_csv(files.table_csv, TABLE_COLUMNS, rows)
-    for path, text in ((files.markdown, markdown_table(tables, baseline)), (files.latex, latex_table(tables, baseline))):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    accuracy_panels([(g.name, g.metrics) for g in groups], files.figure)
-    return files
+    folder = OutputFolder(out, force=force)
+    try:
+        stage = ReportFiles(*(folder.path(n) for n in ("table.csv", "table.md", "table.tex", "accuracy.png")))
+        rows = [r for t in tables for r in t.to_dict("records")]
+        write_csv(stage.table_csv, TABLE_COLUMNS, rows)
+        stage.markdown.write_text(markdown_table(tables, baseline))
+        stage.latex.write_text(latex_table(tables, baseline))
+        accuracy_panels([(g.name, g.metrics) for g in groups], stage.figure)
+        folder.publish()
+    except BaseException:
+        folder.discard()
+        raise
+    return ReportFiles(out / "table.csv", out / "table.md", out / "table.tex", out / "accuracy.png")

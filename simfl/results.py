@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simfl import outdir
 from simfl.errors import InputError
 from simfl.recording import LAYER_CHANGES, LayerRecorder
 from simfl.sim.state import Event, SimState
@@ -40,20 +41,26 @@ class OutputFolder:
     """A results folder staged under ``<out>.partial`` and published atomically by :meth:`publish`."""
 
     def __init__(self, out: Path, force: bool = False, reopen: bool = False) -> None:
-        """Stage a fresh ``<out>.partial``; with ``reopen``, continue the existing one (``--resume``)."""
+        """Stage a fresh ``<out>.partial``; with ``reopen``, continue the existing one (``--resume``).
+
+        The folder rules of :mod:`simfl.outdir` apply: ``force`` replaces only a folder simfl
+        wrote, and an unfinished ``.partial`` that ``--resume`` could continue only with ``force``.
+        """
         self.out = out
-        if out.exists() and not out.is_dir():
-            raise InputError(str(out), "exists and is not a folder")
-        if out.exists() and any(out.iterdir()) and not force:
-            raise InputError(str(out), "output folder exists and is not empty; pass --force to replace it")
-        self.stage = out.with_name(out.name + ".partial")
+        self.stage = out.with_name(out.name + ".partial") if out.name not in ("", ".", "..") else out / ".partial"
+        outdir.check_path(self.stage, str(out))
         if reopen:
+            outdir.check_path(out)
             if not (self.stage / "scenario.yaml").is_file():
                 raise InputError(str(self.stage), "nothing to resume: no unfinished run's scenario.yaml here")
             return
-        if self.stage.exists():
-            shutil.rmtree(self.stage)
-        self.stage.mkdir(parents=True)
+        outdir.claim(out, force)
+        if self.stage.exists() or self.stage.is_symlink():
+            if (self.stage / "scenario.yaml").is_file() and not force:
+                raise InputError(str(self.stage), f"holds an unfinished run: continue it with `simfl run --resume {out}`, "
+                                 "or pass --force to discard it and start afresh")
+            outdir.remove(self.stage)
+        outdir.make_dir(self.stage)
 
     def path(self, *parts: str) -> Path:
         target = self.stage.joinpath(*parts)
@@ -61,14 +68,14 @@ class OutputFolder:
         return target
 
     def discard(self) -> None:
-        """Remove the staged folder (after a user mistake: nothing is left behind)."""
-        shutil.rmtree(self.stage, ignore_errors=True)
+        """Remove the staged folder (after a user mistake: nothing is left behind), if it is simfl's."""
+        if outdir.is_ours(self.stage):
+            shutil.rmtree(self.stage, ignore_errors=True)
 
     def publish(self) -> Path:
-        """Move the finished folder into place (replacing an old one only if the caller allowed it)."""
-        if self.out.exists():
-            shutil.rmtree(self.out)
-        os.replace(self.stage, self.out)
+        """Move the finished folder into place, keeping any file in an old ``<out>`` that simfl did not write."""
+        outdir.mark_complete(self.stage)
+        outdir.replace(self.stage, self.out)
         return self.out
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, Union
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from simfl import yamlsafe
 from simfl.algorithms import ALGORITHMS
 from simfl.data import DATASETS
 from simfl.errors import InputError
@@ -28,6 +29,7 @@ from simfl.fields import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Sec
 from simfl.latency import LATENCY_MODELS
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.models import MODELS
+from simfl.outdir import name_problem
 from simfl.train.executor import ExecutorConfig
 from simfl.train.local import TrainConfig
 
@@ -162,6 +164,14 @@ class Scenario(Section):
             )
         return self
 
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_folder_name(cls, name: str) -> str:
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValueError(problem)
+        return name
+
     @field_validator("seeds")
     @classmethod
     def _seeds_unique(cls, seeds: list[int]) -> list[int]:
@@ -279,7 +289,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yamlsafe.load(text)
+    except yamlsafe.LimitError as exc:
+        raise InputError(str(path), f"YAML refused: {exc.problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -314,7 +326,9 @@ def apply_override(raw: dict[str, Any], text: str) -> None:
     if any(not p for p in parts):
         raise InputError(where, f"malformed key '{key}'")
     try:
-        value = yaml.safe_load(value_text) if value_text.strip() else None
+        value = yamlsafe.load(value_text) if value_text.strip() else None
+    except yamlsafe.LimitError as exc:
+        raise InputError(where, f"value refused: {exc.problem}") from None
     except yaml.YAMLError:
         value = value_text
     node: Any = raw

@@ -19,7 +19,9 @@ shortest tail of its dotted path that is unique among the swept keys
 (``data.partition.alpha`` -> ``alpha``); a mapping value by its ``model``,
 ``name``, ``kind`` or ``dataset`` entry; a short list of scalars by its items
 joined with ``-``; anything else (or values whose labels would collide) by its
-position ``v<i>``.
+position ``v<i>``. A name longer than :data:`CELL_BYTES` bytes is cut and ends in ``~``
+and a hash of the whole name (``...~3f2a9c0d1b7e__seed=0``); ``<out>/cells.csv``
+is the readable index of every cell: its folder, scenario name, seed and swept values.
 
 Cells run one after another in this process, in ``workers`` spawned processes,
 or as Ray tasks on a local instance or an existing cluster (``ray_address``).
@@ -27,9 +29,9 @@ or as Ray tasks on a local instance or an existing cluster (``ray_address``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from simfl import outdir
 from simfl import scenario as scenario_mod
 from simfl.errors import InputError
 from simfl.scenario import Scenario
@@ -48,6 +51,10 @@ from simfl.scenario import Scenario
 SWEEP_FILE = "sweep.yaml"
 CELLS_FILE = "cells.csv"
 _LABEL_KEYS = ("model", "name", "kind", "dataset")
+CELL_BYTES = 200
+"""Longest cell folder name; a longer one is cut and ends in ``~<hash>`` (cells.csv has the values)."""
+GROUP_BYTES = 240
+"""Longest cell scenario name (the same rule)."""
 
 
 @dataclass(frozen=True)
@@ -138,16 +145,26 @@ def plan(path: str | Path, overrides: Iterable[str] = ()) -> tuple[dict[str, Any
     cells: list[Cell] = []
     for values, cell_raw in points:
         pairs = [f"{key_labels[k]}={value_labels[k][_fingerprint(v)]}" for k, v in values.items()]
-        group = f"{base_scn.name}[{','.join(pairs)}]" if pairs else base_scn.name
+        group = _fit(f"{base_scn.name}[{','.join(pairs)}]", GROUP_BYTES) if pairs else base_scn.name
         for seed in base_scn.seeds:
             one = {k: v for k, v in cell_raw.items() if k != "sweep"}
             one["name"] = group
             one["seeds"] = [seed]
-            cells.append(Cell("__".join([*pairs, f"seed={seed}"]), group, seed, values, one, path.parent))
+            name = _fit("__".join(pairs), CELL_BYTES - len(f"__seed={seed}")) + f"__seed={seed}" if pairs else f"seed={seed}"
+            cells.append(Cell(name, group, seed, values, one, path.parent))
     names = [c.name for c in cells]
     if len(set(names)) != len(names):  # pragma: no cover - labels are made unique per key above
         raise InputError(str(path), "sweep: two cells got the same folder name")
     return raw, cells
+
+
+def _fit(text: str, limit: int) -> str:
+    """``text`` when it has at most ``limit`` UTF-8 bytes, else its start, ``~`` and a hash of the whole."""
+    if len(text.encode()) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    head = text.encode()[: limit - len(digest) - 1].decode("utf-8", "ignore")
+    return f"{head}~{digest}"
 
 
 def _fingerprint(value: Any) -> str:
@@ -196,6 +213,7 @@ def _init_worker(threads: int) -> None:
 def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
     """Create ``out`` with sweep.yaml and cells.csv, or check that it holds this same sweep."""
     text = yaml.safe_dump(dict(raw), sort_keys=False)
+    outdir.check_path(out)
     if out.exists() and not out.is_dir():
         raise InputError(str(out), "exists and is not a folder")
     existing = out / SWEEP_FILE
@@ -205,7 +223,8 @@ def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
                              "or remove the folder to start over")
     elif out.is_dir() and any(p for p in out.iterdir() if not p.name.endswith(".partial")):
         raise InputError(str(out), f"folder exists, is not empty and holds no {SWEEP_FILE}; use another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    if not out.is_dir():
+        outdir.make_dir(out)
     tmp = existing.with_name(SWEEP_FILE + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, existing)
@@ -254,7 +273,9 @@ def run_sweep(
         if (out / cell.name).is_dir():
             outcome.skipped.append(cell.name)
         else:
-            shutil.rmtree(out / (cell.name + ".partial"), ignore_errors=True)
+            stage = out / (cell.name + ".partial")
+            if stage.exists() or stage.is_symlink():
+                outdir.remove(stage)  # a killed cell's staging folder; refused if simfl did not write it
             todo.append(cell)
     total = len(cells)
     if outcome.skipped:
