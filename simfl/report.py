@@ -21,7 +21,15 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from simfl import yamlsafe
 from simfl.errors import InputError
+from simfl.outdir import name_problem
+from simfl.tables import Kind, read_table
+
+SUMMARY_KINDS: dict[str, Kind] = {"algorithm": "text", "seed": "seed", "final_accuracy": "number"}
+"""The summary.csv columns a report needs, and what each must hold."""
+METRICS_KINDS: dict[str, Kind] = {"virtual_time": "finite", "accuracy": "number"}
+"""The metrics.csv columns a report needs, and what each must hold."""
 
 
 def paper_target(summary: pd.DataFrame) -> float:
@@ -139,26 +147,23 @@ def load_groups(folders: Sequence[Path]) -> list[RunGroup]:
     for folder in folders:
         scenario_file = folder / "scenario.yaml"
         try:
-            name = str(yaml.safe_load(scenario_file.read_text())["name"])
-        except (OSError, yaml.YAMLError, KeyError, TypeError):
+            name = str(yamlsafe.load(scenario_file.read_text(encoding="utf-8"))["name"])
+        except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, IndexError):
             name = folder.name
-        try:
-            summary = pd.read_csv(folder / "summary.csv")
-        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise InputError(str(folder / "summary.csv"), f"cannot read: {exc}") from None
-        missing = {"algorithm", "seed", "final_accuracy"} - set(summary.columns)
-        if missing:
-            raise InputError(str(folder / "summary.csv"), f"missing columns {sorted(missing)}")
+        summary = read_table(folder / "summary.csv", SUMMARY_KINDS, "result rows")
         group = groups.setdefault(name, RunGroup(name, [], summary.iloc[0:0], {}))
         group.folders.append(folder)
         for algo, seed in zip(summary["algorithm"], summary["seed"], strict=True):
             key = (str(algo), int(seed))
+            problem = name_problem(key[0])
+            if problem is not None:
+                raise InputError(str(folder / "summary.csv"), f"algorithm {problem}")
             if key in group.metrics:
                 raise InputError(str(folder), f"{algo} seed {seed} of '{name}' is also in {group.folders[0]}")
             path = folder / key[0] / f"seed{key[1]}" / "metrics.csv"
             if not path.is_file():
                 raise InputError(str(path), "missing (every summary.csv row needs its metrics.csv)")
-            group.metrics[key] = pd.read_csv(path)
+            group.metrics[key] = read_table(path, METRICS_KINDS, "evaluations")
         group.summary = pd.concat([group.summary, summary], ignore_index=True) if len(group.summary) else summary
     return list(groups.values())
 

@@ -117,4 +117,7 @@ def summary_row(algorithm: str, seed: int, state: SimState, wall_seconds: float)
 
 def read_metrics(out: Path, algorithm: str, seed: int) -> pd.DataFrame:
     """metrics.csv of one run as a DataFrame."""
-    return pd.read_csv(out / algorithm / f"seed{seed}" / "metrics.csv")
+    from simfl.tables import read_table
+
+    return read_table(out / algorithm / f"seed{seed}" / "metrics.csv", {"virtual_time": "finite", "accuracy": "number"},
+                      "evaluations")
