@@ -147,7 +147,7 @@ def check_saved(data: dict[str, Any], where: str) -> None:
     _need(isinstance(data.get("verify"), bool), where, "'verify' must be true or false")
     finished = data.get("finished")
     _need(isinstance(finished, list), where, "'finished' must be a list")
-    for i, f in enumerate(finished):
+    for i, f in enumerate(finished or []):
         _need(isinstance(f, dict) and isinstance(f.get("algorithm"), str) and _is_int(f.get("seed"))
               and isinstance(f.get("row"), dict), where, f"finished[{i}] needs algorithm (text), seed (>= 0), row")
     cur = data.get("current")
