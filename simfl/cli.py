@@ -19,6 +19,7 @@ from simfl import __version__
 from simfl.errors import InputError
 
 if TYPE_CHECKING:
+    from simfl.checkpoint import Every
     from simfl.scenario import Scenario
     from simfl.sim.engine import Progress
 
@@ -45,6 +46,32 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
+def _size(text: str) -> int:
+    from simfl.estimate import parse_size
+
+    try:
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _max_memory(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
+                        help="refuse scenarios estimated to need more memory, e.g. 8G (default: 80%% of the RAM)")
+
+
+def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> list[str]:
+    """The scenario's estimate as comment lines, after refusing it if it exceeds a limit."""
+    from simfl import estimate
+
+    clients = getattr(scn.data.partition, "clients", None)
+    if clients is not None:
+        scn.check_clients(clients)
+    est = estimate.estimate(scn, cells)
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
+    return est.lines()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="simfl", description="Discrete-event simulator for asynchronous federated learning.")
     parser.add_argument("--version", action="version", version=f"simfl {__version__}")
@@ -54,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_val.add_argument("file", type=Path, help="scenario YAML file")
     p_val.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a scenario value (repeatable), e.g. --set train.lr=0.05")
+    _max_memory(p_val)
     p_val.set_defaults(func=cmd_validate)
 
     p_run = sub.add_parser("run", help="run every algorithm and seed of a scenario")
@@ -71,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
 
     p_ref = sub.add_parser("reference", help="print the scenario reference (markdown) generated from the schema")
@@ -85,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                          help="run the cells as Ray tasks: on a local Ray instance, or on the cluster at ADDRESS "
                               "(its nodes must see the output folder and the data at the same paths)")
+    _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
 
     p_rep = sub.add_parser("report", help="paper-style tables (markdown, LaTeX) and figure from result folders")
@@ -112,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_show.add_argument("--rounds", type=int, default=10000, help="rounds per client")
     p_show.add_argument("--seed", type=int, default=0, help="seed of the draws")
     p_show.add_argument("--force", action="store_true", help="replace an existing figure simfl wrote")
+    _max_memory(p_show)
     p_show.set_defaults(func=cmd_traces_show)
     return parser
 
@@ -127,12 +158,12 @@ def _load(args: argparse.Namespace) -> Scenario:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from simfl import scenario as scenario_mod
+    from simfl.estimate import check_cells
 
     scn = _load(args)
-    clients = getattr(scn.data.partition, "clients", None)
-    if clients is not None:
-        scn.check_clients(clients)
+    lines = _check_estimate(scn, args, check_cells(scn.sweep, str(args.file)))
     sys.stdout.write(scenario_mod.dump(scn))
+    print("\n".join(lines))
     print(f"# {args.file}: valid ({len(scn.algorithms)} algorithms x {len(scn.seeds)} seeds)", file=sys.stderr)
     return 0
 
@@ -185,6 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         scn = _load(args)
         if scn.record is not None and every is not None:
             raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
+        _check_run(scn, args, every)
         folder = OutputFolder(args.out if args.out is not None else Path("runs") / scn.name, force=args.force)
         folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
         session = Session(folder.stage, every, args.verify)
@@ -197,6 +229,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(comparison_table(done.summary, done.target))
     print(f"results: {done.out}")
     return 0
+
+
+def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None) -> None:
+    """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints)."""
+    from simfl import estimate
+
+    est = estimate.estimate(scn)
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
+    if every is not None:
+        estimate.check_checkpoints(est, every.updates, every.seconds)
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -212,7 +254,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
-    outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray)
+    outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
+                        max_memory=args.max_memory)
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
     return 0
@@ -252,11 +295,13 @@ def cmd_traces_import(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_show(args: argparse.Namespace) -> int:
+    from simfl.estimate import check_draws, default_max_memory
     from simfl.latency.plots import show
 
     for name in ("clients", "rounds"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name}", f"must be at least 1, got {getattr(args, name)}")
+    check_draws(args.clients, args.rounds, args.max_memory or default_max_memory())
     show(args.out, clients=args.clients, rounds=args.rounds, seed=args.seed, force=args.force)
     print(f"wrote {args.out}")
     return 0

@@ -238,6 +238,9 @@ def sweep_cells(raw: Mapping[str, Any], where: str = "scenario") -> list[tuple[d
     sweep = raw.get("sweep")
     if not sweep:
         return []
+    from simfl.estimate import check_cells
+
+    check_cells(sweep if isinstance(sweep, dict) else None, where)
     keys = list(sweep)
     cells: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for combo in itertools.product(*(sweep[k] for k in keys)):

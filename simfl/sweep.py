@@ -128,11 +128,15 @@ def _value_labels(values: Sequence[Any]) -> list[str]:
     return labels
 
 
-def plan(path: str | Path, overrides: Iterable[str] = ()) -> tuple[dict[str, Any], list[Cell]]:
+def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None = None
+         ) -> tuple[dict[str, Any], list[Cell]]:
     """Read and check a scenario file; returns its raw mapping and every cell, grid-major then seed.
 
-    A scenario without ``sweep:`` gives one cell per seed.
+    A scenario without ``sweep:`` gives one cell per seed. Every grid point's estimate is
+    checked against the limits of :mod:`simfl.estimate` (memory: ``max_memory``).
     """
+    from simfl import estimate
+
     path = Path(path)
     base_scn = scenario_mod.load(path, overrides)  # validates the scenario and every grid cell
     raw = scenario_mod.read_yaml(path)
@@ -146,6 +150,8 @@ def plan(path: str | Path, overrides: Iterable[str] = ()) -> tuple[dict[str, Any
     for values, cell_raw in points:
         pairs = [f"{key_labels[k]}={value_labels[k][_fingerprint(v)]}" for k, v in values.items()]
         group = _fit(f"{base_scn.name}[{','.join(pairs)}]", GROUP_BYTES) if pairs else base_scn.name
+        point = scenario_mod.validate(cell_raw, where=f"sweep cell {group}")
+        estimate.check(estimate.estimate(point), max_memory or estimate.default_max_memory(), f"sweep cell {group}")
         for seed in base_scn.seeds:
             one = {k: v for k, v in cell_raw.items() if k != "sweep"}
             one["name"] = group
@@ -244,6 +250,7 @@ def run_sweep(
     on_published: Callable[[str], None] | None = None,
     log: Callable[[str], None] | None = None,
     ray_address: str | None = None,
+    max_memory: int | None = None,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
@@ -263,7 +270,7 @@ def run_sweep(
     if workers < 1:
         raise InputError("--workers", f"must be at least 1, got {workers}")
     overrides = list(overrides)
-    raw, cells = plan(path, overrides)
+    raw, cells = plan(path, overrides, max_memory)
     out = Path(out) if out is not None else Path("runs") / f"{raw['name']}-sweep"
     say = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     _prepare(out, raw, cells)
