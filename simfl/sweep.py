@@ -344,13 +344,16 @@ def _run_on_ray(
         raise InputError("--ray", "needs the 'ray' package: pip install 'simfl[ray]'") from None
     owns = not ray.is_initialized()
     if owns:
+        from simfl.train.ray_executor import quiet_init
+
         try:
             if address == "local":
-                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False)
+                quiet_init(ray, num_cpus=workers * threads)
             else:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+                quiet_init(ray, address=address)
         except Exception as exc:
-            raise InputError("--ray", f"cannot start or reach Ray: {exc}") from None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise InputError("--ray", f"cannot start or reach Ray: {first}") from None
     task: Any = ray.remote(num_cpus=threads)(_ray_cell)
     target = out.resolve()
     pending = {task.remote(replace(cell, base=cell.base.resolve()), target, threads): cell.name for cell in todo}
