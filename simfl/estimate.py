@@ -27,7 +27,7 @@ import math
 import os
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from simfl.errors import InputError
@@ -40,6 +40,8 @@ MAX_ARRIVALS = 100_000_000
 """Client updates processed in one run."""
 MAX_CELLS = 10_000
 """Cells of a sweep grid (grid points, before seeds)."""
+MAX_CLIENTS = 1_000_000
+"""Clients of one scenario."""
 MAX_DRAWS = 50_000_000
 """Latencies drawn by ``simfl traces show`` (clients x rounds, per delay model)."""
 EVENT_BYTES = 400
@@ -263,9 +265,13 @@ def mean_latency(scenario: Any, clients: int, model_bytes: int, flops: int, samp
     workload = Workload(model_bytes=max(model_bytes, 1), flops_per_sample=max(flops, 1),
                         samples=(max(samples, 1),) * clients, epochs=scenario.train.epochs)
     try:
-        latency = cls(scenario.latency, clients, 0, workload)
-        picks = range(0, clients, max(1, clients // SAMPLE_CLIENTS))
-        draws = [latency.sample(m) for m in picks for _ in range(SAMPLE_DRAWS)]
+        try:  # a sample of the clients is enough where the model is not configured per client
+            n = min(clients, SAMPLE_CLIENTS)
+            latency = cls(scenario.latency, n, 0, replace(workload, samples=workload.samples[:n]))
+        except InputError:
+            n = clients
+            latency = cls(scenario.latency, clients, 0, workload)
+        draws = [latency.sample(m) for m in range(n) for _ in range(SAMPLE_DRAWS)]
     except (OverflowError, ZeroDivisionError, ValueError, FloatingPointError) as exc:
         raise InputError(f"latency.model {scenario.latency.model}", "its parameters overflow or give no usable "
                          f"latencies ({type(exc).__name__}); use values of a sane size") from None
@@ -283,6 +289,11 @@ def estimate(scenario: Any, cells: int = 1) -> Estimate:
     """The estimate of ``scenario`` (a validated :class:`simfl.scenario.Scenario`)."""
     data = data_shape(scenario.data)
     clients = int(getattr(scenario.data.partition, "clients", None) or 30)
+    if clients > MAX_CLIENTS:
+        raise InputError("data.partition.clients", f"{clients:,} clients; the limit is {MAX_CLIENTS:,}")
+    if data.train and clients > data.train:
+        raise InputError("data.partition.clients", f"must be at most the {data.train:,} training samples of "
+                         f"data.dataset {scenario.data.dataset}, got {clients:,}")
     params, model_bytes, flops = dry_model(scenario, data)
     per_sample = math.prod(data.shape) * data.item_bytes
     dataset_bytes = (2 * data.train + data.test) * per_sample + 16 * (data.train + data.test)
