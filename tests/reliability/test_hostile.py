@@ -379,7 +379,8 @@ def test_data_files(tmp_path_factory: pytest.TempPathFactory, capsys: pytest.Cap
     root = tmp_path_factory.mktemp("mnist")
     gen = np.random.default_rng(n)
     for split, count in (("train", 30), ("t10k", 10)):
-        _idx(root / f"{split}-images-idx3-ubyte.gz", 8, (count, 28, 28), gen.integers(0, 256, (count, 28, 28), np.uint8).tobytes())
+        pixels = gen.integers(0, 256, (count, 28, 28), np.uint8).tobytes()
+        _idx(root / f"{split}-images-idx3-ubyte.gz", 8, (count, 28, 28), pixels)
         _idx(root / f"{split}-labels-idx1-ubyte.gz", 8, (count,), gen.integers(0, 10, count, np.uint8).tobytes())
     target = root / "train-labels-idx1-ubyte.gz"
     if which == "labels_negative":
