@@ -2,6 +2,7 @@
 
 Layout of ``<out>/``::
 
+    .simfl                           marker: simfl wrote this folder; lists the files it put there
     scenario.yaml                    the resolved scenario (defaults filled in)
     summary.csv                      one row per (algorithm, seed)
     accuracy.png                     accuracy vs virtual time, mean and band over seeds
@@ -11,7 +12,9 @@ Layout of ``<out>/``::
                                      tensor per aggregation, shape (aggregations, *layer shape)
 
 A run writes into ``<out>.partial`` and renames it to ``<out>`` when every
-file is in place; an interrupted run leaves only the ``.partial`` folder.
+file is in place; an interrupted run leaves only the ``.partial`` folder. The
+rules of :mod:`simfl.outdir` decide what may be replaced: only folders simfl
+wrote, and of those only the files simfl put there.
 """
 
 from __future__ import annotations
