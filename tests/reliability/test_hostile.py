@@ -485,13 +485,13 @@ def test_overflowing_parameters(tmp_path_factory: pytest.TempPathFactory, capsys
 
 
 @fuzz(90)
-@given(features=st.sampled_from([8, 10**4, 10**8, 10**12]), train=st.sampled_from([120, 10**6, 10**10]),
-       clients=st.sampled_from([3, 100, 10**5, 10**9]), every=st.sampled_from([2.0, 1e-3, 1e-9, 1e300]),
-       budget=st.sampled_from([{"time": 8.0}, {"time": 1e300}, {"updates": 10}, {"updates": 2**62}]),
+@given(features=st.sampled_from([8, 8, 8, 10**4, 10**8, 10**12]), train=st.sampled_from([120, 120, 10**6, 10**10]),
+       clients=st.sampled_from([3, 3, 100, 10**5, 10**9]), every=st.sampled_from([2.0, 2.0, 1e-3, 1e-9, 1e300]),
+       budget=st.sampled_from([{"time": 8.0}, {"time": 8.0}, {"time": 1e300}, {"updates": 10}, {"updates": 2**62}]),
        latency=st.sampled_from([{"model": "exponential", "mean": 1e308}, {"model": "exponential", "mean": 1e-300},
-                                {"model": "exponential", "mean": 1.0}]),
+                                {"model": "exponential", "mean": 1.0}, {"model": "exponential", "mean": 1.0}]),
        checkpoint=st.sampled_from([None, "1e-9s", "1", "1e300s", "500"]),
-       cells=st.sampled_from([0, 0, 10**5, 10**6]), command=st.sampled_from(["validate", "run", "sweep"]),
+       cells=st.sampled_from([0, 0, 0, 10**5, 10**6]), command=st.sampled_from(["validate", "run", "sweep"]),
        max_memory=st.sampled_from([None, "1M", "64G", "1"]))
 def test_estimates(tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str], features: int,
                    train: int, clients: int, every: float, budget: dict[str, Any], latency: dict[str, Any],
