@@ -86,13 +86,13 @@ examples() {  # small examples of the file formats on the quickstart scenario (s
     --out results/quickstart-delays-300s
 }
 report() {
-  $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report
-  $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main
-  $SIMFL report results/ablation-mnist-e1 --baseline orthofl_no_calib --out results/report-ablation
-  $SIMFL report results/heterogeneity-mnist-e1-6000s --out results/report-heterogeneity
-  $SIMFL report results/delays-mnist-e1-6000s --out results/report-delays
-  $SIMFL report results/newsgroups-small --out results/report-newsgroups
-  $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr
+  $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report --force
+  $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main --force
+  $SIMFL report results/ablation-mnist-e1 --baseline orthofl_no_calib --out results/report-ablation --force
+  $SIMFL report results/heterogeneity-mnist-e1-6000s --out results/report-heterogeneity --force
+  $SIMFL report results/delays-mnist-e1-6000s --out results/report-delays --force
+  $SIMFL report results/newsgroups-small --out results/report-newsgroups --force
+  $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr --force
 }
 
 steps=("$@")

@@ -19,6 +19,7 @@ from simfl import __version__
 from simfl.errors import InputError
 
 if TYPE_CHECKING:
+    from simfl.checkpoint import Every
     from simfl.scenario import Scenario
     from simfl.sim.engine import Progress
 
@@ -45,6 +46,32 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
+def _size(text: str) -> int:
+    from simfl.estimate import parse_size
+
+    try:
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _max_memory(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
+                        help="refuse scenarios estimated to need more memory, e.g. 8G (default: 80%% of the RAM)")
+
+
+def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> list[str]:
+    """The scenario's estimate as comment lines, after refusing it if it exceeds a limit."""
+    from simfl import estimate
+
+    clients = getattr(scn.data.partition, "clients", None)
+    if clients is not None:
+        scn.check_clients(clients)
+    est = estimate.estimate(scn, cells)
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
+    return est.lines()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="simfl", description="Discrete-event simulator for asynchronous federated learning.")
     parser.add_argument("--version", action="version", version=f"simfl {__version__}")
@@ -54,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_val.add_argument("file", type=Path, help="scenario YAML file")
     p_val.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a scenario value (repeatable), e.g. --set train.lr=0.05")
+    _max_memory(p_val)
     p_val.set_defaults(func=cmd_validate)
 
     p_run = sub.add_parser("run", help="run every algorithm and seed of a scenario")
@@ -73,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated entry names (label, else algorithm name): run only those entries")
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
 
     p_ref = sub.add_parser("reference", help="print the scenario reference (markdown) generated from the schema")
@@ -87,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                          help="run the cells as Ray tasks: on a local Ray instance, or on the cluster at ADDRESS "
                               "(its nodes must see the output folder and the data at the same paths)")
+    _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
 
     p_rep = sub.add_parser("report", help="paper-style tables (markdown, LaTeX) and figure from result folders")
@@ -94,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="result folders of runs or sweeps (searched for summary.csv)")
     p_rep.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report)")
     p_rep.add_argument("--baseline", default="fedavg", help="method whose time to target is 1x (default: fedavg)")
+    p_rep.add_argument("--force", action="store_true", help="replace an existing report folder simfl wrote")
     p_rep.set_defaults(func=cmd_report)
 
     p_models = sub.add_parser("models", help="trainable and total parameter counts and sizes of every model")
@@ -105,12 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     p_imp = tr.add_parser("import", help="derive devices.csv, pooled.json, uploads.csv from raw gateway logs")
     p_imp.add_argument("raw", type=Path, help="folder with gw{1,2,3}_{comp,round}_delay.txt")
     p_imp.add_argument("--out", type=Path, default=Path("latency_traces"), help="output folder")
+    p_imp.add_argument("--force", action="store_true", help="replace the three files there if simfl wrote them")
     p_imp.set_defaults(func=cmd_traces_import)
     p_show = tr.add_parser("show", help="histograms of measured vs simulated delay distributions (PNG)")
     p_show.add_argument("--out", type=Path, default=Path("delay_patterns.png"), help="PNG file to write")
     p_show.add_argument("--clients", type=int, default=100, help="simulated clients")
     p_show.add_argument("--rounds", type=int, default=10000, help="rounds per client")
     p_show.add_argument("--seed", type=int, default=0, help="seed of the draws")
+    p_show.add_argument("--force", action="store_true", help="replace an existing figure simfl wrote")
+    _max_memory(p_show)
     p_show.set_defaults(func=cmd_traces_show)
     return parser
 
@@ -142,12 +176,12 @@ def _only(scn: Scenario, text: str) -> list[object]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from simfl import scenario as scenario_mod
+    from simfl.estimate import check_cells
 
     scn = _load(args)
-    clients = getattr(scn.data.partition, "clients", None)
-    if clients is not None:
-        scn.check_clients(clients)
+    lines = _check_estimate(scn, args, check_cells(scn.sweep, str(args.file)))
     sys.stdout.write(scenario_mod.dump(scn))
+    print("\n".join(lines))
     print(f"# {args.file}: valid ({len(scn.algorithms)} algorithms x {len(scn.seeds)} seeds)", file=sys.stderr)
     return 0
 
@@ -201,6 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         scn = _load(args)
         if scn.record is not None and every is not None:
             raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
+        _check_run(scn, args, every)
         folder = OutputFolder(args.out if args.out is not None else Path("runs") / scn.name, force=args.force)
         folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
         session = Session(folder.stage, every, args.verify)
@@ -213,6 +248,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(comparison_table(done.summary, done.target))
     print(f"results: {done.out}")
     return 0
+
+
+def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None) -> None:
+    """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints)."""
+    from simfl import estimate
+
+    est = estimate.estimate(scn)
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
+    if every is not None:
+        estimate.check_checkpoints(est, every.updates, every.seconds)
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -228,7 +273,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
-    outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray)
+    outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
+                        max_memory=args.max_memory)
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
     return 0
@@ -237,7 +283,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from simfl.report import write_report
 
-    written = write_report(args.dirs, args.out, baseline=args.baseline)
+    written = write_report(args.dirs, args.out, baseline=args.baseline, force=args.force)
     print(written.markdown.read_text())
     print(f"wrote {', '.join(str(p) for p in written.files())}")
     return 0
@@ -262,18 +308,20 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_traces_import(args: argparse.Namespace) -> int:
     from simfl.latency.traces import import_traces
 
-    import_traces(args.raw, args.out)
+    import_traces(args.raw, args.out, force=args.force)
     print(f"wrote devices.csv, pooled.json, uploads.csv to {args.out}")
     return 0
 
 
 def cmd_traces_show(args: argparse.Namespace) -> int:
+    from simfl.estimate import check_draws, default_max_memory
     from simfl.latency.plots import show
 
     for name in ("clients", "rounds"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name}", f"must be at least 1, got {getattr(args, name)}")
-    show(args.out, clients=args.clients, rounds=args.rounds, seed=args.seed)
+    check_draws(args.clients, args.rounds, args.max_memory or default_max_memory())
+    show(args.out, clients=args.clients, rounds=args.rounds, seed=args.seed, force=args.force)
     print(f"wrote {args.out}")
     return 0
 
@@ -286,6 +334,8 @@ def one_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``simfl`` command; returns the exit code."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args: argparse.Namespace | None = None
     try:
         args = parser.parse_args(argv)
         return int(args.func(args))
@@ -303,6 +353,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of stdout left (e.g. `| head`); the files are written by then
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
+    except MemoryError:
+        print("simfl: out of memory; `simfl validate FILE` estimates what a scenario needs (see --max-memory)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        if exc.filename is None:
+            return _crash(exc, argv, args)
+        print(one_line(f"simfl: {exc.filename}: {exc.strerror or exc}"), file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # the last resort: a bug, reported in one line with a crash file
+        return _crash(exc, argv, args)
+
+
+def _crash(exc: BaseException, argv: Sequence[str], args: argparse.Namespace | None) -> int:
+    from simfl.crash import report
+
+    out = getattr(args, "resume", None) or getattr(args, "out", None)
+    print(one_line(report(exc, argv, out if isinstance(out, Path) else None)), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

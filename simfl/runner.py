@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from simfl.algorithms.base import run_name
-from simfl.checkpoint import FAILED_FILE, Session
+from simfl.checkpoint import CHECKPOINT_FILE, FAILED_FILE, FRESH, Session
 from simfl.errors import InputError
 from simfl.experiment import Federation, RunResult, run_one, run_scenario
 from simfl.plots import accuracy_vs_time
@@ -70,6 +70,10 @@ def run_into(
                              checkpointing=session.checkpointing(name, fed.seed, prior_wall), resume=resume)
         except InvariantError as exc:
             exc.run = (name, fed.seed)  # type: ignore[attr-defined]
+            raise
+        except InputError as exc:
+            if resume is not None and exc.where == "checkpoint":
+                raise InputError(str(session.stage / CHECKPOINT_FILE), f"{exc.message}; {FRESH}") from None
             raise
         return dataclasses.replace(result, wall_seconds=result.wall_seconds + prior_wall)
 

@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import Field
 
 from simfl import rng
+from simfl.errors import InputError
 from simfl.fields import NonNegInt
 from simfl.latency.base import LatencyModel, Workload
 from simfl.latency.profiles import (
@@ -57,7 +58,10 @@ class Replay(LatencyModel[ReplayConfig]):
         if config.devices is not None:
             check_devices(config.devices, num_clients, uploads, config.profiles)
         else:
-            profile_set(config.profiles, load_devices(config.traces))
+            absent = [d for d in profile_set(config.profiles, load_devices(config.traces)) if d not in uploads]
+            if absent:
+                raise InputError("latency.profiles", f"devices {absent} of profile set {config.profiles!r} have no "
+                                 f"uploads in uploads.csv of {config.traces or 'the packaged traces'}")
 
     def __init__(self, config: ReplayConfig, num_clients: int, seed: int, workload: Workload) -> None:
         super().__init__(config, num_clients, seed, workload)
