@@ -417,4 +417,7 @@ def _message(err: Mapping[str, Any]) -> str:
 def dump(scenario: Scenario) -> str:
     """The resolved scenario as YAML (defaults filled in)."""
     data = copy.deepcopy(scenario.model_dump(mode="json"))
+    # each algorithm entry reads name first, its label (shared by every config) after it
+    data["algorithms"] = [{"name": a["name"], "label": a.get("label"),
+                           **{k: v for k, v in a.items() if k not in ("name", "label")}} for a in data["algorithms"]]
     return yaml.safe_dump(data, sort_keys=False)
