@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.aggregation
 	$(PY) -m benchmarks.engine
 	$(PY) -m benchmarks.events
+	$(PY) -m benchmarks.fleet
 
 reference: $(STAMP)
 	$(VENV)/bin/simfl reference > scenarios/REFERENCE.md
