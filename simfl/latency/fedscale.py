@@ -101,9 +101,18 @@ def _windows(entry: Any, where: str) -> tuple[tuple[tuple[float, float], ...], f
     return tuple(out), period
 
 
-@lru_cache(maxsize=8)
 def read_fedscale(path: str, behavior: str | None, train_factor: float) -> tuple[Device, ...]:
-    """Devices from FedScale's capacity pickle (and availability pickle), one per capacity entry."""
+    """Devices from FedScale's capacity pickle (and availability pickle), one per capacity entry.
+
+    Read once per process while the files are unchanged.
+    """
+    stamps = tuple((p.stat().st_mtime_ns, p.stat().st_size) if p.is_file() else None
+                   for p in (Path(path), Path(behavior or path)))
+    return _read(path, behavior, train_factor, stamps)
+
+
+@lru_cache(maxsize=8)
+def _read(path: str, behavior: str | None, train_factor: float, stamps: tuple[object, ...]) -> tuple[Device, ...]:
     capacity = _sorted_items(load_plain_pickle(path))
     behave = None if behavior is None else _sorted_items(load_plain_pickle(behavior))
     devices = []

@@ -112,7 +112,9 @@ class FleetModel(LatencyModel[FleetOptions]):
 
     @classmethod
     def check(cls, config: FleetOptions, num_clients: int) -> None:
-        cls.read(config)
+        devices = cls.read(config)
+        if config.availability and config.horizon is None and any(d.period is not None for d in devices):
+            raise InputError("latency.horizon", "the trace's windows repeat; set horizon (e.g. to budget.time)")
 
     def __init__(self, config: FleetOptions, num_clients: int, seed: int, workload: Workload) -> None:
         super().__init__(config, num_clients, seed, workload)

@@ -55,6 +55,14 @@ def test_windows_become_absences_and_repeat_with_period() -> None:
     assert av.back_at(0, 1.0) == 2.0 and av.back_at(0, 5.0) is None
 
 
+def test_periodic_windows_need_a_horizon_before_the_run(tmp_path: Path) -> None:
+    path = write_csv(tmp_path, "client,seconds_per_sample,bandwidth,windows,period\na,0.1,1e6,0-5,50\n")
+    with pytest.raises(InputError, match="latency.horizon: the trace's windows repeat"):
+        FleetCsv.check(FleetCsvConfig(path=path), 2)
+    FleetCsv.check(FleetCsvConfig(path=path, availability=False), 2)
+    FleetCsv.check(FleetCsvConfig(path=path, horizon=10.0), 2)
+
+
 def test_csv_windows_and_period(tmp_path: Path) -> None:
     path = write_csv(tmp_path, "client,seconds_per_sample,bandwidth,windows,period\na,0.1,1e6,10-20;30-40,\nb,0.1,1e6,,\n"
                      "c,0.1,1e6,0-5,50\n")
