@@ -104,7 +104,12 @@ def _column(table: Any, column: str, where: str) -> Any:
 def _features(table: Any, config: HfConfig, split: str) -> torch.Tensor:
     """The feature tensor of one split: float32, channel axis first for images."""
     if isinstance(config.features, list):
-        cols = [np.asarray(_column(table, c, "data.features"), dtype=np.float64) for c in config.features]
+        cols = []
+        for c in config.features:
+            try:
+                cols.append(np.asarray(_column(table, c, "data.features"), dtype=np.float64))
+            except (ValueError, TypeError):
+                raise InputError("data.features", f"column {c!r} of split {split!r} is not numeric") from None
         if any(c.ndim != 1 for c in cols):
             raise InputError("data.features", "a list of columns must name scalar columns; name one array column instead")
         x = np.stack(cols, axis=1)

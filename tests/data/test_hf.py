@@ -83,6 +83,7 @@ def test_saved_dataset_with_image_columns(tmp_path: Path) -> None:
         ({"test_split": "valid"}, "data.test_split: no split 'valid'; the dataset has"),
         ({"features": ["a", "zz"]}, "data.features: no column 'zz'"),
         ({"classes": 2}, "data.classes: is 2 but the labels need 3"),
+        ({"features": ["a", "writer"]}, "data.features: column 'writer' of split 'train' is not numeric"),
         ({"root": None, "name": "someone/data"}, "data.download: loading 'someone/data' from the Hugging Face hub "
          "needs download: true"),
         ({"root": None}, "data.root: hf needs data.root"),
