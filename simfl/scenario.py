@@ -230,6 +230,10 @@ def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
         value = getattr(scenario.data, key, None)
         if value is not None and not Path(value).is_absolute():
             setattr(scenario.data, key, (base / value).resolve())
+    for key in ("path", "behavior"):  # fleet trace files
+        value = getattr(scenario.latency, key, None)
+        if isinstance(value, str) and not Path(value).is_absolute():
+            setattr(scenario.latency, key, str((base / value).resolve()))
     partition = getattr(scenario.data, "partition", None)
     path = getattr(partition, "path", None)
     if partition is not None and path is not None and not Path(path).is_absolute():

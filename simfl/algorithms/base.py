@@ -51,7 +51,7 @@ class AlgorithmConfig(Section):
 def run_name(config: Section) -> str:
     """What an algorithm entry's runs are called: its ``label``, else its algorithm ``name``."""
     label = getattr(config, "label", None)
-    return str(label if label is not None else config.name)
+    return str(label if label is not None else config.name)  # type: ignore[attr-defined]
 
 
 @dataclass(slots=True)
