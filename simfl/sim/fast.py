@@ -203,7 +203,7 @@ class FastSimulation:
         client.latency = self.latency.sample(client.index)
         client.fails = False
         client.handle = self.executor.submit(
-            Job(client.index, client.rounds, weights, self.algorithm.prox_mu), due=self.now + client.latency
+            Job(client.index, client.rounds, weights, self.algorithm.local_options()), due=self.now + client.latency
         )
         client.rounds += 1
         client.seq = st.seq

@@ -27,6 +27,7 @@ or as Ray tasks on a local instance or an existing cluster (``ray_address``).
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -87,7 +88,7 @@ class SweepOutcome:
 
 def _key_labels(keys: Sequence[str]) -> dict[str, str]:
     """The shortest dotted tail of each key that is unique among ``keys``."""
-    parts = {k: [p for p in k.replace("[", ".").replace("]", "").split(".") if not p.isdigit()] for k in keys}
+    parts = {k: [p for p in scenario_mod.parse_path(k) if not p.isdigit()] for k in keys}
     labels: dict[str, str] = {}
     for key in keys:
         for n in range(1, len(parts[key]) + 1):
@@ -127,12 +128,17 @@ def plan(path: str | Path, overrides: Iterable[str] = ()) -> tuple[dict[str, Any
     A scenario without ``sweep:`` gives one cell per seed.
     """
     path = Path(path)
-    base_scn = scenario_mod.load(path, overrides)  # validates the scenario and every grid cell
     raw = scenario_mod.read_yaml(path)
     for text in overrides:
         scenario_mod.apply_override(raw, text)
+    return raw, plan_raw(raw, path.parent, str(path))
+
+
+def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario") -> list[Cell]:
+    """Every cell of a raw scenario mapping, grid-major then seed; relative data paths are against ``base``."""
+    base_scn = scenario_mod.validate(raw, where=where)
     sweep: dict[str, list[Any]] = raw.get("sweep") or {}
-    points = scenario_mod.sweep_cells(raw, where=str(path)) if sweep else [({}, dict(raw))]
+    points = scenario_mod.sweep_cells(raw, where=where) if sweep else [({}, dict(raw))]
     key_labels = _key_labels(list(sweep))
     value_labels = {k: dict(zip(map(_fingerprint, v), _value_labels(v), strict=True)) for k, v in sweep.items()}
     cells: list[Cell] = []
@@ -143,11 +149,11 @@ def plan(path: str | Path, overrides: Iterable[str] = ()) -> tuple[dict[str, Any
             one = {k: v for k, v in cell_raw.items() if k != "sweep"}
             one["name"] = group
             one["seeds"] = [seed]
-            cells.append(Cell("__".join([*pairs, f"seed={seed}"]), group, seed, values, one, path.parent))
+            cells.append(Cell("__".join([*pairs, f"seed={seed}"]), group, seed, values, one, base))
     names = [c.name for c in cells]
     if len(set(names)) != len(names):  # pragma: no cover - labels are made unique per key above
-        raise InputError(str(path), "sweep: two cells got the same folder name")
-    return raw, cells
+        raise InputError(where, "sweep: two cells got the same folder name")
+    return cells
 
 
 def _fingerprint(value: Any) -> str:
@@ -218,15 +224,19 @@ def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
 
 
 def run_sweep(
-    path: str | Path,
+    path: str | Path | Mapping[str, Any],
     out: Path | None = None,
     overrides: Iterable[str] = (),
     workers: int = 1,
     on_published: Callable[[str], None] | None = None,
     log: Callable[[str], None] | None = None,
     ray_address: str | None = None,
+    base: Path | None = None,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
+
+    ``path`` is a scenario file, or a raw scenario mapping whose relative data paths are
+    relative to ``base`` (default: the working folder).
 
     Parameters
     ----------
@@ -244,7 +254,13 @@ def run_sweep(
     if workers < 1:
         raise InputError("--workers", f"must be at least 1, got {workers}")
     overrides = list(overrides)
-    raw, cells = plan(path, overrides)
+    if isinstance(path, Mapping):
+        raw = copy.deepcopy(dict(path))
+        for text in overrides:
+            scenario_mod.apply_override(raw, text)
+        cells = plan_raw(raw, base if base is not None else Path.cwd())
+    else:
+        raw, cells = plan(path, overrides)
     out = Path(out) if out is not None else Path("runs") / f"{raw['name']}-sweep"
     say = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     _prepare(out, raw, cells)
