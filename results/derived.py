@@ -4,7 +4,8 @@ Run from the repository root: ``python results/derived.py``. Each line is
 ``name=value``:
 
 - ``cpu_minutes[FOLDER]``: the sum of ``wall_seconds`` over every run of a
-  result folder (machine time; it varies from run to run), and their total;
+  result folder (machine time; it varies from run to run); ``cpu_hours_total`` sums the folders of
+  the earlier set (E = 1 and the studies), ``cpu_hours_e5`` those at the paper's E = 5 (``-e5``);
 - ``delays[CELL]``: OrthoFL's drawn latencies in a delay-study cell (mean and
   maximum, s) and its update count;
 - ``second_half[VARIANT]``: an ablation variant's mean and minimum accuracy
@@ -35,11 +36,14 @@ def seed_mean_accuracy(folder: Path, algorithm: str) -> pd.Series:
 
 
 def main() -> None:
-    folders = sorted(p for p in RESULTS.iterdir() if p.is_dir() and not p.name.startswith(("report", "quickstart")))
+    folders = sorted(p for p in RESULTS.iterdir() if p.is_dir() and not p.name.startswith(("report", "quickstart"))
+                     and not p.name.endswith(".partial"))
     minutes = {p.name: cpu_minutes(p) for p in folders}
     for name, value in minutes.items():
         print(f"cpu_minutes[{name}]={value:.0f}")
-    print(f"cpu_hours_total={sum(minutes.values()) / 60:.1f}")
+    e5 = sum(v for k, v in minutes.items() if "-e5" in k)
+    print(f"cpu_hours_total={(sum(minutes.values()) - e5) / 60:.1f}")
+    print(f"cpu_hours_e5={e5 / 60:.1f}")
 
     for cell in sorted((RESULTS / "delays-mnist-e1-6000s").glob("latency=*")):
         events = pd.read_csv(cell / "orthofl" / "seed0" / "events.csv")

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Rebuilds the paper runs committed under results/ (see results/README.md), one after another.
-# Scale: local epochs E = 1 instead of the paper's 5 (one fifth of the training per update; the motivating
-# study keeps E = 5); every method
-# runs for the same virtual time (the scenario's budget, or the one set below). Everything else is the
-# scenario file's setting. About nine hours of one core (each run trains with one thread, so two
-# steps can run side by side on two cores).
-# Usage: results/reproduce.sh [main|har|ablation|heterogeneity|delays|newsgroups|motivation|examples|report]...
+# Scale: main5, har5 and ablation5 run the paper's setting as the scenario files give it (E = 5, OrthoFL in
+# both readings as labelled entries), about 17 hours of one core for the two main comparisons; fedadam_lr is the
+# short search that fixed FedAdam's server learning rate. The older steps (main, har, ablation, heterogeneity,
+# delays) use local epochs E = 1 (one fifth of the training per update) to fit the CPU time then available, about
+# nine hours of one core; rerun today they list OrthoFL as the two labelled entries the scenario files now hold
+# (the committed E = 1 folders have one entry, 'orthofl', the paper's reading). The motivating study keeps
+# E = 5. Every method runs for the same virtual time (the scenario's budget, or the one set below). Each run
+# trains with one thread, so two steps can run side by side on two cores.
+# Usage: results/reproduce.sh [main5|har5|ablation5|fedadam_lr|main|har|ablation|heterogeneity|delays|newsgroups|
+#   motivation|examples|report]...
 # (default: all). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +17,38 @@ SIMFL=${SIMFL:-simfl}
 PYTHON=${PYTHON:-python}
 E1=(--set train.epochs=1)
 
-main() {  # MNIST main comparison: 7 methods x 3 seeds, 12,000 virtual seconds
+ENTRIES=(orthofl_global orthofl_chain fedasync fedbuff ca2fl fedavg fedprox fedadam)
+SEEDS=(0 1 2)
+paper_e5() {  # $1 scenario, $2 output folder: one result folder per (entry, seed), so that a killed or
+  # interrupted step continues where it stopped (finished folders are kept, a .partial one is resumed)
+  local file=$1 out=$2 seed name dir
+  for seed in "${SEEDS[@]}"; do
+    for name in "${ENTRIES[@]}"; do
+      dir="$out/$name-seed$seed"
+      if [ -d "$dir" ]; then continue; fi
+      if [ -d "$dir.partial" ]; then
+        $SIMFL run --resume "$dir" --quiet
+      else
+        $SIMFL run "$file" --seeds "$seed" --only "$name" --checkpoint-every 50 --quiet --out "$dir"
+      fi
+    done
+  done
+}
+main5() {  # MNIST main comparison at the paper's E = 5: 8 entries (OrthoFL in both readings) x 3 seeds, 12,000 s
+  paper_e5 scenarios/paper/mnist.yaml results/paper-mnist-e5
+}
+har5() {  # HAR main comparison at the paper's E = 5: 8 entries x 3 seeds, 11,000 virtual seconds
+  paper_e5 scenarios/paper/har.yaml results/paper-har-e5
+}
+ablation5() {  # MNIST ablation at E = 5, seed 0: w/o Calib., w/o MA, pairwise, OrthoFL in both readings
+  ENTRIES=(orthofl_no_calib orthofl_no_ma orthofl_pairwise orthofl_global orthofl_chain) SEEDS=(0) \
+    paper_e5 scenarios/studies/ablation.yaml results/ablation-mnist-e5
+}
+fedadam_lr() {  # FedAdam's server learning rate: 4 values, MNIST, E = 5, seed 0, 6,000 s (two runs side by side)
+  $SIMFL run scenarios/studies/fedadam_lr.yaml --only fedadam_lr0.003,fedadam_lr0.03 --quiet --out results/fedadam-lr-mnist-e5-a
+  $SIMFL run scenarios/studies/fedadam_lr.yaml --only fedadam_lr0.01,fedadam_lr0.1 --quiet --out results/fedadam-lr-mnist-e5-b
+}
+main() {  # MNIST main comparison at E = 1 (7 methods before the labelled OrthoFL readings) x 3 seeds, 12,000 s
   $SIMFL run scenarios/paper/mnist.yaml "${E1[@]}" --quiet --out results/paper-mnist-e1
 }
 har() {  # HAR (HAPT-derived windows): 7 methods x 3 seeds, 11,000 virtual seconds
@@ -51,14 +86,16 @@ examples() {  # small examples of the file formats on the quickstart scenario (s
     --out results/quickstart-delays-300s
 }
 report() {
-  $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report
-  $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main
-  $SIMFL report results/ablation-mnist-e1 --baseline orthofl_no_calib --out results/report-ablation
-  $SIMFL report results/heterogeneity-mnist-e1-6000s --out results/report-heterogeneity
-  $SIMFL report results/delays-mnist-e1-6000s --out results/report-delays
-  $SIMFL report results/newsgroups-small --out results/report-newsgroups
+  $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report --force
+  $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main --force
+  $SIMFL report results/ablation-mnist-e1 --baseline orthofl_no_calib --out results/report-ablation --force
+  $SIMFL report results/heterogeneity-mnist-e1-6000s --out results/report-heterogeneity --force
+  $SIMFL report results/delays-mnist-e1-6000s --out results/report-delays --force
+  $SIMFL report results/newsgroups-small --out results/report-newsgroups --force
+  $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr --force
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(main har ablation heterogeneity delays newsgroups motivation examples report)
+[ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 main har ablation heterogeneity delays newsgroups
+  motivation examples report)
 for step in "${steps[@]}"; do "$step"; done

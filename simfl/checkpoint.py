@@ -28,6 +28,7 @@ import math
 import os
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,16 +92,79 @@ def write_atomic(path: Path, data: bytes | None = None, obj: Any = None) -> None
         os.close(fd)
 
 
+FRESH = "start afresh with `simfl run FILE --out OUT --force`"
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Read a checkpoint safely (tensors and plain data only); a damaged file is an InputError."""
+    """Read a checkpoint safely (tensors and plain data only); a damaged file is an InputError.
+
+    Code or objects other than plain data and tensors are never loaded (``weights_only``),
+    and torch's own warnings and advice stay off the terminal.
+    """
+    where = str(path)
     try:
-        data = torch.load(path, weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            data = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # torch raises many types for damaged files
-        first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise InputError(str(path), f"unreadable checkpoint ({first})") from None
+        text = str(exc)
+        if "GLOBAL" in text or "Unsupported global" in text:
+            raise InputError(where, "refused: it holds objects other than plain data and tensors (a simfl checkpoint "
+                             f"never does; it was not loaded); {FRESH}") from None
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if lines and lines[0].startswith("Weights only load failed"):  # keep torch's detail, not its advice
+            lines = [ln for ln in lines[1:] if not ln.startswith(("Please file", "Check the documentation"))]
+        first = (lines or [type(exc).__name__])[0][:160]
+        raise InputError(where, f"unreadable checkpoint ({first}); {FRESH}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(str(path), f"not a simfl checkpoint (expected format {FORMAT})")
+        raise InputError(where, f"not a simfl checkpoint (expected format {FORMAT}); {FRESH}")
+    check_saved(data, where)
     return data
+
+
+def _need(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        raise InputError(where, f"damaged checkpoint: {what}; {FRESH}")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**63
+
+
+def _is_time(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def check_saved(data: dict[str, Any], where: str) -> None:
+    """Check the checkpoint's structure and value types (the simulation data is checked on restore)."""
+    every = data.get("every")
+    _need(every is None or isinstance(every, str), where, "'every' must be text or empty")
+    if isinstance(every, str):
+        try:
+            parse_every(every)
+        except InputError as exc:
+            _need(False, where, f"'every' {exc.message}")
+    _need(isinstance(data.get("verify"), bool), where, "'verify' must be true or false")
+    finished = data.get("finished")
+    _need(isinstance(finished, list), where, "'finished' must be a list")
+    for i, f in enumerate(finished or []):
+        _need(isinstance(f, dict) and isinstance(f.get("algorithm"), str) and _is_int(f.get("seed"))
+              and isinstance(f.get("row"), dict), where, f"finished[{i}] needs algorithm (text), seed (>= 0), row")
+    cur = data.get("current")
+    if cur is None:
+        return
+    _need(isinstance(cur, dict), where, "'current' must be a mapping")
+    _need(isinstance(cur.get("algorithm"), str) and _is_int(cur.get("seed")) and _is_time(cur.get("wall_seconds")),
+          where, "current needs algorithm (text), seed (>= 0) and wall_seconds (>= 0)")
+    sim = cur.get("sim")
+    _need(isinstance(sim, dict) and all(k in sim for k in ("state", "algorithm", "latency", "availability",
+                                                             "last_eval")),
+          where, "current.sim needs state, algorithm, latency, availability, last_eval")
+    state = sim["state"]
+    _need(isinstance(state, dict) and _is_time(state.get("now")) and _is_int(state.get("updates"))
+          and isinstance(state.get("clients"), list) and isinstance(state.get("events"), list)
+          and isinstance(state.get("metrics"), list), where,
+          "current.sim.state needs now (>= 0), updates (>= 0), clients, events and metrics lists")
 
 
 class Session:

@@ -19,6 +19,7 @@ from simfl import __version__
 from simfl.errors import InputError
 
 if TYPE_CHECKING:
+    from simfl.checkpoint import Every
     from simfl.scenario import Scenario
     from simfl.sim.engine import Progress
 
@@ -45,6 +46,32 @@ def _seeds(text: str) -> list[int]:
     return seeds
 
 
+def _size(text: str) -> int:
+    from simfl.estimate import parse_size
+
+    try:
+        return parse_size(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _max_memory(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
+                        help="refuse scenarios estimated to need more memory, e.g. 8G (default: 80%% of the RAM)")
+
+
+def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> list[str]:
+    """The scenario's estimate as comment lines, after refusing it if it exceeds a limit."""
+    from simfl import estimate
+
+    clients = getattr(scn.data.partition, "clients", None)
+    if clients is not None:
+        scn.check_clients(clients)
+    est = estimate.estimate(scn, cells)
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
+    return est.lines()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="simfl", description="Discrete-event simulator for asynchronous federated learning.")
     parser.add_argument("--version", action="version", version=f"simfl {__version__}")
@@ -57,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_val = sub.add_parser("validate", help="check a scenario file and print it resolved", parents=[scenario_options])
     p_val.add_argument("file", type=Path, help="scenario YAML file")
+    _max_memory(p_val)
     p_val.set_defaults(func=cmd_validate)
 
     p_run = sub.add_parser("run", help="run every algorithm and seed of a scenario", parents=[scenario_options])
@@ -69,8 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="continue the unfinished run whose --out was OUT, from OUT.partial")
     p_run.add_argument("--verify", action="store_true",
                        help="check simulation invariants while running; stop with a message when one breaks")
+    p_run.add_argument("--only", default=None, metavar="NAMES",
+                       help="comma-separated entry names (label, else algorithm name): run only those entries")
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
 
     p_ref = sub.add_parser("reference", help="print the scenario reference (markdown) generated from the schema")
@@ -83,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                          help="run the cells as Ray tasks: on a local Ray instance, or on the cluster at ADDRESS "
                               "(its nodes must see the output folder and the data at the same paths)")
+    _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
 
     p_rep = sub.add_parser("report", help="paper-style tables (markdown, LaTeX) and figure from result folders")
@@ -90,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="result folders of runs or sweeps (searched for summary.csv)")
     p_rep.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report)")
     p_rep.add_argument("--baseline", default="fedavg", help="method whose time to target is 1x (default: fedavg)")
+    p_rep.add_argument("--force", action="store_true", help="replace an existing report folder simfl wrote")
     p_rep.set_defaults(func=cmd_report)
 
     p_models = sub.add_parser("models", help="trainable and total parameter counts and sizes of every model")
@@ -101,12 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     p_imp = tr.add_parser("import", help="derive devices.csv, pooled.json, uploads.csv from raw gateway logs")
     p_imp.add_argument("raw", type=Path, help="folder with gw{1,2,3}_{comp,round}_delay.txt")
     p_imp.add_argument("--out", type=Path, default=Path("latency_traces"), help="output folder")
+    p_imp.add_argument("--force", action="store_true", help="replace the three files there if simfl wrote them")
     p_imp.set_defaults(func=cmd_traces_import)
     p_show = tr.add_parser("show", help="histograms of measured vs simulated delay distributions (PNG)")
     p_show.add_argument("--out", type=Path, default=Path("delay_patterns.png"), help="PNG file to write")
     p_show.add_argument("--clients", type=int, default=100, help="simulated clients")
     p_show.add_argument("--rounds", type=int, default=10000, help="rounds per client")
     p_show.add_argument("--seed", type=int, default=0, help="seed of the draws")
+    p_show.add_argument("--force", action="store_true", help="replace an existing figure simfl wrote")
+    _max_memory(p_show)
     p_show.set_defaults(func=cmd_traces_show)
     return parser
 
@@ -117,17 +153,33 @@ def _load(args: argparse.Namespace) -> Scenario:
     overrides = list(args.overrides)
     if getattr(args, "seeds", None):
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
-    return scenario_mod.load(args.file, overrides)
+    scn = scenario_mod.load(args.file, overrides)
+    if getattr(args, "only", None):
+        scn.algorithms = _only(scn, args.only)
+    return scn
+
+
+def _only(scn: Scenario, text: str) -> list[object]:
+    """The scenario's algorithm entries named in ``text`` (comma-separated labels or names), in scenario order."""
+    from simfl.algorithms.base import run_name
+
+    wanted = [w.strip() for w in text.split(",") if w.strip()]
+    names = [run_name(a) for a in scn.algorithms]
+    unknown = [w for w in wanted if w not in names]
+    if unknown or not wanted:
+        raise InputError("--only", f"no entry named {unknown[0] if unknown else repr(text)}; the scenario has: "
+                         f"{', '.join(names)}")
+    return [a for a, n in zip(scn.algorithms, names, strict=True) if n in wanted]
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from simfl import scenario as scenario_mod
+    from simfl.estimate import check_cells
 
     scn = _load(args)
-    clients = getattr(scn.data.partition, "clients", None)
-    if clients is not None:
-        scn.check_clients(clients)
+    lines = _check_estimate(scn, args, check_cells(scn.sweep, str(args.file)))
     sys.stdout.write(scenario_mod.dump(scn))
+    print("\n".join(lines))
     print(f"# {args.file}: valid ({len(scn.algorithms)} algorithms x {len(scn.seeds)} seeds)", file=sys.stderr)
     return 0
 
@@ -168,8 +220,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     every = parse_every(args.checkpoint_every) if args.checkpoint_every is not None else None
     if args.resume is not None:
-        if args.file is not None or args.overrides or args.seeds or args.out is not None:
-            raise InputError("--resume", "takes no scenario file, --out, --set or --seeds: it continues OUT as it was")
+        if args.file is not None or args.overrides or args.seeds or args.only or args.out is not None:
+            raise InputError("--resume", "takes no scenario file, --out, --set, --seeds or --only: it continues OUT as "
+                             "it was")
         folder = OutputFolder(args.resume, force=args.force, reopen=True)
         scn = scenario_mod.load(folder.path("scenario.yaml"))
         saved_every, saved_verify, saved = Session.reopen(folder.stage)
@@ -180,6 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         scn = _load(args)
         if scn.record is not None and every is not None:
             raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
+        _check_run(scn, args, every)
         folder = OutputFolder(args.out if args.out is not None else Path("runs") / scn.name, force=args.force)
         folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
         session = Session(folder.stage, every, args.verify)
@@ -192,6 +246,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(comparison_table(done.summary, done.target))
     print(f"results: {done.out}")
     return 0
+
+
+def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None) -> None:
+    """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints)."""
+    from simfl import estimate
+
+    est = estimate.estimate(scn)
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
+    if every is not None:
+        estimate.check_checkpoints(est, every.updates, every.seconds)
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -207,7 +271,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
-    outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray)
+    outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
+                        max_memory=args.max_memory)
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
     return 0
@@ -216,7 +281,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from simfl.report import write_report
 
-    written = write_report(args.dirs, args.out, baseline=args.baseline)
+    written = write_report(args.dirs, args.out, baseline=args.baseline, force=args.force)
     print(written.markdown.read_text())
     print(f"wrote {', '.join(str(p) for p in written.files())}")
     return 0
@@ -241,18 +306,20 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_traces_import(args: argparse.Namespace) -> int:
     from simfl.latency.traces import import_traces
 
-    import_traces(args.raw, args.out)
+    import_traces(args.raw, args.out, force=args.force)
     print(f"wrote devices.csv, pooled.json, uploads.csv to {args.out}")
     return 0
 
 
 def cmd_traces_show(args: argparse.Namespace) -> int:
+    from simfl.estimate import check_draws, default_max_memory
     from simfl.latency.plots import show
 
     for name in ("clients", "rounds"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name}", f"must be at least 1, got {getattr(args, name)}")
-    show(args.out, clients=args.clients, rounds=args.rounds, seed=args.seed)
+    check_draws(args.clients, args.rounds, args.max_memory or default_max_memory())
+    show(args.out, clients=args.clients, rounds=args.rounds, seed=args.seed, force=args.force)
     print(f"wrote {args.out}")
     return 0
 
@@ -265,6 +332,8 @@ def one_line(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``simfl`` command; returns the exit code."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args: argparse.Namespace | None = None
     try:
         args = parser.parse_args(argv)
         return int(args.func(args))
@@ -282,6 +351,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of stdout left (e.g. `| head`); the files are written by then
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
+    except MemoryError:
+        print("simfl: out of memory; `simfl validate FILE` estimates what a scenario needs (see --max-memory)",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        if exc.filename is None:
+            return _crash(exc, argv, args)
+        print(one_line(f"simfl: {exc.filename}: {exc.strerror or exc}"), file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # the last resort: a bug, reported in one line with a crash file
+        return _crash(exc, argv, args)
+
+
+def _crash(exc: BaseException, argv: Sequence[str], args: argparse.Namespace | None) -> int:
+    from simfl.crash import report
+
+    out = getattr(args, "resume", None) or getattr(args, "out", None)
+    print(one_line(report(exc, argv, out if isinstance(out, Path) else None)), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

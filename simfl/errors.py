@@ -11,6 +11,9 @@ class InputError(Exception):
     """A user mistake: ``where`` names the file, field or option; ``message`` says what is wrong."""
 
     def __init__(self, where: str, message: str) -> None:
-        super().__init__(f"{where}: {message}" if where else message)
+        super().__init__(where, message)  # both in args: the error survives pickling and copying
         self.where = where
         self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message

@@ -20,6 +20,7 @@ from torch import nn
 
 from simfl import rng
 from simfl.algorithms import ALGORITHMS, Setup
+from simfl.algorithms.base import run_name
 from simfl.data import DATASETS, Dataset
 from simfl.data.partition import split
 from simfl.errors import InputError
@@ -212,7 +213,7 @@ def run_one(
     try:
         state = sim.run()
     except RunStopped as exc:
-        raise RunStopped(exc.message, exc.state, config.name, fed.seed) from None
+        raise RunStopped(exc.message, exc.state, run_name(config), fed.seed) from None
     finally:
         executor.close()
-    return RunResult(config.name, fed.seed, state, time.perf_counter() - start)
+    return RunResult(run_name(config), fed.seed, state, time.perf_counter() - start)

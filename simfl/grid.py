@@ -19,7 +19,9 @@ shortest tail of its dotted path that is unique among the swept keys
 (``data.partition.alpha`` -> ``alpha``); a mapping value by its ``model``,
 ``name``, ``kind`` or ``dataset`` entry; a short list of scalars by its items
 joined with ``-``; anything else (or values whose labels would collide) by its
-position ``v<i>``.
+position ``v<i>``. A name longer than :data:`CELL_BYTES` bytes is cut and ends in ``~``
+and a hash of the whole name (``...~3f2a9c0d1b7e__seed=0``); ``<out>/cells.csv``
+is the readable index of every cell: its folder, scenario name, seed and swept values.
 
 Cells run one after another in this process, in ``workers`` spawned processes,
 or as Ray tasks on a local instance or an existing cluster (``ray_address``).
@@ -28,9 +30,9 @@ or as Ray tasks on a local instance or an existing cluster (``ray_address``).
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from simfl import outdir
 from simfl import scenario as scenario_mod
 from simfl.errors import InputError
 from simfl.scenario import Scenario
@@ -49,6 +52,10 @@ from simfl.scenario import Scenario
 SWEEP_FILE = "sweep.yaml"
 CELLS_FILE = "cells.csv"
 _LABEL_KEYS = ("model", "name", "kind", "dataset")
+CELL_BYTES = 200
+"""Longest cell folder name; a longer one is cut and ends in ``~<hash>`` (cells.csv has the values)."""
+GROUP_BYTES = 240
+"""Longest cell scenario name (the same rule)."""
 
 
 @dataclass(frozen=True)
@@ -122,20 +129,26 @@ def _value_labels(values: Sequence[Any]) -> list[str]:
     return labels
 
 
-def plan(path: str | Path, overrides: Iterable[str] = ()) -> tuple[dict[str, Any], list[Cell]]:
+def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None = None
+         ) -> tuple[dict[str, Any], list[Cell]]:
     """Read and check a scenario file; returns its raw mapping and every cell, grid-major then seed.
 
-    A scenario without ``sweep:`` gives one cell per seed.
+    A scenario without ``sweep:`` gives one cell per seed. Every grid point's estimate is
+    checked against the limits of :mod:`simfl.estimate` (memory: ``max_memory``).
     """
     path = Path(path)
+    scenario_mod.load(path, overrides)  # validates the scenario and every grid cell
     raw = scenario_mod.read_yaml(path)
     for text in overrides:
         scenario_mod.apply_override(raw, text)
-    return raw, plan_raw(raw, path.parent, str(path))
+    return raw, plan_raw(raw, path.parent, str(path), max_memory)
 
 
-def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario") -> list[Cell]:
+def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_memory: int | None = None
+             ) -> list[Cell]:
     """Every cell of a raw scenario mapping, grid-major then seed; relative data paths are against ``base``."""
+    from simfl import estimate
+
     base_scn = scenario_mod.validate(raw, where=where)
     sweep: dict[str, list[Any]] = raw.get("sweep") or {}
     points = scenario_mod.sweep_cells(raw, where=where) if sweep else [({}, dict(raw))]
@@ -144,16 +157,28 @@ def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario") -> lis
     cells: list[Cell] = []
     for values, cell_raw in points:
         pairs = [f"{key_labels[k]}={value_labels[k][_fingerprint(v)]}" for k, v in values.items()]
-        group = f"{base_scn.name}[{','.join(pairs)}]" if pairs else base_scn.name
+        group = _fit(f"{base_scn.name}[{','.join(pairs)}]", GROUP_BYTES) if pairs else base_scn.name
+        point = scenario_mod.validate(cell_raw, where=f"sweep cell {group}")
+        estimate.check(estimate.estimate(point), max_memory or estimate.default_max_memory(), f"sweep cell {group}")
         for seed in base_scn.seeds:
             one = {k: v for k, v in cell_raw.items() if k != "sweep"}
             one["name"] = group
             one["seeds"] = [seed]
-            cells.append(Cell("__".join([*pairs, f"seed={seed}"]), group, seed, values, one, base))
+            name = _fit("__".join(pairs), CELL_BYTES - len(f"__seed={seed}")) + f"__seed={seed}" if pairs else f"seed={seed}"
+            cells.append(Cell(name, group, seed, values, one, base))
     names = [c.name for c in cells]
     if len(set(names)) != len(names):  # pragma: no cover - labels are made unique per key above
         raise InputError(where, "sweep: two cells got the same folder name")
     return cells
+
+
+def _fit(text: str, limit: int) -> str:
+    """``text`` when it has at most ``limit`` UTF-8 bytes, else its start, ``~`` and a hash of the whole."""
+    if len(text.encode()) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    head = text.encode()[: limit - len(digest) - 1].decode("utf-8", "ignore")
+    return f"{head}~{digest}"
 
 
 def _fingerprint(value: Any) -> str:
@@ -202,6 +227,7 @@ def _init_worker(threads: int) -> None:
 def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
     """Create ``out`` with sweep.yaml and cells.csv, or check that it holds this same sweep."""
     text = yaml.safe_dump(dict(raw), sort_keys=False)
+    outdir.check_path(out)
     if out.exists() and not out.is_dir():
         raise InputError(str(out), "exists and is not a folder")
     existing = out / SWEEP_FILE
@@ -211,7 +237,8 @@ def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
                              "or remove the folder to start over")
     elif out.is_dir() and any(p for p in out.iterdir() if not p.name.endswith(".partial")):
         raise InputError(str(out), f"folder exists, is not empty and holds no {SWEEP_FILE}; use another --out")
-    out.mkdir(parents=True, exist_ok=True)
+    if not out.is_dir():
+        outdir.make_dir(out)
     tmp = existing.with_name(SWEEP_FILE + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, existing)
@@ -232,6 +259,7 @@ def run_sweep(
     log: Callable[[str], None] | None = None,
     ray_address: str | None = None,
     base: Path | None = None,
+    max_memory: int | None = None,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
@@ -258,9 +286,9 @@ def run_sweep(
         raw = copy.deepcopy(dict(path))
         for text in overrides:
             scenario_mod.apply_override(raw, text)
-        cells = plan_raw(raw, base if base is not None else Path.cwd())
+        cells = plan_raw(raw, base if base is not None else Path.cwd(), max_memory=max_memory)
     else:
-        raw, cells = plan(path, overrides)
+        raw, cells = plan(path, overrides, max_memory)
     out = Path(out) if out is not None else Path("runs") / f"{raw['name']}-sweep"
     say = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     _prepare(out, raw, cells)
@@ -270,7 +298,9 @@ def run_sweep(
         if (out / cell.name).is_dir():
             outcome.skipped.append(cell.name)
         else:
-            shutil.rmtree(out / (cell.name + ".partial"), ignore_errors=True)
+            stage = out / (cell.name + ".partial")
+            if stage.exists() or stage.is_symlink():
+                outdir.remove(stage)  # a killed cell's staging folder; refused if simfl did not write it
             todo.append(cell)
     total = len(cells)
     if outcome.skipped:
@@ -332,13 +362,16 @@ def _run_on_ray(
         raise InputError("--ray", "needs the 'ray' package: pip install 'simfl[ray]'") from None
     owns = not ray.is_initialized()
     if owns:
+        from simfl.train.ray_executor import quiet_init
+
         try:
             if address == "local":
-                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False)
+                quiet_init(ray, num_cpus=workers * threads)
             else:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False)
+                quiet_init(ray, address=address)
         except Exception as exc:
-            raise InputError("--ray", f"cannot start or reach Ray: {exc}") from None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise InputError("--ray", f"cannot start or reach Ray: {first}") from None
     task: Any = ray.remote(num_cpus=threads)(_ray_cell)
     target = out.resolve()
     pending = {task.remote(replace(cell, base=cell.base.resolve()), target, threads): cell.name for cell in todo}

@@ -13,7 +13,6 @@ as CSV, markdown and LaTeX, plus a Figure-5-like accuracy-vs-time figure.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,15 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from simfl import yamlsafe
 from simfl.errors import InputError
+from simfl.outdir import name_problem
+from simfl.tables import Kind, read_table
+
+SUMMARY_KINDS: dict[str, Kind] = {"algorithm": "text", "seed": "seed", "final_accuracy": "number"}
+"""The summary.csv columns a report needs, and what each must hold."""
+METRICS_KINDS: dict[str, Kind] = {"virtual_time": "finite", "accuracy": "number"}
+"""The metrics.csv columns a report needs, and what each must hold."""
 
 
 def paper_target(summary: pd.DataFrame) -> float:
@@ -84,8 +91,11 @@ METHOD_NAMES = {
     "orthofl_no_ma": ("OrthoFL w/o MA", "OrthoFL w/o MA"),
     "orthofl_pairwise": ("OrthoFL-Pairwise Proj.", "OrthoFL-Pairwise Proj."),
     "orthofl": ("OrthoFL", "OrthoFL"),
+    "orthofl_global": ("OrthoFL (global)", "OrthoFL (global)"),
+    "orthofl_chain": ("OrthoFL (chain)", "OrthoFL (chain)"),
 }
-"""Display names (markdown, LaTeX) in the paper's row order; other algorithms follow in order of appearance."""
+"""Display names (markdown, LaTeX) in the paper's row order, with the labels of the two OrthoFL readings last;
+other algorithms and labels follow in order of appearance, shown as they are."""
 
 TABLE_COLUMNS = [
     "dataset", "algorithm", "seeds", "budget_time", "target", "accuracy_mean", "accuracy_std",
@@ -140,26 +150,23 @@ def load_groups(folders: Sequence[Path]) -> list[RunGroup]:
     for folder in folders:
         scenario_file = folder / "scenario.yaml"
         try:
-            name = str(yaml.safe_load(scenario_file.read_text())["name"])
-        except (OSError, yaml.YAMLError, KeyError, TypeError):
+            name = str(yamlsafe.load(scenario_file.read_text(encoding="utf-8"))["name"])
+        except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, IndexError):
             name = folder.name
-        try:
-            summary = pd.read_csv(folder / "summary.csv")
-        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
-            raise InputError(str(folder / "summary.csv"), f"cannot read: {exc}") from None
-        missing = {"algorithm", "seed", "final_accuracy"} - set(summary.columns)
-        if missing:
-            raise InputError(str(folder / "summary.csv"), f"missing columns {sorted(missing)}")
+        summary = read_table(folder / "summary.csv", SUMMARY_KINDS, "result rows")
         group = groups.setdefault(name, RunGroup(name, [], summary.iloc[0:0], {}))
         group.folders.append(folder)
         for algo, seed in zip(summary["algorithm"], summary["seed"], strict=True):
             key = (str(algo), int(seed))
+            problem = name_problem(key[0])
+            if problem is not None:
+                raise InputError(str(folder / "summary.csv"), f"algorithm {problem}")
             if key in group.metrics:
                 raise InputError(str(folder), f"{algo} seed {seed} of '{name}' is also in {group.folders[0]}")
             path = folder / key[0] / f"seed{key[1]}" / "metrics.csv"
             if not path.is_file():
                 raise InputError(str(path), "missing (every summary.csv row needs its metrics.csv)")
-            group.metrics[key] = pd.read_csv(path)
+            group.metrics[key] = read_table(path, METRICS_KINDS, "evaluations")
         group.summary = pd.concat([group.summary, summary], ignore_index=True) if len(group.summary) else summary
     return list(groups.values())
 
@@ -313,22 +320,30 @@ def latex_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg") -> str
     return "\n".join(lines) + "\n"
 
 
-def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg") -> ReportFiles:
-    """Tables (CSV, markdown, LaTeX) and the accuracy-vs-time figure of every result folder under ``dirs``."""
-    from simfl.plots import accuracy_panels
-    from simfl.results import write_csv
+def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", force: bool = False) -> ReportFiles:
+    """Tables (CSV, markdown, LaTeX) and the accuracy-vs-time figure of every result folder under ``dirs``.
 
+    ``out`` follows the rules of ``simfl run``'s output folder (:mod:`simfl.outdir`): written in
+    ``<out>.partial`` and renamed into place; an existing ``out`` is replaced only with ``force``
+    and only when simfl wrote it.
+    """
+    from simfl import outdir
+    from simfl.plots import accuracy_panels
+    from simfl.results import OutputFolder, write_csv
+
+    outdir.claim(out, force)
     groups = load_groups(find_result_folders(dirs))
     tables = [group_table(g, baseline) for g in groups]
-    if out.exists() and not out.is_dir():
-        raise InputError(str(out), "exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    files = ReportFiles(out / "table.csv", out / "table.md", out / "table.tex", out / "accuracy.png")
-    rows = [r for t in tables for r in t.to_dict("records")]
-    write_csv(files.table_csv, TABLE_COLUMNS, rows)
-    for path, text in ((files.markdown, markdown_table(tables, baseline)), (files.latex, latex_table(tables, baseline))):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    accuracy_panels([(g.name, g.metrics) for g in groups], files.figure)
-    return files
+    folder = OutputFolder(out, force=force)
+    try:
+        stage = ReportFiles(*(folder.path(n) for n in ("table.csv", "table.md", "table.tex", "accuracy.png")))
+        rows = [r for t in tables for r in t.to_dict("records")]
+        write_csv(stage.table_csv, TABLE_COLUMNS, rows)
+        stage.markdown.write_text(markdown_table(tables, baseline))
+        stage.latex.write_text(latex_table(tables, baseline))
+        accuracy_panels([(g.name, g.metrics) for g in groups], stage.figure)
+        folder.publish()
+    except BaseException:
+        folder.discard()
+        raise
+    return ReportFiles(out / "table.csv", out / "table.md", out / "table.tex", out / "accuracy.png")

@@ -2,6 +2,7 @@
 
 Layout of ``<out>/``::
 
+    .simfl                           marker: simfl wrote this folder; lists the files it put there
     scenario.yaml                    the resolved scenario (defaults filled in)
     summary.csv                      one row per (algorithm, seed)
     accuracy.png                     accuracy vs virtual time, mean and band over seeds
@@ -11,7 +12,9 @@ Layout of ``<out>/``::
                                      tensor per aggregation, shape (aggregations, *layer shape)
 
 A run writes into ``<out>.partial`` and renames it to ``<out>`` when every
-file is in place; an interrupted run leaves only the ``.partial`` folder.
+file is in place; an interrupted run leaves only the ``.partial`` folder. The
+rules of :mod:`simfl.outdir` decide what may be replaced: only folders simfl
+wrote, and of those only the files simfl put there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simfl import outdir
 from simfl.errors import InputError
 from simfl.recording import LAYER_CHANGES, LayerRecorder
 from simfl.sim.state import Event, SimState
@@ -40,20 +44,26 @@ class OutputFolder:
     """A results folder staged under ``<out>.partial`` and published atomically by :meth:`publish`."""
 
     def __init__(self, out: Path, force: bool = False, reopen: bool = False) -> None:
-        """Stage a fresh ``<out>.partial``; with ``reopen``, continue the existing one (``--resume``)."""
+        """Stage a fresh ``<out>.partial``; with ``reopen``, continue the existing one (``--resume``).
+
+        The folder rules of :mod:`simfl.outdir` apply: ``force`` replaces only a folder simfl
+        wrote, and an unfinished ``.partial`` that ``--resume`` could continue only with ``force``.
+        """
         self.out = out
-        if out.exists() and not out.is_dir():
-            raise InputError(str(out), "exists and is not a folder")
-        if out.exists() and any(out.iterdir()) and not force:
-            raise InputError(str(out), "output folder exists and is not empty; pass --force to replace it")
-        self.stage = out.with_name(out.name + ".partial")
+        self.stage = out.with_name(out.name + ".partial") if out.name not in ("", ".", "..") else out / ".partial"
+        outdir.check_path(self.stage, str(out))
         if reopen:
+            outdir.check_path(out)
             if not (self.stage / "scenario.yaml").is_file():
                 raise InputError(str(self.stage), "nothing to resume: no unfinished run's scenario.yaml here")
             return
-        if self.stage.exists():
-            shutil.rmtree(self.stage)
-        self.stage.mkdir(parents=True)
+        outdir.claim(out, force)
+        if self.stage.exists() or self.stage.is_symlink():
+            if (self.stage / "scenario.yaml").is_file() and not force:
+                raise InputError(str(self.stage), f"holds an unfinished run: continue it with `simfl run --resume {out}`, "
+                                 "or pass --force to discard it and start afresh")
+            outdir.remove(self.stage)
+        outdir.make_dir(self.stage)
 
     def path(self, *parts: str) -> Path:
         target = self.stage.joinpath(*parts)
@@ -61,14 +71,14 @@ class OutputFolder:
         return target
 
     def discard(self) -> None:
-        """Remove the staged folder (after a user mistake: nothing is left behind)."""
-        shutil.rmtree(self.stage, ignore_errors=True)
+        """Remove the staged folder (after a user mistake: nothing is left behind), if it is simfl's."""
+        if outdir.is_ours(self.stage):
+            shutil.rmtree(self.stage, ignore_errors=True)
 
     def publish(self) -> Path:
-        """Move the finished folder into place (replacing an old one only if the caller allowed it)."""
-        if self.out.exists():
-            shutil.rmtree(self.out)
-        os.replace(self.stage, self.out)
+        """Move the finished folder into place, keeping any file in an old ``<out>`` that simfl did not write."""
+        outdir.mark_complete(self.stage)
+        outdir.replace(self.stage, self.out)
         return self.out
 
 
@@ -110,4 +120,7 @@ def summary_row(algorithm: str, seed: int, state: SimState, wall_seconds: float)
 
 def read_metrics(out: Path, algorithm: str, seed: int) -> pd.DataFrame:
     """metrics.csv of one run as a DataFrame."""
-    return pd.read_csv(out / algorithm / f"seed{seed}" / "metrics.csv")
+    from simfl.tables import read_table
+
+    return read_table(out / algorithm / f"seed{seed}" / "metrics.csv", {"virtual_time": "finite", "accuracy": "number"},
+                      "evaluations")

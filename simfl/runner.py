@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from simfl.checkpoint import FAILED_FILE, Session
+from simfl.algorithms.base import run_name
+from simfl.checkpoint import CHECKPOINT_FILE, FAILED_FILE, FRESH, Session
 from simfl.errors import InputError
 from simfl.experiment import RunOptions, federation, load_dataset, run_one
 from simfl.plots import accuracy_vs_time
@@ -66,13 +67,18 @@ def run_into(
         for seed in scn.seeds:
             fed = federation(scn, dataset, seed)
             for index, config in enumerate(scn.algorithms):
-                name = config.name
+                name = run_name(config)
                 if session.is_finished(name, seed):
                     continue
                 resume, prior_wall = session.resume_data(name, seed)
                 options = RunOptions(progress_factory(name, seed) if progress_factory else None, session.verify,
                                      session.checkpointing(name, seed, prior_wall), resume)
-                result = run_one(scn, fed, index, options)
+                try:
+                    result = run_one(scn, fed, index, options)
+                except InputError as exc:
+                    if resume is not None and exc.where == "checkpoint":
+                        raise InputError(str(session.stage / CHECKPOINT_FILE), f"{exc.message}; {FRESH}") from None
+                    raise
                 wall = result.wall_seconds + prior_wall
                 write_run(folder, name, seed, result.state)
                 row = summary_row(name, seed, result.state, wall)

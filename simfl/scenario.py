@@ -21,13 +21,16 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, Union
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from simfl import yamlsafe
 from simfl.algorithms import ALGORITHMS
+from simfl.algorithms.base import run_name
 from simfl.data import DATASETS
 from simfl.errors import InputError
 from simfl.fields import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section, UnitHalfOpen
 from simfl.latency import LATENCY_MODELS
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.models import MODELS
+from simfl.outdir import name_problem
 from simfl.train.executor import ExecutorConfig
 from simfl.train.local import TrainConfig
 
@@ -162,6 +165,14 @@ class Scenario(Section):
             )
         return self
 
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_folder_name(cls, name: str) -> str:
+        problem = name_problem(name)
+        if problem is not None:
+            raise ValueError(problem)
+        return name
+
     @field_validator("seeds")
     @classmethod
     def _seeds_unique(cls, seeds: list[int]) -> list[int]:
@@ -174,10 +185,13 @@ class Scenario(Section):
     @field_validator("algorithms")
     @classmethod
     def _names_unique(cls, algos: list[Any]) -> list[Any]:
-        names = [a.name for a in algos]
+        names = [run_name(a) for a in algos]
         for i, n in enumerate(names):
             if n in names[:i]:
-                raise ValueError(f"algorithm '{n}' is listed twice; each may appear once")
+                raise ValueError(
+                    f"'{n}' names two entries; give each entry of one algorithm a distinct label "
+                    f"(e.g. label: {n}_2)"
+                )
         return algos
 
     def check_clients(self, num_clients: int) -> None:
@@ -216,6 +230,10 @@ def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
         value = getattr(scenario.data, key, None)
         if value is not None and not Path(value).is_absolute():
             setattr(scenario.data, key, (base / value).resolve())
+    partition = getattr(scenario.data, "partition", None)
+    path = getattr(partition, "path", None)
+    if partition is not None and path is not None and not Path(path).is_absolute():
+        partition.path = (base / path).resolve()
     return scenario
 
 
@@ -228,6 +246,9 @@ def sweep_cells(raw: Mapping[str, Any], where: str = "scenario") -> list[tuple[d
     sweep = raw.get("sweep")
     if not sweep:
         return []
+    from simfl.estimate import check_cells
+
+    check_cells(sweep if isinstance(sweep, dict) else None, where)
     keys = list(sweep)
     cells: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for combo in itertools.product(*(sweep[k] for k in keys)):
@@ -285,7 +306,9 @@ def read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yamlsafe.load(text)
+    except yamlsafe.LimitError as exc:
+        raise InputError(str(path), f"YAML refused: {exc.problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -320,7 +343,9 @@ def apply_override(raw: dict[str, Any], text: str) -> None:
     if any(not p for p in parts):
         raise InputError(where, f"malformed key '{key}'")
     try:
-        value = yaml.safe_load(value_text) if value_text.strip() else None
+        value = yamlsafe.load(value_text) if value_text.strip() else None
+    except yamlsafe.LimitError as exc:
+        raise InputError(where, f"value refused: {exc.problem}") from None
     except yaml.YAMLError:
         value = value_text
     node: Any = raw

@@ -10,16 +10,48 @@ and expose it as plain data for checkpoints. Neither knows about SimPy.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 import torch
+from pydantic import AfterValidator, Field
 
 from simfl.fields import Section
 from simfl.models.flat import Layout
 
 ConfigT = TypeVar("ConfigT", bound=Section)
+
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _check_label(value: str) -> str:
+    if not _LABEL.match(value):
+        raise ValueError(
+            f"must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit, got {value!r}"
+        )
+    return value
+
+
+Label = Annotated[str, AfterValidator(_check_label)]
+"""A run label: it names a folder, so one safe path component."""
+
+
+class AlgorithmConfig(Section):
+    """Base of every algorithm's config: the optional ``label`` that names its runs."""
+
+    label: Label | None = Field(
+        None,
+        description="Name of this entry's runs in folders, summary and reports (default: the algorithm name). "
+        "Lets one algorithm appear several times, e.g. {name: orthofl, shift_source: chain, label: orthofl_chain}.",
+    )
+
+
+def run_name(config: Section) -> str:
+    """What an algorithm entry's runs are called: its ``label``, else its algorithm ``name``."""
+    label = getattr(config, "label", None)
+    return str(label if label is not None else getattr(config, "name", ""))
 
 
 @dataclass(slots=True)
@@ -101,6 +133,16 @@ class AsyncAlgorithm(Algorithm[ConfigT]):
     @abstractmethod
     def initial_weights(self, client: int) -> torch.Tensor:
         """The weights client ``client`` starts its first round from (time 0)."""
+
+    def on_join(self, client: int) -> torch.Tensor:
+        """The weights a client absent since time 0 starts from when it first joins, now.
+
+        The engine counts its staleness from here (``tau`` = the current update count);
+        an algorithm that remembers per-client anchors or versions sets them to the
+        current ones, so the join is treated as a dispatch at the current update, not
+        at time 0. Default: the same weights as :meth:`initial_weights`, asked now.
+        """
+        return self.initial_weights(client)
 
     @abstractmethod
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:

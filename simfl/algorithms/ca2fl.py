@@ -1,23 +1,32 @@
 """CA2FL (Wang et al., "Tackling the Data Heterogeneity in Asynchronous Federated Learning
 with Cached Update Calibration", ICLR 2024).
 
-Update rule: after K arrivals ``W <- W + server_lr * (h_bar + acc / K)``, ``acc = sum (delta_i - h_i)``.
+Update rule: after M arrivals ``W <- W + server_lr * (h_t + Delta_t / M)``, ``Delta_t = sum (delta_i - h_t^i)``.
 
-The server caches each client's latest delta ``h_i`` (``delta_i = W_i - W_start``,
-all zero at the start) and ``h_bar``, the mean of the caches over *all* N clients.
-Exact order of operations:
+The server caches each client's latest delta (``delta_i = W_i - W_start``; every
+cache starts at zero) and ``h_t``, the mean of the caches over *all* N clients.
+This follows Algorithm 2 of the paper (CA2FL). Within buffer round t:
 
-1. on each arrival of client i: ``acc += delta_i - h_i`` (with the cache as it is
-   now, so a client arriving twice in one buffer is corrected by its own first
-   delta), then ``h_i <- delta_i``;
-2. on the K-th arrival of the buffer: ``W <- W + server_lr * (h_bar + acc / K)``
-   using ``h_bar`` as it was at the start of the buffer (the paper's ``h_t``);
-3. then ``h_bar <- mean_i h_i`` over all N clients and ``acc <- 0``.
+1. on each arrival of client i: ``Delta_t += delta_i - h_t^i``, where ``h_t^i`` is i's
+   cache *as of the start of round t*; then ``h_{t+1}^i <- delta_i``;
+2. once M updates have been received: ``v_t = h_t + Delta_t / M`` and
+   ``W <- W + server_lr * v_t``;
+3. then ``h_{t+1} = mean_i h_{t+1}^i`` over all N clients (clients that did not
+   arrive keep ``h_{t+1}^j = h_t^j``) and ``Delta_t <- 0``.
 
-This follows Algorithm 2 of the paper (cache updated on receipt, ``v_t = h_t +
-Delta_t / M``, ``h_{t+1}`` refreshed after the model step). Clients are
-re-dispatched at once with the current global model, which is the new model when
-their arrival completed the buffer. No mixing weight (None).
+Two details the algorithm leaves to its reading, and the choices made:
+
+- a client that arrives twice within one buffer (it is re-dispatched at once, so a
+  fast client can): step 1 is written with ``h_t^i``, the cache of round t, so both of
+  its arrivals are calibrated with the cache it had when the round began, and its
+  cache ends at its latest delta (``calibrate_with: round_start``, the default). Some
+  third-party implementations subtract the running cache instead, so the second
+  arrival is corrected by the first's delta (``calibrate_with: latest``);
+- "until |S_t| = M": the round closes after M received updates (a repeated client
+  counts each time), so ``Delta_t / M`` is the mean of the M calibrated terms summed.
+
+Clients are re-dispatched at once with the current global model, which is the new
+model when their arrival completed the buffer. No mixing weight (None).
 
 Batch norm: BN weights and running statistics are ordinary float entries and take
 the same calibrated step.
@@ -31,16 +40,21 @@ import torch
 from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
-from simfl.fields import PositiveFloat, PositiveInt, Section
+from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
+from simfl.fields import PositiveFloat, PositiveInt
 
 
-class CA2FLConfig(Section):
+class CA2FLConfig(AlgorithmConfig):
     """Parameters of CA2FL."""
 
     name: Literal["ca2fl"] = Field("ca2fl", description="Algorithm name.")
     buffer: PositiveInt = Field(10, description="K >= 1: arrivals aggregated per global update.")
     server_lr: PositiveFloat = Field(1.0, description="Server learning rate of the calibrated step.")
+    calibrate_with: Literal["round_start", "latest"] = Field(
+        "round_start",
+        description="Cache subtracted from an arrival: the client's cache as of the start of the buffer round "
+        "(paper's h_t^i) or its latest, updated within the round (differs when a client arrives twice in one buffer).",
+    )
 
 
 class CA2FL(AsyncAlgorithm[CA2FLConfig]):
@@ -53,9 +67,11 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
         self.w = setup.init.clone()
         zero = torch.zeros_like(self.w)
         self.cache: list[torch.Tensor] = [zero] * setup.num_clients
-        """h_i: each client's latest delta (the shared zero tensor until it first arrives)."""
+        """h_{t+1}^i: each client's latest delta (the shared zero tensor until it first arrives)."""
+        self.round_cache: list[torch.Tensor] = list(self.cache)
+        """h_t^i: each client's cache as of the start of the current buffer round."""
         self.cache_mean = zero
-        """h_bar: the mean of the caches as of the last flush."""
+        """h_t: the mean of the caches as of the last flush."""
         self.acc = zero
         self.count = 0
 
@@ -65,13 +81,15 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
         delta = arrival.weights - arrival.start
-        self.acc = self.acc + (delta - self.cache[m])
+        subtract = self.round_cache[m] if self.config.calibrate_with == "round_start" else self.cache[m]
+        self.acc = self.acc + (delta - subtract)
         self.cache[m] = delta
         self.count += 1
         if self.count == self.config.buffer:
             step = self.cache_mean + self.acc / self.config.buffer
             self.w = self.w + self.config.server_lr * step
             self.cache_mean = ops.mean(self.cache)
+            self.round_cache = list(self.cache)
             self.acc = torch.zeros_like(self.w)
             self.count = 0
         return self.w, None
@@ -83,6 +101,7 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
         return {
             "w": self.w,
             "cache": list(self.cache),
+            "round_cache": list(self.round_cache),
             "cache_mean": self.cache_mean,
             "acc": self.acc,
             "count": self.count,
@@ -91,6 +110,7 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
         self.cache = list(state["cache"])
+        self.round_cache = list(state["round_cache"])
         self.cache_mean = state["cache_mean"]
         self.acc = state["acc"]
         self.count = int(state["count"])

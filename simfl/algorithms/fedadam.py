@@ -21,11 +21,11 @@ import torch
 from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import Arrival, Setup, SyncAlgorithm
-from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
+from simfl.algorithms.base import AlgorithmConfig, Arrival, Setup, SyncAlgorithm
+from simfl.fields import PositiveFloat, PositiveInt, UnitOpen
 
 
-class FedAdamConfig(Section):
+class FedAdamConfig(AlgorithmConfig):
     """Parameters of FedAdam."""
 
     name: Literal["fedadam"] = Field("fedadam", description="Algorithm name.")

@@ -3,10 +3,17 @@
 Update rule: ``W <- (1 - alpha_t) W + alpha_t W_m`` with ``alpha_t = alpha * S(s)``;
 the client is re-dispatched the new global model.
 
-``S`` is one of the paper's staleness functions: constant (``S = 1``),
-polynomial (``s^(-a)``) or hinge (``1`` while ``s <= b``, else
-``1 / (a (s - b) + 1)``), with ``s = t - tau >= 1`` (the paper's convention;
-1 means no other update was processed in between).
+``S`` is one of the paper's staleness functions of ``t - tau``: constant (``S = 1``),
+polynomial (``(t - tau + 1)^(-a)``) or hinge (``1`` while ``t - tau <= b``, else
+``1 / (a (t - tau - b) + 1)``). The paper's ``t - tau`` is 0 for an update with no
+other update processed in between (the ``+ 1`` of the polynomial gives it weight 1),
+so with simfl's staleness ``s >= 1`` it is ``s - 1``: the polynomial is ``s^(-a)``,
+the hinge undiscounted while ``s <= b + 1``.
+
+``first_weight`` sets the mixing weight of the very first update. The paper has no
+special case (null: ``alpha_t`` as for every update); the OrthoFL authors' released
+code (``code/model_aggregation.py``, class ``FedAsync``) mixes the first update at
+weight 1, i.e. ``first_weight: 1``.
 
 Batch norm: weights and running statistics are averaged like every other
 entry of the flat vector (the client trains on the global model).
@@ -14,14 +21,14 @@ entry of the flat vector (the client trains on the global model).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, SingleModel
-from simfl.fields import NonNegFloat, Section, UnitOpen
+from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
+from simfl.fields import NonNegFloat, Section, UnitHalfOpen, UnitOpen
 
 
 class ConstantStaleness(Section):
@@ -46,7 +53,7 @@ class PolynomialStaleness(Section):
 
 
 class HingeStaleness(Section):
-    """S(s) = 1 while s <= b, else 1 / (a (s - b) + 1)."""
+    """S(s) = 1 while s - 1 <= b, else 1 / (a (s - 1 - b) + 1) (the paper's t - tau is s - 1)."""
 
     kind: Literal["hinge"] = Field("hinge", description="Staleness function name.")
     a: NonNegFloat = Field(10.0, description="Slope a of the decay once s exceeds b.")
@@ -63,7 +70,7 @@ Staleness = Annotated[
 """A staleness function S(s), chosen by its ``kind``."""
 
 
-class FedAsyncConfig(Section):
+class FedAsyncConfig(AlgorithmConfig):
     """Parameters of FedAsync."""
 
     name: Literal["fedasync"] = Field("fedasync", description="Algorithm name.")
@@ -72,9 +79,14 @@ class FedAsyncConfig(Section):
         default_factory=lambda: PolynomialStaleness(kind="polynomial", a=0.5),
         description="Staleness function S(s): kind constant, polynomial (a) or hinge (a, b).",
     )
+    first_weight: UnitHalfOpen | None = Field(
+        None,
+        description="Mixing weight in (0, 1] of the very first update; null = alpha_t as for every update "
+        "(paper); 1 = the OrthoFL authors' released code.",
+    )
 
 
-class FedAsync(SingleModel, AsyncAlgorithm[FedAsyncConfig]):
+class FedAsync(AsyncAlgorithm[FedAsyncConfig]):
     """Moving average of the global model with each arriving client model."""
 
     Config = FedAsyncConfig
@@ -82,12 +94,27 @@ class FedAsync(SingleModel, AsyncAlgorithm[FedAsyncConfig]):
     def __init__(self, config: FedAsyncConfig, setup: Setup) -> None:
         super().__init__(config, setup)
         self.w = setup.init.clone()
+        self.arrivals = 0
 
     def initial_weights(self, client: int) -> torch.Tensor:
         return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
-        weight = self.config.alpha * self.config.staleness.discount(arrival.staleness)
+        if self.arrivals == 0 and self.config.first_weight is not None:
+            weight = self.config.first_weight
+        else:
+            weight = self.config.alpha * self.config.staleness.discount(arrival.staleness)
         self.w = ops.mix(self.w, arrival.weights, weight)
+        self.arrivals += 1
         return self.w, weight
+
+    def global_weights(self) -> torch.Tensor:
+        return self.w
+
+    def state(self) -> dict[str, Any]:
+        return {"w": self.w, "arrivals": self.arrivals}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.w = state["w"]
+        self.arrivals = int(state["arrivals"])
 

@@ -18,8 +18,8 @@ import torch
 from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import Arrival, Setup, SingleModel, SyncAlgorithm
-from simfl.fields import PositiveInt, Section
+from simfl.algorithms.base import AlgorithmConfig, Arrival, Setup, SingleModel, SyncAlgorithm
+from simfl.fields import PositiveInt
 
 
 def sample_weighted_mean(arrivals: list[Arrival]) -> torch.Tensor:
@@ -29,7 +29,7 @@ def sample_weighted_mean(arrivals: list[Arrival]) -> torch.Tensor:
     return ops.weighted_mean([a.weights for a in arrivals], [float(a.num_samples) for a in arrivals])
 
 
-class FedAvgConfig(Section):
+class FedAvgConfig(AlgorithmConfig):
     """Parameters of FedAvg."""
 
     name: Literal["fedavg"] = Field("fedavg", description="Algorithm name.")

@@ -23,11 +23,11 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
-from simfl.fields import PositiveFloat, PositiveInt, Section
+from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
+from simfl.fields import PositiveFloat, PositiveInt
 
 
-class FedBuffConfig(Section):
+class FedBuffConfig(AlgorithmConfig):
     """Parameters of FedBuff."""
 
     name: Literal["fedbuff"] = Field("fedbuff", description="Algorithm name.")
@@ -52,6 +52,11 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
 
     def initial_weights(self, client: int) -> torch.Tensor:
         # no side effect: at time 0 every client is dispatched version 0, as set in __init__
+        return self.w
+
+    def on_join(self, client: int) -> torch.Tensor:
+        # a late joiner is dispatched the current version: its staleness counts from here
+        self.dispatched[client] = self.version
         return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:

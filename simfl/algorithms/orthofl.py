@@ -66,9 +66,9 @@ import torch
 from pydantic import Field
 
 from simfl.algorithms import fused, ops
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, SingleModel
+from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup, SingleModel
 from simfl.algorithms.fedasync import FedAsync, FedAsyncConfig, PolynomialStaleness
-from simfl.fields import NonNegFloat, Section, UnitHalfOpen, UnitOpen
+from simfl.fields import NonNegFloat, UnitHalfOpen, UnitOpen
 from simfl.models.flat import Layout
 
 BnPolicy = Literal["local", "project"]
@@ -212,7 +212,7 @@ class _Calibration:
         return shift if keep is None else torch.where(keep, shift, 0.0)
 
 
-class OrthoFLConfig(Section):
+class OrthoFLConfig(AlgorithmConfig):
     """Parameters of OrthoFL."""
 
     name: Literal["orthofl"] = Field("orthofl", description="Algorithm name.")
@@ -254,6 +254,18 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         self.arrivals = 0
 
     def initial_weights(self, client: int) -> torch.Tensor:
+        return self.w
+
+    def on_join(self, client: int) -> torch.Tensor:
+        """A late joiner starts from the model the server sends now, anchored there.
+
+        Under 'global' its ``W^(tau+)`` becomes the current moving average, so its first
+        calibration adds only the shift since it joined; under 'chain' it is sent the
+        chain's latest model ``G`` (the shift is measured from what it was sent).
+        """
+        if self.config.shift_source == "chain":
+            return self.chain
+        self.anchors[client] = self.w
         return self.w
 
     def _weight(self, staleness: int) -> float:
@@ -300,7 +312,7 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         self.arrivals = int(state["arrivals"])
 
 
-class OrthoFLNoCalibConfig(Section):
+class OrthoFLNoCalibConfig(AlgorithmConfig):
     """Parameters of OrthoFL without calibration (= FedAsync, polynomial staleness)."""
 
     name: Literal["orthofl_no_calib"] = Field("orthofl_no_calib", description="Algorithm name.")
@@ -338,7 +350,7 @@ class OrthoFLNoCalib(AsyncAlgorithm[OrthoFLNoCalibConfig]):
         self.inner.load_state(state)
 
 
-class OrthoFLNoMAConfig(Section):
+class OrthoFLNoMAConfig(AlgorithmConfig):
     """Parameters of OrthoFL without the moving average."""
 
     name: Literal["orthofl_no_ma"] = Field("orthofl_no_ma", description="Algorithm name.")
@@ -368,7 +380,7 @@ class OrthoFLNoMA(SingleModel, AsyncAlgorithm[OrthoFLNoMAConfig]):
 
 
 
-class OrthoFLPairwiseConfig(Section):
+class OrthoFLPairwiseConfig(AlgorithmConfig):
     """Parameters of OrthoFL with pairwise projection (incoming update orthogonal to other clients' latest)."""
 
     name: Literal["orthofl_pairwise"] = Field("orthofl_pairwise", description="Algorithm name.")
@@ -392,6 +404,10 @@ class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
         """Latest raw update (weights - start) of each client; None before its first arrival."""
 
     def initial_weights(self, client: int) -> torch.Tensor:
+        return self.w
+
+    def on_join(self, client: int) -> torch.Tensor:
+        self.anchors[client] = self.w
         return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:

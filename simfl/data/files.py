@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import zlib
 from pathlib import Path
@@ -38,13 +39,23 @@ def missing(path: Path | str, how: str) -> InputError:
     return InputError(str(path), f"file not found; {how}")
 
 
+MAX_FILE_BYTES = 4 << 30
+"""Largest data file read (after gunzip): 4 GiB, so a small gzip bomb cannot fill the memory."""
+
+
 def read_bytes(path: Path) -> bytes:
     """The bytes of ``path``, gunzipped when it ends in .gz; a corrupt gzip is an InputError."""
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as f:
-                return f.read()
-        return path.read_bytes()
+                data = f.read(MAX_FILE_BYTES + 1)
+        else:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise InputError(str(path), f"over {MAX_FILE_BYTES >> 30} GiB: not a dataset file simfl reads")
+            data = path.read_bytes()
+        if len(data) > MAX_FILE_BYTES:
+            raise InputError(str(path), f"over {MAX_FILE_BYTES >> 30} GiB once unpacked: not a dataset file simfl reads")
+        return data
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from exc
 
@@ -63,7 +74,7 @@ def parse_idx(path: Path, ndim: int) -> np.ndarray:
     if len(data) < head:
         raise InputError(str(path), f"truncated idx header: {len(data)} bytes, need {head}")
     shape = tuple(int(v) for v in np.frombuffer(data, ">u4", count=ndim, offset=4))
-    want = head + int(np.prod(shape)) * dtype.itemsize
+    want = head + math.prod(shape) * dtype.itemsize  # Python integers: a huge header cannot wrap around
     if len(data) != want:
         raise InputError(str(path), f"idx size mismatch: header {shape} needs {want} bytes, file has {len(data)}")
     return np.frombuffer(data, dtype, offset=head).reshape(shape).astype(dtype.newbyteorder("="))

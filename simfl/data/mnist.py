@@ -69,8 +69,9 @@ class Mnist:
                 raise InputError(str(paths[f"y_{split}"]), f"{len(y)} labels for {len(x)} images")
             if x.shape[1:] != (28, 28):
                 raise InputError(str(paths[f"x_{split}"]), f"images are {x.shape[1:]}, expected (28, 28)")
-            if len(y) and int(y.max()) > 9:
-                raise InputError(str(paths[f"y_{split}"]), f"label {int(y.max())} outside 0..9")
+            if len(y) and (int(y.max()) > 9 or int(y.min()) < 0):
+                bad = int(y.max()) if int(y.max()) > 9 else int(y.min())
+                raise InputError(str(paths[f"y_{split}"]), f"label {bad} outside 0..9")
 
         def images(a: object) -> torch.Tensor:
             x = torch.from_numpy(a).float().div_(255.0).unsqueeze(1)  # type: ignore[arg-type]

@@ -1,15 +1,21 @@
-"""How a training set is split over clients: Dirichlet label skew, IID, by subject, or explicit classes.
+"""How a training set is split over clients: Dirichlet label skew, IID, by subject, explicit classes,
+explicit per-client label counts, or explicit per-client sample indices read from a file.
 
 A partition draws from the stream ``(seed, "partition")`` only, so every
-algorithm of a seed sees the same client datasets.
+algorithm of a seed sees the same client datasets. ``counts`` and ``indices``
+replay another implementation's exact set-up: the first fixes how many samples
+of each class each client holds (which ones is drawn), the second fixes the samples.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import csv
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from simfl.errors import InputError
 from simfl.fields import NonNegInt, PositiveFloat, PositiveInt, Section
@@ -60,10 +66,47 @@ class ClassesConfig(Section):
         return len(self.classes)
 
 
+class CountsConfig(Section):
+    """Explicit label counts: client m holds ``counts[m][c]`` samples of class c, drawn within each class."""
+
+    kind: Literal["counts"] = Field("counts", description="Partition kind.")
+    counts: list[list[NonNegInt]] = Field(
+        description="One row per client, one count per class (e.g. 10 numbers for MNIST); the samples of "
+        "each class are drawn without replacement from the partition stream, so no sample is on two clients.",
+        min_length=1,
+    )
+    clients: PositiveInt | None = Field(None, description="Expected number of clients (= rows); checked when given.")
+
+    @model_validator(mode="after")
+    def _rows(self) -> CountsConfig:
+        widths = {len(row) for row in self.counts}
+        if len(widths) != 1:
+            raise ValueError(f"every row needs the same number of classes, got row lengths {sorted(widths)}")
+        for m, row in enumerate(self.counts):
+            if sum(row) == 0:
+                raise ValueError(f"client {m} holds no sample (row {m} is all zeros)")
+        if self.clients is not None and self.clients != len(self.counts):
+            raise ValueError(f"clients is {self.clients} but counts has {len(self.counts)} rows (one per client)")
+        return self
+
+
+class IndicesConfig(Section):
+    """Explicit samples: client m holds the training samples at the indices listed for it in a file."""
+
+    kind: Literal["indices"] = Field("indices", description="Partition kind.")
+    path: Path = Field(
+        description="JSON file with one list of training-set indices per client ([[3, 17, ...], ...] or "
+        "{\"0\": [...], \"1\": [...]}), or CSV with columns client,index (one row per sample); relative "
+        "to the scenario file. Indices are 0-based and may not repeat."
+    )
+    clients: PositiveInt | None = Field(None, description="Expected number of clients; checked when given.")
+
+
 PartitionConfig = Annotated[
-    DirichletConfig | IIDConfig | BySubjectConfig | ClassesConfig, Field(discriminator="kind")
+    DirichletConfig | IIDConfig | BySubjectConfig | ClassesConfig | CountsConfig | IndicesConfig,
+    Field(discriminator="kind"),
 ]
-AnyPartition = DirichletConfig | IIDConfig | BySubjectConfig | ClassesConfig
+AnyPartition = DirichletConfig | IIDConfig | BySubjectConfig | ClassesConfig | CountsConfig | IndicesConfig
 
 
 def split(
@@ -76,6 +119,10 @@ def split(
         return _by_group(config, groups, n)
     if isinstance(config, ClassesConfig):
         return _by_classes(config, labels, gen)
+    if isinstance(config, CountsConfig):
+        return _by_counts(config, labels, gen)
+    if isinstance(config, IndicesConfig):
+        return _from_file(config, n)
     if config.clients > n:
         raise InputError("data.partition.clients", f"must be at most the {n} training samples, got {config.clients}")
     if isinstance(config, IIDConfig):
@@ -156,3 +203,107 @@ def _by_classes(config: ClassesConfig, labels: np.ndarray, gen: np.random.Genera
         for m, chunk in zip(holders[c], np.array_split(pool, len(holders[c])), strict=True):
             parts[m].append(chunk.astype(np.int64))
     return [np.sort(np.concatenate(p)) for p in parts]
+
+
+def _by_counts(config: CountsConfig, labels: np.ndarray, gen: np.random.Generator) -> list[np.ndarray]:
+    """Client m takes ``counts[m][c]`` samples of class c from a random permutation of that class, in client order."""
+    pools = _class_pools(labels, gen)
+    width = len(config.counts[0])
+    if width != len(pools):
+        raise InputError("data.partition.counts", f"rows need one count per class ({len(pools)}), got {width}")
+    need = np.sum(np.asarray(config.counts, dtype=np.int64), axis=0)
+    for c, (wanted, pool) in enumerate(zip(need, pools, strict=True)):
+        if wanted > len(pool):
+            raise InputError(
+                "data.partition.counts",
+                f"class {c}: the clients ask for {int(wanted)} samples, the training set holds {len(pool)}",
+            )
+    taken = [0] * len(pools)
+    out: list[np.ndarray] = []
+    for row in config.counts:
+        parts = []
+        for c, k in enumerate(row):
+            parts.append(np.asarray(pools[c][taken[c] : taken[c] + k], dtype=np.int64))
+            taken[c] += k
+        out.append(np.sort(np.concatenate(parts)))
+    return out
+
+
+def _from_file(config: IndicesConfig, n: int) -> list[np.ndarray]:
+    """Per-client index lists from JSON or CSV, each index in [0, n) and on one client only."""
+    where = f"data.partition.path ({config.path})"
+    try:
+        text = Path(config.path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(where, "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(where, f"cannot read: {exc}") from None
+    if Path(config.path).suffix.lower() == ".csv":
+        lists = _csv_lists(text, where)
+    else:
+        lists = _json_lists(text, where)
+    if not lists:
+        raise InputError(where, "lists no client")
+    if config.clients is not None and config.clients != len(lists):
+        raise InputError(where, f"has {len(lists)} clients but data.partition.clients is {config.clients}")
+    owner: dict[int, int] = {}
+    out: list[np.ndarray] = []
+    for m, items in enumerate(lists):
+        if not items:
+            raise InputError(where, f"client {m} holds no sample")
+        for i in items:
+            if not 0 <= i < n:
+                raise InputError(where, f"client {m}: index {i} is outside the training set [0, {n - 1}]")
+            if i in owner:
+                where_else = "twice" if owner[i] == m else f"on clients {owner[i]} and {m}"
+                raise InputError(where, f"index {i} is listed {where_else}; each sample may be on one client once")
+            owner[i] = m
+        out.append(np.sort(np.asarray(items, dtype=np.int64)))
+    return out
+
+
+def _json_lists(text: str, where: str) -> list[list[int]]:
+    """``[[...], ...]`` or ``{"0": [...], ...}`` (client ids 0..N-1) as a list of int lists."""
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(where, f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    if isinstance(data, dict):
+        keys = sorted(data, key=lambda k: int(k) if str(k).isdigit() else -1)
+        if [str(k) for k in keys] != [str(i) for i in range(len(keys))]:
+            raise InputError(where, f"client keys must be 0..{len(keys) - 1}, got {sorted(map(str, data))[:5]}")
+        data = [data[k] for k in keys]
+    if not isinstance(data, list) or not all(isinstance(x, list) for x in data):
+        raise InputError(where, "must hold a list of index lists, one per client, or a mapping client -> list")
+    lists: list[list[int]] = []
+    for m, items in enumerate(data):
+        bad = next((x for x in items if not isinstance(x, int) or isinstance(x, bool)), None)
+        if bad is not None:
+            raise InputError(where, f"client {m}: indices must be integers, got {bad!r}")
+        lists.append(list(items))
+    return lists
+
+
+def _csv_lists(text: str, where: str) -> list[list[int]]:
+    """Rows ``client,index`` (a header line ``client,index`` is optional); clients 0..N-1."""
+    rows = [r for r in csv.reader(text.splitlines()) if r and any(cell.strip() for cell in r)]
+    if rows and [c.strip().lower() for c in rows[0]] == ["client", "index"]:
+        rows = rows[1:]
+        first_line = 2
+    else:
+        first_line = 1
+    by_client: dict[int, list[int]] = {}
+    for line, row in enumerate(rows, start=first_line):
+        if len(row) != 2:
+            raise InputError(where, f"line {line}: expected two columns client,index, got {len(row)}")
+        try:
+            client, index = int(row[0]), int(row[1])
+        except ValueError:
+            raise InputError(where, f"line {line}: client and index must be integers, got {row}") from None
+        if client < 0:
+            raise InputError(where, f"line {line}: client must be >= 0, got {client}")
+        by_client.setdefault(client, []).append(index)
+    missing = [m for m in range(max(by_client, default=-1) + 1) if m not in by_client]
+    if missing:
+        raise InputError(where, f"clients must be numbered 0..N-1; no row for client {missing[0]}")
+    return [by_client[m] for m in range(len(by_client))]

@@ -12,6 +12,7 @@ as one draw at a time, and the drawn-ahead values are part of the state.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -19,6 +20,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from simfl import rng
+from simfl.errors import InputError
 from simfl.fields import Section
 
 ConfigT = TypeVar("ConfigT", bound=Section)
@@ -61,7 +63,13 @@ class LatencyModel(ABC, Generic[ConfigT]):
         """The next round latency of ``client``."""
         ahead = self.ahead[client]
         if not ahead:
-            ahead.extend(reversed(self.draws(client, self.rngs[client], self.AHEAD)))
+            block = self.draws(client, self.rngs[client], self.AHEAD)
+            if not all(0.0 < v < math.inf for v in block):  # NaN fails the comparison too
+                bad = next(v for v in block if not 0.0 < v < math.inf)
+                raise InputError(f"latency.model {getattr(self.config, 'model', type(self).__name__)}",
+                                 f"drew the latency {bad!r} for client {client}; every latency must be a finite "
+                                 "number > 0: check the model's parameters")
+            ahead.extend(reversed(block))
         return ahead.pop()
 
     def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:

@@ -11,7 +11,7 @@ import math
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from simfl.fields import PositiveFloat
 from simfl.latency.pooled import PooledModel, PooledOptions
@@ -24,6 +24,19 @@ class LognormalConfig(PooledOptions):
     model: Literal["lognormal"] = Field("lognormal", description="Delay model name.")
     mean: PositiveFloat | None = Field(None, description="Arithmetic mean mu_R in seconds; default: pooled measurements.")
     std: PositiveFloat | None = Field(None, description="Arithmetic std sigma_R in seconds; default: pooled measurements.")
+
+    @model_validator(mode="after")
+    def _finite_parameters(self) -> LognormalConfig:
+        if self.mean is not None and self.std is not None:
+            try:
+                mu, sigma = lognormal_params(self.mean, self.std)
+                finite = math.isfinite(mu) and math.isfinite(sigma) and math.isfinite(math.exp(mu + sigma**2 / 2))
+            except (OverflowError, ValueError, ZeroDivisionError):
+                finite = False
+            if not finite:
+                raise ValueError(f"mean {self.mean:g} and std {self.std:g} give no finite lognormal parameters; "
+                                 "keep std / mean below about 1e150")
+        return self
 
 
 def lognormal_params(mean: float, std: float) -> tuple[float, float]:

@@ -8,6 +8,7 @@ histogram of the measured RPi round latencies, on a shared axis.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +28,22 @@ def simulate(model: str, clients: int, rounds: int, seed: int) -> np.ndarray:
     return np.array([[lat.sample(m) for _ in range(rounds)] for m in range(clients)]).ravel()
 
 
-def show(out_png: Path, clients: int = 100, rounds: int = 10000, seed: int = 0) -> None:
-    """Write the delay-pattern figure (measured + four simulated histograms) to ``out_png``."""
+SOFTWARE = b"simfl delay patterns"
+"""The PNG ``Software`` text of the figure: how ``--force`` recognises a file simfl wrote."""
+
+
+def show(out_png: Path, clients: int = 100, rounds: int = 10000, seed: int = 0, force: bool = False) -> None:
+    """Write the delay-pattern figure (measured + four simulated histograms) to ``out_png``.
+
+    An existing file is replaced only with ``force``, and only a figure simfl wrote.
+    """
+    from simfl import outdir
+    from simfl.errors import InputError
+
+    out_png = Path(out_png)
+    if out_png.suffix.lower() != ".png":
+        raise InputError("--out", f"unsupported figure format {out_png.suffix or '(none)'!r}; allowed: .png")
+    outdir.claim_files({out_png: lambda head: head.startswith(b"\x89PNG") and SOFTWARE in head}, force)
     measured = np.array([r for seq in load_uploads().values() for _, r in seq])
     series = {"measured (RPi)": measured} | {m: simulate(m, clients, rounds, seed) for m in PANELS}
     top = float(max(np.percentile(v, 99.5) for v in series.values()))
@@ -42,6 +57,6 @@ def show(out_png: Path, clients: int = 100, rounds: int = 10000, seed: int = 0) 
     axes[0].set_ylabel("density")
     fig.suptitle(f"Delay patterns: {clients} clients x {rounds} rounds, seed {seed} (last bin: >= {top:.0f} s)", fontsize=10)
     fig.tight_layout()
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png, dpi=110)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=110, format="png", metadata={"Software": SOFTWARE.decode()})
+    outdir.write_file(out_png, buffer.getvalue())

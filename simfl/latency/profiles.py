@@ -70,12 +70,18 @@ def _dir(traces: str | Path | None) -> Path:
 def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
     if not path.is_file():
         raise InputError(str(path), "file not found (run `simfl traces import RAW --out DIR` to create it)")
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = tuple(reader.fieldnames or ())
-        if header != columns:
-            raise InputError(str(path), f"header must be {','.join(columns)}, got {','.join(header) or 'nothing'}")
-        rows = list(reader)
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            header = tuple(reader.fieldnames or ())
+            if header != columns:
+                shown = ",".join(header)[:80] or "nothing"
+                raise InputError(str(path), f"header must be {','.join(columns)}, got {shown}")
+            rows = list(reader)
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start} of a read block): expected a CSV table") from None
+    except csv.Error as exc:
+        raise InputError(str(path), f"not a readable CSV table ({exc})") from None
     if not rows:
         raise InputError(str(path), "no data rows")
     return rows
@@ -86,6 +92,8 @@ def _number(path: Path, line: int, key: str, text: str | None, kind: type = floa
         value = kind(text)
     except (TypeError, ValueError):
         raise InputError(str(path), f"line {line}: {key}={text!r} is not a {'whole ' if kind is int else ''}number") from None
+    if kind is int and not 0 <= value < 2**63:
+        raise InputError(str(path), f"line {line}: {key}={text} must be a whole number in 0..2^63-1")
     if not np.isfinite(value) or value < 0:
         raise InputError(str(path), f"line {line}: {key}={text} must be finite and >= 0")
     return value
@@ -120,6 +128,10 @@ def _load_pooled(folder: Path) -> PooledStats:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(str(path), f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"not UTF-8 text (byte {exc.start}): expected a JSON object") from None
+    except (RecursionError, ValueError) as exc:
+        raise InputError(str(path), f"not usable JSON ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise InputError(str(path), "must hold a JSON object")
     missing = [k for k in POOLED_KEYS if k not in data]
@@ -127,7 +139,7 @@ def _load_pooled(folder: Path) -> PooledStats:
         raise InputError(str(path), f"missing keys: {', '.join(missing)}")
     for k in POOLED_KEYS:
         v = data[k]
-        if not isinstance(v, int | float) or isinstance(v, bool) or not np.isfinite(v) or v <= 0:
+        if not isinstance(v, int | float) or isinstance(v, bool) or not 0 < v < 1e300 or v != v:
             raise InputError(str(path), f"{k} must be a positive number, got {v!r}")
     stats = PooledStats(**{k: data[k] for k in POOLED_KEYS})
     if not stats.p5 <= stats.p50 <= stats.p95:
@@ -176,9 +188,10 @@ def profile_set(name: str, devices: dict[int, DeviceStats]) -> list[int]:
 def client_devices(
     explicit: list[int] | None, profiles: str, devices: dict[int, DeviceStats], num_clients: int, seed: int
 ) -> list[int]:
-    """Device per client: the explicit list when given, else a random assignment from profile set ``profiles``."""
+    """Device id per client: the explicit list when given (under ``paper9``, positions 0-8 of that set;
+    under ``all``, device ids), else a random assignment from profile set ``profiles``."""
     if explicit is not None:
-        return list(explicit)
+        return [PAPER9[i] for i in explicit] if profiles == "paper9" else list(explicit)
     return assign_devices(profile_set(profiles, devices), num_clients, seed)
 
 
@@ -195,10 +208,21 @@ def assign_devices(profiles: list[int], num_clients: int, seed: int) -> list[int
     return [profiles[int(i)] for i in picks]
 
 
-def check_devices(devices: list[int], num_clients: int, known: dict[int, DeviceStats] | dict[int, tuple]) -> None:  # type: ignore[type-arg]
-    """Validate an explicit per-client device list."""
+def check_devices(
+    devices: list[int], num_clients: int, known: dict[int, DeviceStats] | dict[int, tuple], profiles: str = "all"  # type: ignore[type-arg]
+) -> None:
+    """Validate an explicit per-client device list: positions 0-8 under ``paper9``, measured device ids under ``all``."""
     if len(devices) != num_clients:
         raise InputError("latency.devices", f"needs one device per client ({num_clients}), got {len(devices)}")
+    if profiles == "paper9":
+        bad = sorted({d for d in devices if d >= len(PAPER9)})
+        if bad:
+            raise InputError(
+                "latency.devices",
+                f"with profiles: paper9 each entry is a position 0-{len(PAPER9) - 1} in the set "
+                f"{list(PAPER9)}, got {bad}; use profiles: all for device ids",
+            )
+        devices = [PAPER9[i] for i in devices]
     absent = sorted({d for d in devices if d not in known})
     if absent:
         raise InputError("latency.devices", f"devices {absent} have no measurements; known: {sorted(known)}")

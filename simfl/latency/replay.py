@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import Field
 
 from simfl import rng
+from simfl.errors import InputError
 from simfl.fields import NonNegInt
 from simfl.latency.base import LatencyModel, Workload
 from simfl.latency.profiles import (
@@ -38,7 +39,10 @@ class ReplayConfig(TraceOptions):
         "paper9", description="Device set to assign from at random: paper9 or all (>= 3 uploads)."
     )
     devices: list[NonNegInt] | None = Field(
-        None, description="Explicit device index per client (one per client); overrides random assignment."
+        None,
+        description="Explicit device per client (one per client) instead of a random draw: with profiles: paper9 "
+        "a position 0-8 in that set (e.g. [2, 8, 2, 1, 7, 5, 2, 4, 6, 0]), with profiles: all a device id of "
+        "devices.csv.",
     )
     random_offset: bool = Field(False, description="Start each client at a random position of its device's sequence.")
 
@@ -52,9 +56,12 @@ class Replay(LatencyModel[ReplayConfig]):
     def check(cls, config: ReplayConfig, num_clients: int) -> None:
         uploads = load_uploads(config.traces)
         if config.devices is not None:
-            check_devices(config.devices, num_clients, uploads)
+            check_devices(config.devices, num_clients, uploads, config.profiles)
         else:
-            profile_set(config.profiles, load_devices(config.traces))
+            absent = [d for d in profile_set(config.profiles, load_devices(config.traces)) if d not in uploads]
+            if absent:
+                raise InputError("latency.profiles", f"devices {absent} of profile set {config.profiles!r} have no "
+                                 f"uploads in uploads.csv of {config.traces or 'the packaged traces'}")
 
     def __init__(self, config: ReplayConfig, num_clients: int, seed: int, workload: Workload) -> None:
         super().__init__(config, num_clients, seed, workload)

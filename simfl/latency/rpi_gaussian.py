@@ -40,7 +40,10 @@ class RpiGaussianConfig(TraceOptions):
         "or all (every device with at least 3 uploads).",
     )
     devices: list[NonNegInt] | None = Field(
-        None, description="Explicit device index per client (one per client); overrides random assignment."
+        None,
+        description="Explicit device per client (one per client) instead of a random draw: with profiles: paper9 "
+        "a position 0-8 in that set (e.g. [2, 8, 2, 1, 7, 5, 2, 4, 6, 0]), with profiles: all a device id of "
+        "devices.csv.",
     )
     nonpositive: Literal["mean", "resample"] = Field(
         "mean", description="What a draw <= 0 becomes: the device mean (released code) or a fresh draw."
@@ -56,7 +59,7 @@ class RpiGaussian(LatencyModel[RpiGaussianConfig]):
     def check(cls, config: RpiGaussianConfig, num_clients: int) -> None:
         devices = load_devices(config.traces)
         if config.devices is not None:
-            check_devices(config.devices, num_clients, devices)
+            check_devices(config.devices, num_clients, devices, config.profiles)
         else:
             profile_set(config.profiles, devices)
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -185,21 +186,33 @@ def pooled_stats(uploads: list[Upload]) -> dict[str, float]:
     }
 
 
-def import_traces(raw_dir: Path, out_dir: Path) -> None:
+def import_traces(raw_dir: Path, out_dir: Path, force: bool = False) -> None:
     """Derive ``devices.csv``, ``pooled.json`` and ``uploads.csv`` in ``out_dir`` from the raw logs in ``raw_dir``.
 
     Everything is read and checked before anything is written, so a bad input
     leaves ``out_dir`` untouched. Floats are written with ``repr`` (exact round trip).
+    Existing files are replaced only with ``force``, and only when simfl wrote them
+    (their header is simfl's); other files in ``out_dir`` are never touched.
     """
+    from simfl import outdir
+
+    out_dir = Path(out_dir)
+    targets = {out_dir / "devices.csv": _starts(",".join(STAT_COLUMNS)),
+               out_dir / "uploads.csv": _starts(",".join(UPLOAD_COLUMNS)),
+               out_dir / "pooled.json": lambda head: head.lstrip().startswith(b"{") and b'"uploads"' in head}
+    outdir.claim_files(targets, force)
     uploads = read_uploads(Path(raw_dir))
     devices = device_stats(uploads)
     pooled = pooled_stats(uploads)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     dev_lines = [",".join(STAT_COLUMNS)]
     dev_lines += [",".join(repr(d[c]) for c in STAT_COLUMNS) for d in devices]
     up_lines = [",".join(UPLOAD_COLUMNS)]
     up_lines += [f"{u.device},{u.gateway},{u.row},{u.compute!r},{u.round!r},{u.comm!r}" for u in uploads]
-    (out_dir / "devices.csv").write_text("\n".join(dev_lines) + "\n", encoding="utf-8")
-    (out_dir / "uploads.csv").write_text("\n".join(up_lines) + "\n", encoding="utf-8")
-    (out_dir / "pooled.json").write_text(json.dumps(pooled, indent=2) + "\n", encoding="utf-8")
+    outdir.write_file(out_dir / "devices.csv", ("\n".join(dev_lines) + "\n").encode())
+    outdir.write_file(out_dir / "uploads.csv", ("\n".join(up_lines) + "\n").encode())
+    outdir.write_file(out_dir / "pooled.json", (json.dumps(pooled, indent=2) + "\n").encode())
+
+
+def _starts(header: str) -> Callable[[bytes], bool]:
+    """A test that a file's first line is ``header`` (a file simfl wrote)."""
+    return lambda head: head.split(b"\n", 1)[0].strip() == header.encode()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ import torch
 
 from simfl import rng
 from simfl.algorithms.base import Algorithm, Arrival, AsyncAlgorithm, SyncAlgorithm
+from simfl.errors import InputError
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.clock import ARRIVAL, CHECKPOINT, EVAL, STOP, At, delay_until
@@ -135,17 +136,11 @@ class Simulation:
                 self.state.next_checkpoint_update = checkpointing.every_updates
             self.env = simpy.Environment()
         else:
-            self.state = SimState.from_data(resume["state"])
-            if [c.num_samples for c in self.state.clients] != list(client_sizes):
-                raise ValueError("the checkpoint's clients do not match this federation")
-            self.algorithm.load_state(resume["algorithm"])
-            self.latency.load_state(resume["latency"])
-            if self.availability is not None and resume["availability"] is not None:
-                self.availability.load_state(resume["availability"])
-            last = resume["last_eval"]
-            if last is not None:
-                self._last_eval = (last["weights"], Scores(**last["scores"]))
-            self.env = simpy.Environment(initial_time=self.state.now)
+            try:
+                self._restore(resume, client_sizes)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
+                raise InputError("checkpoint", f"damaged simulation data ({type(exc).__name__}: "
+                                 f"{(str(exc).splitlines() or [''])[0][:120]})") from None
             if self.verifier is not None:
                 self.verifier.last_time = self.state.now
         self._resumed = resume is not None
@@ -153,6 +148,20 @@ class Simulation:
         self.stop = self.env.event()
         self._round_done: simpy.events.Event = self.env.event()
         self._freed: simpy.events.Event = self.env.event()
+
+    def _restore(self, resume: dict[str, Any], client_sizes: Sequence[int]) -> None:
+        """Load a checkpoint's simulation data (raises on data that does not fit this simulation)."""
+        self.state = SimState.from_data(resume["state"])
+        if [c.num_samples for c in self.state.clients] != list(client_sizes):
+            raise ValueError("the checkpoint's clients do not match this federation")
+        self.algorithm.load_state(resume["algorithm"])
+        self.latency.load_state(resume["latency"])
+        if self.availability is not None and resume["availability"] is not None:
+            self.availability.load_state(resume["availability"])
+        last = resume["last_eval"]
+        if last is not None:
+            self._last_eval = (last["weights"], Scores(**last["scores"]))
+        self.env = simpy.Environment(initial_time=self.state.now)
 
     # -- state as data -----------------------------------------------------------
 
@@ -178,7 +187,10 @@ class Simulation:
         ``verify`` is on and an invariant breaks.
         """
         if self._resumed:
-            self._rebuild()
+            try:
+                self._rebuild()
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError, AssertionError) as exc:
+                raise InputError("checkpoint", f"damaged simulation data ({type(exc).__name__})") from None
         else:
             self._start()
         try:
@@ -408,7 +420,8 @@ class Simulation:
         """A departed client returns when its absence ends; async clients restart at once.
 
         A returning client restarts from the weights of the round it lost; a client absent
-        from time 0 starts from the algorithm's initial weights for it, asked at its return.
+        from time 0 joins now: it gets the algorithm's :meth:`~AsyncAlgorithm.on_join` weights
+        and its staleness counts from the current update (``tau`` = updates so far).
         """
         assert client.timer.wake is not None
         yield self._sleep(client.timer, client.timer.wake)
@@ -418,8 +431,11 @@ class Simulation:
         client.phase = "idle"
         self._note(client, "join")
         if isinstance(self.algorithm, AsyncAlgorithm):
-            start = client.start if client.start is not None else self.algorithm.initial_weights(client.index)
-            self.dispatch(client, start)
+            if client.start is None:
+                client.tau = self.state.updates
+                self.dispatch(client, self.algorithm.on_join(client.index))
+            else:
+                self.dispatch(client, client.start)
         else:
             self._free()
 

@@ -13,6 +13,10 @@ down on :meth:`RayExecutor.close`. Needs the ``ray`` extra.
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import tempfile
 from typing import Any
 
 import numpy as np
@@ -23,6 +27,27 @@ from simfl.errors import InputError
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
 from simfl.train.local import Job, LocalTrainer, TrainConfig
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+def quiet_init(ray: Any, **kwargs: Any) -> None:
+    """``ray.init`` without Ray's own log lines on the terminal (its C++ core writes to file descriptor 2,
+    e.g. one warning a second while it fails to reach a cluster); what it wrote is dropped."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, **kwargs)
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 class _Trainer:
@@ -56,11 +81,11 @@ class RayExecutor(Executor):
         if self._owns_ray:
             try:
                 if address is None:
-                    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+                    quiet_init(ray, num_cpus=workers)
                 else:
-                    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+                    quiet_init(ray, address=address)
             except Exception as exc:
-                raise InputError("executor", f"cannot start or reach Ray: {exc}") from None
+                raise InputError("executor", f"cannot start or reach Ray: {_first_line(exc)}") from None
         remote: Any = ray.remote(num_cpus=1)(_Trainer)
         shards_ref = ray.put(shards)
         self._actors: list[Any] = [remote.remote(model, layout, shards_ref, config, seed, threads) for _ in range(workers)]

@@ -74,3 +74,43 @@ def test_ca2fl_three_clients() -> None:
 def test_config_rejects_bad_values(config: type, bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         config(**bad)
+
+
+@pytest.mark.parametrize(
+    ("calibrate_with", "after_round_1", "after_round_2"),
+    [
+        # Algorithm 2 of Wang et al. (ICLR 2024): Delta_t += delta - h_t^i, h_t^i the cache as the round began
+        ("round_start", [2 / 3, 1 / 3, 1], [5 / 3, 1, 2]),
+        # the running cache: a repeated client is corrected by its own first delta of the round
+        ("latest", [0, 1 / 3, 1], [0, 4 / 3, 2]),
+    ],
+)
+def test_ca2fl_repeated_arrival_in_one_buffer(
+    calibrate_with: str, after_round_1: list[float], after_round_2: list[float]
+) -> None:
+    """M = 3, N = 3 clients, client 0 arrives twice in each buffer round."""
+    alg = CA2FL(CA2FLConfig(buffer=3, calibrate_with=calibrate_with), make_setup(linear_layout(), [0, 0, 0], 3))  # type: ignore[arg-type]
+    w0 = alg.initial_weights(0)
+    # round 1, every cache 0, h_1 = 0
+    # t=1 client 0, delta a = [2,0,0]: Delta = a - 0
+    alg.on_arrival(arrival(0, vec(2, 0, 0), w0, 1, 1))
+    # t=2 client 0 again, delta b = [0,1,0]: round_start Delta += b - h_1^0 (= 0) -> [2,1,0];
+    #   latest Delta += b - a -> [0,1,0]; the cache becomes b either way
+    alg.on_arrival(arrival(0, vec(0, 1, 0), w0, 1, 2))
+    # t=3 client 1, delta c = [0,0,3]: Delta [2,1,3] (latest [0,1,3]); flush W = 0 + 0 + Delta / 3
+    #   then h_2 = (b + c + 0) / 3 = [0, 1/3, 1]
+    sent, _ = alg.on_arrival(arrival(1, vec(0, 0, 3), w0, 3, 3))
+    close(sent, after_round_1)
+    close(alg.state()["cache_mean"], [0, 1 / 3, 1])
+    w1 = sent.clone()
+    # round 2: client 0's cache at the round's start is b
+    # t=4 client 0, delta d = [3,0,0]: Delta = d - b = [3,-1,0] in both readings; cache d
+    alg.on_arrival(arrival(0, w1 + vec(3, 0, 0), w1, 1, 4))
+    # t=5 client 0 again, delta e = 0: round_start Delta += 0 - b -> [3,-2,0]; latest Delta += 0 - d -> [0,-1,0]
+    alg.on_arrival(arrival(0, w1.clone(), w1, 1, 5))
+    # t=6 client 2, delta f = [0,3,0]: Delta [3,1,0] (latest [0,2,0]); flush W = w1 + h_2 + Delta / 3
+    #   round_start: [2/3,1/3,1] + [0,1/3,1] + [1,1/3,0] = [5/3,1,2]; latest: [0,1/3,1] + [0,1/3,1] + [0,2/3,0]
+    sent, _ = alg.on_arrival(arrival(2, w1 + vec(0, 3, 0), w1, 4, 6))
+    close(sent, after_round_2)
+    # h_3 = (e + c + f) / 3 = [0, 1, 1]
+    close(alg.state()["cache_mean"], [0, 1, 1])

@@ -291,3 +291,26 @@ def test_sqrt_staleness_default_not_exact_binary() -> None:
     w0 = alg.initial_weights(0)
     _, beta = alg.on_arrival(arrival(0, vec(1, 1, 1), w0, staleness=3, update=3))
     assert beta == pytest.approx(0.6 / math.sqrt(3))
+
+
+def test_no_ma_client_trajectory_equals_chain_orthofl() -> None:
+    """Under 'chain' the clients of OrthoFL and of OrthoFL w/o MA are sent the same models: the chain G is
+    exactly w/o MA's global model; the two differ only in what is evaluated (moving average vs G)."""
+    layout = bn_layout()
+    gen = torch.Generator().manual_seed(5)
+    clients = 3
+    init = torch.randn(layout.size, generator=gen)
+    order = [0, 1, 2, 1, 1, 0, 2, 2, 0, 1]
+    chain = OrthoFL(OrthoFLConfig(shift_source="chain"), make_setup(layout, init.tolist(), clients))
+    no_ma = OrthoFLNoMA(OrthoFLNoMAConfig(), make_setup(layout, init.tolist(), clients))
+    starts = {c: (chain.initial_weights(c), no_ma.initial_weights(c)) for c in range(clients)}
+    last = [0] * clients
+    for t, c in enumerate(order, start=1):
+        delta = torch.randn(layout.size, generator=gen)
+        s_chain, s_no_ma = starts[c]
+        sent_chain, _ = chain.on_arrival(arrival(c, s_chain + delta, s_chain, staleness=t - last[c], update=t))
+        sent_no_ma, _ = no_ma.on_arrival(arrival(c, s_no_ma + delta, s_no_ma, staleness=t - last[c], update=t))
+        torch.testing.assert_close(sent_chain, sent_no_ma, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(no_ma.global_weights(), chain.chain, rtol=1e-5, atol=1e-6)
+        starts[c], last[c] = (sent_chain, sent_no_ma), t
+    assert not torch.allclose(chain.global_weights(), no_ma.global_weights())  # the evaluated models differ

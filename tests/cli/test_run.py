@@ -61,8 +61,13 @@ def test_existing_output_needs_force(write_scenario, tmp_path: Path, capsys) -> 
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 2
     assert "--force" in capsys.readouterr().err
     assert (out / "keep.txt").exists()
-    assert main(["run", str(path), "--out", str(out), "--quiet", "--force"]) == 0
-    assert not (out / "keep.txt").exists() and (out / "summary.csv").exists()
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--force"]) == 2  # not simfl's folder
+    assert "was not written by simfl" in capsys.readouterr().err and (out / "keep.txt").exists()
+    (out / "keep.txt").unlink()
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0  # an empty folder is fine
+    (out / "notes.txt").write_text("mine")
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--force"]) == 0  # simfl's own: replaced
+    assert (out / "notes.txt").read_text() == "mine" and (out / "summary.csv").exists()
 
 
 def test_help_works_both_ways() -> None:

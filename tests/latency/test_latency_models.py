@@ -51,7 +51,7 @@ def gaussian_rectified(mu: float, sd: float) -> tuple[float, float]:
 @pytest.mark.parametrize("device", [1, 4, 10])
 def test_rpi_gaussian_moments_nonpositive_mean(device: int) -> None:
     stats = load_devices()[device]
-    x = draws(make({"model": "rpi_gaussian", "devices": [device]}, clients=1))
+    x = draws(make({"model": "rpi_gaussian", "profiles": "all", "devices": [device]}, clients=1))
     assert (x > 0).all()
     assert_moments(x, *gaussian_rectified(stats.round_mean, stats.round_std))
     if device == 4:  # std > mean: about 24% of draws hit the rule and equal the mean exactly
@@ -60,7 +60,7 @@ def test_rpi_gaussian_moments_nonpositive_mean(device: int) -> None:
 
 def test_rpi_gaussian_moments_resample() -> None:
     s = load_devices()[4]
-    x = draws(make({"model": "rpi_gaussian", "devices": [4], "nonpositive": "resample"}, clients=1))
+    x = draws(make({"model": "rpi_gaussian", "profiles": "all", "devices": [4], "nonpositive": "resample"}, clients=1))
     t = truncnorm(-s.round_mean / s.round_std, np.inf, loc=s.round_mean, scale=s.round_std)
     assert (x > 0).all()
     assert_moments(x, float(t.mean()), float(t.std()))
@@ -177,7 +177,7 @@ def test_assignment_without_then_with_replacement() -> None:
 
 def test_replay_gives_back_the_measured_sequence_cycling() -> None:
     uploads = load_uploads()
-    model = make({"model": "replay", "devices": [37, 1]}, clients=2)
+    model = make({"model": "replay", "profiles": "all", "devices": [37, 1]}, clients=2)
     seq37 = [r for _, r in uploads[37]]
     seq1 = [r for _, r in uploads[1]]
     assert len(seq1) == 4
@@ -187,10 +187,10 @@ def test_replay_gives_back_the_measured_sequence_cycling() -> None:
 
 
 def test_replay_state_round_trip() -> None:
-    a = make({"model": "replay", "devices": [26]}, clients=1)
+    a = make({"model": "replay", "profiles": "all", "devices": [26]}, clients=1)
     for _ in range(5):
         a.sample(0)
-    b = make({"model": "replay", "devices": [26]}, clients=1)
+    b = make({"model": "replay", "profiles": "all", "devices": [26]}, clients=1)
     b.load_state(a.state())
     assert [a.sample(0) for _ in range(30)] == [b.sample(0) for _ in range(30)]
 
@@ -200,20 +200,20 @@ def test_replay_state_round_trip() -> None:
 
 def test_scaling_factors_apply_to_compute_and_comm_separately() -> None:
     uploads = load_uploads()[8]
-    model = make({"model": "replay", "devices": [8], "scaling": {"compute": 2.0, "comm": 0.5}}, clients=1)
+    model = make({"model": "replay", "profiles": "all", "devices": [8], "scaling": {"compute": 2.0, "comm": 0.5}}, clients=1)
     got = [model.sample(0) for _ in uploads]
     assert got == pytest.approx([2.0 * c + 0.5 * (r - c) for c, r in uploads])
 
 
 def test_workload_scaling_uses_reference_ratio() -> None:
     work = Workload(model_bytes=2 * 176_760, flops_per_sample=1_689_840, samples=(1200, 300), epochs=5)
-    spec = {"model": "replay", "devices": [8, 8], "scaling": {"compute": "workload", "comm": "workload"}}
+    spec = {"model": "replay", "profiles": "all", "devices": [8, 8], "scaling": {"compute": "workload", "comm": "workload"}}
     model = make(spec, clients=2, workload=work)
     c, r = load_uploads()[8][0]
     assert model.sample(0) == pytest.approx(2.0 * c + 2.0 * (r - c))
     assert model.sample(1) == pytest.approx(0.5 * c + 2.0 * (r - c))
     s = load_devices()[8]
-    gauss = make({"model": "rpi_gaussian", "devices": [8], "scaling": {"compute": 3.0}}, clients=1)
+    gauss = make({"model": "rpi_gaussian", "profiles": "all", "devices": [8], "scaling": {"compute": 3.0}}, clients=1)
     assert gauss.scale[0] == pytest.approx((3 * s.compute_mean + s.comm_mean) / s.round_mean)
     unscaled = make({"model": "uniform"})
     assert unscaled.scale == pytest.approx([1.0] * 4)
@@ -232,7 +232,9 @@ def test_bad_configs_raise_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"latency.devices: needs one device per client \(4\), got 2"):
         make({"model": "rpi_gaussian", "devices": [1, 2]})
     with pytest.raises(InputError, match=r"devices \[0\] have no measurements"):
-        make({"model": "replay", "devices": [0, 1]}, clients=2)
+        make({"model": "replay", "profiles": "all", "devices": [0, 1]}, clients=2)
+    with pytest.raises(InputError, match=r"with profiles: paper9 each entry is a position 0-8 .* got \[9\]"):
+        make({"model": "rpi_gaussian", "devices": [0, 9]}, clients=2)
     with pytest.raises(ValidationError, match="low must be below high"):
         make({"model": "uniform", "low": 5.0, "high": 2.0})
     with pytest.raises(InputError, match="latency.shape: must be > 1"):
@@ -256,12 +258,12 @@ def test_empty_or_malformed_trace_folder(tmp_path: Path) -> None:
     header = "device,gateway,row,compute,round,comm\n"
     (tmp_path / "uploads.csv").write_text(header)
     with pytest.raises(InputError, match="uploads.csv: no data rows"):
-        make({"model": "replay", "devices": [1], "traces": str(tmp_path)}, clients=1)
+        make({"model": "replay", "profiles": "all", "devices": [1], "traces": str(tmp_path)}, clients=1)
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "uploads.csv").write_text(header + "1,1,0,2.0,x,1\n")
     with pytest.raises(InputError, match=r"uploads.csv: line 2: round='x' is not a number"):
-        make({"model": "replay", "devices": [1], "traces": str(bad)}, clients=1)
+        make({"model": "replay", "profiles": "all", "devices": [1], "traces": str(bad)}, clients=1)
 
 
 DRAW_AHEAD_SPECS = [*SPECS, {"model": "rpi_gaussian", "nonpositive": "resample", "profiles": "all"},
@@ -282,3 +284,19 @@ def test_drawing_ahead_gives_the_one_at_a_time_sequence(spec: dict[str, Any]) ->
     for c in range(3):
         got[c] += [resumed.sample(c) for _ in range(rounds - half)]
     assert [v for c in range(3) for v in got[c]] == expected
+
+
+def test_explicit_devices_paper9_positions_and_all_ids() -> None:
+    """paper9: positions 0-8 in the released code's set; all: device ids of devices.csv."""
+    positions = [2, 8, 2, 1, 7, 5, 2, 4, 6, 0]
+    model = make({"model": "rpi_gaussian", "profiles": "paper9", "devices": positions}, clients=10)
+    assert model.devices == [PAPER9[i] for i in positions]  # type: ignore[attr-defined]
+    assert model.devices[:3] == [2, 13, 2]  # type: ignore[attr-defined]
+    # the same device gives the same Gaussian: client m's mean is its device's measured round mean
+    stats = load_devices(None)
+    assert [p.round_mean for p in model.profiles] == [stats[PAPER9[i]].round_mean for i in positions]  # type: ignore[attr-defined]
+    by_id = make({"model": "rpi_gaussian", "profiles": "all", "devices": [10, 1]}, clients=2)
+    assert by_id.devices == [10, 1]  # type: ignore[attr-defined]
+    # an explicit list takes no draw: the assignment is the same for every seed
+    other_seed = make({"model": "rpi_gaussian", "profiles": "paper9", "devices": positions}, clients=10, seed=5)
+    assert other_seed.devices == model.devices  # type: ignore[attr-defined]

@@ -133,6 +133,7 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(write_scenario, tmp
     stamp = {p: p.stat().st_mtime_ns for p in (out / first).rglob("*")}
     (out / "latency=constant__alpha=0.6__seed=0.partial").mkdir()  # as if killed mid-cell
     (out / "latency=constant__alpha=0.6__seed=0.partial" / "junk").write_text("x")
+    (out / "latency=constant__alpha=0.6__seed=0.partial" / ".simfl").write_text("")  # simfl marks its folders
 
     lines: list[str] = []
     outcome = run_sweep(path, out, log=lines.append)

@@ -1,0 +1,94 @@
+"""YAML reading that cannot be made to exhaust the stack or the memory.
+
+PyYAML's safe loader composes nested collections recursively (3,000 levels of
+``[[[...]]]`` end in a RecursionError) and lets aliases share nodes, so a few
+lines (``a: &a [x, x]``, ``b: &b [*a, *a]``, ...) describe a document with
+billions of nodes once expanded, which every later step (validation, copies,
+dumping) would walk. :func:`load` refuses nesting deeper than
+:data:`MAX_DEPTH` and documents whose expanded size exceeds :data:`MAX_NODES`,
+quickly and with a one-line :class:`ValueError`-style message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+MAX_DEPTH = 64
+"""Deepest nesting of collections accepted (a scenario needs fewer than 10)."""
+MAX_NODES = 200_000
+"""Most nodes a document may have once every alias is expanded."""
+MAX_ALIASES = 1_000
+"""Most alias references (``*name``) in one document."""
+
+
+class LimitError(yaml.YAMLError):
+    """A document over a size limit; ``problem`` says which."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = None
+
+
+class _Loader(yaml.SafeLoader):
+    """A SafeLoader that counts nesting and aliases while composing."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._aliases = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise LimitError(f"more than {MAX_ALIASES} aliases (*name)")
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise LimitError(f"nested deeper than {MAX_DEPTH} levels")
+        try:
+            return super().compose_node(parent, index)  # type: ignore[no-any-return, misc]
+        finally:
+            self._depth -= 1
+
+
+def _expanded(node: Node, memo: dict[int, int], depth: int = 0) -> int:
+    """Nodes below ``node`` with every alias expanded (capped just above :data:`MAX_NODES`)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if depth > MAX_DEPTH * 4:  # alias chains add depth the composer did not see
+        raise LimitError(f"nested deeper than {MAX_DEPTH} levels once aliases are expanded")
+    memo[key] = MAX_NODES + 1  # a node that reaches itself (a recursive alias) counts as too big
+    total = 1
+    if isinstance(node, SequenceNode):
+        children: list[Node] = list(node.value)
+    elif isinstance(node, MappingNode):
+        children = [n for pair in node.value for n in pair]
+    else:
+        children = []
+    for child in children:
+        total += _expanded(child, memo, depth + 1)
+        if total > MAX_NODES:
+            break
+    memo[key] = min(total, MAX_NODES + 1)
+    return memo[key]
+
+
+def load(text: str) -> Any:
+    """Parse one YAML document safely (plain data only), within the size limits above."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded(node, {}) > MAX_NODES:
+            raise LimitError(f"expands to more than {MAX_NODES} values (aliases referring to aliases)")
+        return loader.construct_document(node)
+    except RecursionError:
+        raise LimitError("nested too deeply") from None
+    finally:
+        loader.dispose()
