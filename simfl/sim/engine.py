@@ -1,6 +1,6 @@
 """The simulated world of one (algorithm, seed) run: clients, server, evaluation, stopping.
 
-Semantics (DESIGN.md section 2): the server keeps an update counter ``t``;
+Semantics (docs/architecture.md): the server keeps an update counter ``t``;
 client m remembers ``tau_m``, the value of t when it last talked to the
 server; an arrival's staleness is ``s = t - tau_m >= 1`` (1: nothing else
 was processed in between; the authors' released code logs ``s - 1``).

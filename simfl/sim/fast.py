@@ -13,9 +13,10 @@ executor calls are used in the same order, so the state, event trace and
 metrics are identical (``tests/perf/test_fast_loop.py`` checks this on
 random scenarios).
 
-It covers runs without availability (failures, departures) and with zero
-server time; :func:`supports` says whether a run qualifies, and anything
-else runs on the SimPy engine.
+It covers runs without availability (failures, departures), server time, round
+rules, recording, per-update evaluation, verification or checkpoints;
+:func:`simfl.experiment.fast_unsupported` lists what a run uses beyond that, and
+asking for this loop then is refused in one line (docs/architecture.md).
 """
 
 from __future__ import annotations
