@@ -39,7 +39,8 @@ class Results:
     metrics: pd.DataFrame
     events: pd.DataFrame
     keys: tuple[str, ...] = ()
-    """The swept keys (columns of every table); empty for a single run."""
+    """The swept keys' columns in every table (the key, or ``sweep.<key>`` where the key is also a
+    column name of the tables, e.g. ``sweep.latency``); empty for a single run."""
 
     def plot(self, ax: Axes | None = None) -> Axes:
         """Accuracy vs virtual time on ``ax`` (default: the current pyplot axes), one line per
@@ -145,13 +146,27 @@ def sweep(
         raw["sweep"] = {key: list(values) for key, values in over.items()}
     outcome = run_sweep(raw, _out(out, f"{raw.get('name', 'scenario')}-sweep"), workers=workers,
                         log=(lambda line: None) if quiet else None, base=base)
-    keys = tuple(raw.get("sweep") or {})
+    swept = list(raw.get("sweep") or {})
+    columns = {k: f"sweep.{k}" if k in _DATA_COLUMNS else k for k in swept}
+    keys = tuple(columns.values())
     tables: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     for cell in outcome.cells:
-        values = {k: _column_value(cell.values[k]) for k in keys}
+        values = {columns[k]: _column_value(cell.values[k]) for k in swept}
         tables.append(read_folder(outcome.out / cell.name, {"cell": cell.group, **values}))
     summary, metrics, events = (pd.concat(parts, ignore_index=True) for parts in zip(*tables, strict=True))
     return Results(outcome.out, summary, metrics, events, keys)
+
+
+def _data_columns() -> frozenset[str]:
+    from dataclasses import fields
+
+    from simfl.results import SUMMARY_COLUMNS
+    from simfl.sim.state import Event, Metric
+
+    return frozenset([*SUMMARY_COLUMNS, *Event.columns(), *(f.name for f in fields(Metric)), "cell"])
+
+
+_DATA_COLUMNS = _data_columns()
 
 
 def _column_value(value: Any) -> Any:
