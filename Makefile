@@ -4,10 +4,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.simfl-installed
 # The PyTorch build to install; override for another platform, e.g. make TORCH="torch torchvision".
 TORCH ?= torch==2.14.1 torchvision==0.29.1
-EXTRAS ?= dev,text,ray
+EXTRAS ?= dev,text,ray,hf
 PYTEST_ARGS ?= -q -n 2
 
-.PHONY: setup demo test lint bench reference clean
+.PHONY: setup demo test lint bench reference docs clean
 
 setup: $(STAMP)
 
@@ -31,9 +31,13 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.aggregation
 	$(PY) -m benchmarks.engine
 	$(PY) -m benchmarks.events
+	$(PY) -m benchmarks.fleet
 
 reference: $(STAMP)
 	$(VENV)/bin/simfl reference > scenarios/REFERENCE.md
 
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf runs build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf runs build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -104,6 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
     _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
 
+    p_qs = sub.add_parser("quickstart", help="run the shipped quickstart scenario (OrthoFL, FedAsync, FedAvg on "
+                          "scikit-learn's digits, offline) into runs/quickstart")
+    p_qs.add_argument("--out", type=Path, default=Path("runs") / "quickstart", help="output folder")
+    p_qs.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a scenario value (repeatable), e.g. --set budget.time=60")
+    p_qs.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
+    p_qs.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
+    p_qs.add_argument("--quiet", action="store_true", help="no progress bar")
+    _max_memory(p_qs)
+    p_qs.set_defaults(func=cmd_quickstart)
+
     p_ref = sub.add_parser("reference", help="print the scenario reference (markdown) generated from the schema")
     p_ref.set_defaults(func=cmd_reference)
     p_sweep = sub.add_parser("sweep", help="run every cell of a scenario's sweep grid x seeds (resumable)",
@@ -256,6 +267,14 @@ def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None) -> 
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
     if every is not None:
         estimate.check_checkpoints(est, every.updates, every.seconds)
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    """``simfl run`` on the scenario shipped in the package (works from an installed wheel)."""
+    from simfl.scenarios import shipped
+
+    args.file, args.checkpoint_every, args.resume, args.verify, args.only = shipped("quickstart"), None, None, False, None
+    return cmd_run(args)
 
 
 def cmd_reference(args: argparse.Namespace) -> int:

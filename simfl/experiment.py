@@ -25,7 +25,7 @@ from simfl.data import DATASETS, Dataset
 from simfl.data.partition import split
 from simfl.errors import InputError
 from simfl.latency import LATENCY_MODELS, Workload
-from simfl.latency.availability import Availability
+from simfl.latency.availability import Availability, with_absences
 from simfl.models import MODELS, Layout
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
 from simfl.recording import LayerRecorder
@@ -186,9 +186,8 @@ def run_one(
         no_evaluation if null
         else Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
     )
-    availability = (
-        None if scenario.availability is None else Availability(scenario.availability, len(fed.shards), fed.seed)
-    )
+    presence = with_absences(scenario.availability, latency.absences())
+    availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     budget = Budget(scenario.budget.time, scenario.budget.updates)
     unsupported = fast_unsupported(scenario, verify, checkpointing is not None or resume is not None)

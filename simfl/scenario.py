@@ -230,6 +230,10 @@ def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
         value = getattr(scenario.data, key, None)
         if value is not None and not Path(value).is_absolute():
             setattr(scenario.data, key, (base / value).resolve())
+    for key in ("path", "behavior"):  # fleet trace files
+        value = getattr(scenario.latency, key, None)
+        if isinstance(value, str) and not Path(value).is_absolute():
+            setattr(scenario.latency, key, str((base / value).resolve()))
     partition = getattr(scenario.data, "partition", None)
     path = getattr(partition, "path", None)
     if partition is not None and path is not None and not Path(path).is_absolute():
@@ -423,4 +427,7 @@ def _message(err: Mapping[str, Any]) -> str:
 def dump(scenario: Scenario) -> str:
     """The resolved scenario as YAML (defaults filled in)."""
     data = copy.deepcopy(scenario.model_dump(mode="json"))
+    # each algorithm entry reads name first, its label (shared by every config) after it
+    data["algorithms"] = [{"name": a["name"], "label": a.get("label"),
+                           **{k: v for k, v in a.items() if k not in ("name", "label")}} for a in data["algorithms"]]
     return yaml.safe_dump(data, sort_keys=False)

@@ -51,7 +51,7 @@ class AlgorithmConfig(Section):
 def run_name(config: Section) -> str:
     """What an algorithm entry's runs are called: its ``label``, else its algorithm ``name``."""
     label = getattr(config, "label", None)
-    return str(label if label is not None else getattr(config, "name", ""))
+    return str(label if label is not None else config.name)  # type: ignore[attr-defined]
 
 
 @dataclass(slots=True)
@@ -93,9 +93,10 @@ class Algorithm(ABC, Generic[ConfigT]):
         self.config = config
         self.setup = setup
 
-    def local_options(self) -> dict[str, Any]:
-        """Changes to local training, keyed by :data:`simfl.train.hooks.HOOKS` entries (plain data; {}: none)."""
-        return {}
+    @property
+    def prox_mu(self) -> float:
+        """Weight of the proximal term mu/2 ||w - w_start||^2 in local training (FedProx); 0 = none."""
+        return 0.0
 
     @abstractmethod
     def global_weights(self) -> torch.Tensor:

@@ -21,12 +21,19 @@ arrival left the same global version share one tensor.
 
 Options (all in :class:`OrthoFLConfig`):
 
-- ``shift_source: global`` is the paper's rule above. ``chain`` is the rule of the
-  authors' released code: the server keeps the last calibrated model it sent to any
-  client, ``G``, and the shift is ``G - W_m^(tau+)`` (the chain's movement since m
+- ``shift_source: global`` is the paper's rule above. ``chain`` (the default) is the rule
+  of the authors' released code: the server keeps the last calibrated model it sent to
+  any client, ``G``, and the shift is ``G - W_m^(tau+)`` (the chain's movement since m
   was dispatched); the client gets ``W_m^(t) + perp(G - W_m^(tau+), dWm)`` and ``G``
   becomes that model. The moving average ``W`` is then only evaluated, never sent,
   and the very first update is mixed in at weight 1 (``first_weight`` overrides).
+  Why ``chain`` is the default: it is what the paper's numbers were made with (the
+  released code), and at the paper's setting (E = 5, seed 0; ``results/README.md``)
+  it lands nearer the paper's MNIST result, the one run on the very same data:
+  97.7% against the paper's 98.2 +- 0.3, where ``global`` gives 96.5%. On the HAR
+  setting, whose windows here are cut from the raw HAPT recordings rather than the
+  paper's UCI HAR files, ``global`` gives 89.7% (the paper's 89.7 +- 1.0) and ``chain``
+  91.5%. ``global`` stays one option away for the paper's equations as written.
   Two details of the released code are not copied: it skips the projection when the
   shift *sums* to zero (here only an all-zero shift gives a zero result), and it
   adds 1e-19 to ``<dWm, dWm>`` (here a zero update passes the shift through).
@@ -219,11 +226,12 @@ class OrthoFLConfig(AlgorithmConfig):
     beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1) of the global moving average.")
     a: NonNegFloat = Field(0.5, description="Staleness exponent: beta_t = beta * s^(-a).")
     shift_source: Literal["global", "chain"] = Field(
-        "global",
+        "chain",
         description=(
-            "'global': shift = moving average now minus right after the client's previous arrival "
-            "(paper). 'chain': shift = last calibrated model sent to any client minus the model this "
-            "client was sent (released code); the moving average is then only evaluated."
+            "'chain' (default): shift = last calibrated model sent to any client minus the model this "
+            "client was sent (the authors' released code, which made the paper's numbers); the moving "
+            "average is then only evaluated. 'global': shift = moving average now minus right after the "
+            "client's previous arrival (the paper's equations)."
         ),
     )
     bn: BnPolicy = Field("local", description=_BN_DESCRIPTION)

@@ -12,6 +12,7 @@ from simfl.data.base import DataConfigBase, Dataset
 from simfl.data.cifar import Cifar10, Cifar100
 from simfl.data.digits import Digits
 from simfl.data.har import Hapt, Har
+from simfl.data.hf import Hf
 from simfl.data.mnist import Mnist
 from simfl.data.newsgroups import Newsgroups
 from simfl.data.synthetic import Synthetic
@@ -35,6 +36,7 @@ DATASETS: dict[str, Loader] = {
     "newsgroups": Newsgroups,
     "har": Har,
     "hapt": Hapt,
+    "hf": Hf,
 }
 
 __all__ = ["DATASETS", "DataConfigBase", "Dataset", "Loader"]

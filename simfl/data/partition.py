@@ -1,5 +1,6 @@
-"""How a training set is split over clients: Dirichlet label skew, IID, by subject, explicit classes,
-explicit per-client label counts, or explicit per-client sample indices read from a file.
+"""How a training set is split over clients: Dirichlet label skew, IID, by subject, by column (natural
+clients such as LEAF's writers), explicit classes, explicit per-client label counts, or explicit
+per-client sample indices read from a file.
 
 A partition draws from the stream ``(seed, "partition")`` only, so every
 algorithm of a seed sees the same client datasets. ``counts`` and ``indices``
@@ -47,6 +48,19 @@ class BySubjectConfig(Section):
     kind: Literal["by_subject"] = Field("by_subject", description="Partition kind.")
     clients: PositiveInt | None = Field(
         None, description="Expected number of clients (= groups); checked when given, e.g. 21 for HAR.",
+    )
+
+
+class ByColumnConfig(Section):
+    """LEAF-style natural clients: one client per distinct value of a column (e.g. the writer), in ascending order."""
+
+    kind: Literal["by_column", "by_writer"] = Field("by_column", description="Partition kind (by_writer: the same).")
+    column: str | None = Field(
+        None, description="The column whose values are the clients (hf datasets; default: data.group)."
+    )
+    min_samples: PositiveInt = Field(1, description="Drop values with fewer training samples (LEAF drops small writers).")
+    clients: PositiveInt | None = Field(
+        None, description="Expected number of clients (= values kept); checked when given."
     )
 
 
@@ -103,10 +117,12 @@ class IndicesConfig(Section):
 
 
 PartitionConfig = Annotated[
-    DirichletConfig | IIDConfig | BySubjectConfig | ClassesConfig | CountsConfig | IndicesConfig,
+    DirichletConfig | IIDConfig | BySubjectConfig | ByColumnConfig | ClassesConfig | CountsConfig | IndicesConfig,
     Field(discriminator="kind"),
 ]
-AnyPartition = DirichletConfig | IIDConfig | BySubjectConfig | ClassesConfig | CountsConfig | IndicesConfig
+AnyPartition = (
+    DirichletConfig | IIDConfig | BySubjectConfig | ByColumnConfig | ClassesConfig | CountsConfig | IndicesConfig
+)
 
 
 def split(
@@ -117,6 +133,8 @@ def split(
     n = len(labels)
     if isinstance(config, BySubjectConfig):
         return _by_group(config, groups, n)
+    if isinstance(config, ByColumnConfig):
+        return _by_column(config, groups, n)
     if isinstance(config, ClassesConfig):
         return _by_classes(config, labels, gen)
     if isinstance(config, CountsConfig):
@@ -183,6 +201,26 @@ def _by_group(config: BySubjectConfig, groups: np.ndarray | None, n: int) -> lis
             "data.partition.clients", f"by_subject gives one client per subject: {len(ids)}, got {config.clients}"
         )
     return [np.flatnonzero(groups == g).astype(np.int64) for g in ids]
+
+
+def _by_column(config: ByColumnConfig, groups: np.ndarray | None, n: int) -> list[np.ndarray]:
+    """One client per distinct column value with at least ``min_samples`` samples, ordered by value."""
+    if groups is None:
+        raise InputError(
+            "data.partition.kind", f"{config.kind} needs a dataset with a client column (hf with data.group or "
+            "partition.column; har and hapt give their subjects)"
+        )
+    if len(groups) != n:
+        raise InputError("data.partition.kind", f"got {len(groups)} column values for {n} training samples")
+    ids, counts = np.unique(groups, return_counts=True)
+    kept = ids[counts >= config.min_samples]
+    if len(kept) == 0:
+        raise InputError("data.partition.min_samples", f"no value has {config.min_samples} samples (largest: {counts.max()})")
+    if config.clients is not None and config.clients != len(kept):
+        raise InputError(
+            "data.partition.clients", f"{config.kind} gives one client per value: {len(kept)}, got {config.clients}"
+        )
+    return [np.flatnonzero(groups == g).astype(np.int64) for g in kept]
 
 
 def _by_classes(config: ClassesConfig, labels: np.ndarray, gen: np.random.Generator) -> list[np.ndarray]:

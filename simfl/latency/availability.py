@@ -114,3 +114,17 @@ class Availability:
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state` output."""
         self.rngs = [rng.restore_generator(s) for s in state["rngs"]]
+
+
+def with_absences(
+    config: AvailabilityConfig | None, absences: list[list[tuple[float, float | None]]] | None
+) -> AvailabilityConfig | None:
+    """``config`` plus a trace's per-client absences as departures (a fleet trace's availability windows)."""
+    if absences is None:
+        return config
+    base = config if config is not None else AvailabilityConfig.model_validate({})
+    extra = [
+        Departure.model_construct(client=m, leave=leave, rejoin=rejoin)
+        for m, intervals in enumerate(absences) for leave, rejoin in intervals
+    ]
+    return base.model_copy(update={"departures": [*base.departures, *extra]})

@@ -83,6 +83,10 @@ class LatencyModel(ABC, Generic[ConfigT]):
     def draw(self, client: int, gen: np.random.Generator) -> float:
         """Draw one round latency of ``client`` from its own generator."""
 
+    def absences(self) -> list[list[tuple[float, float | None]]] | None:
+        """Per client, intervals ``(leave, rejoin)`` the model's trace says it is away (None: no such trace)."""
+        return None
+
     def state(self) -> dict[str, Any]:
         """Plain-data state (the per-client generator states)."""
         return {"rngs": [rng.generator_state(g) for g in self.rngs], "ahead": [list(a) for a in self.ahead]}

@@ -11,8 +11,8 @@ A scenario with a different model or data size rescales the two parts apart:
   ``model_bytes / reference.model_bytes``.
 
 The default reference is LeNet-5 as the paper describes it (44,190 float32
-parameters = 176,760 bytes; 281,640 multiply-adds forward, so 6 x 281,640 =
-1,689,840 training FLOPs per sample by :mod:`simfl.models.cost`'s rule) on
+parameters = 176,760 bytes; 1,517,040 training FLOPs per sample, forward and
+backward, as :mod:`simfl.models.cost` counts them with PyTorch's FlopCounterMode) on
 600 samples per client (our reading of ``ds600`` in the run name) for 5 epochs.
 The network actually used on the devices is not recorded with the logs; this
 reference is a documented choice, and every number can be overridden.
@@ -34,7 +34,7 @@ class ReferenceWorkload(Section):
     """The workload the measured latencies correspond to."""
 
     model_bytes: PositiveInt = Field(176_760, description="Exchanged bytes of the reference model (LeNet-5, float32).")
-    flops_per_sample: PositiveInt = Field(1_689_840, description="Training FLOPs per sample of the reference model.")
+    flops_per_sample: PositiveInt = Field(1_517_040, description="Training FLOPs per sample of the reference model.")
     samples: PositiveInt = Field(600, description="Training samples per client in the measured runs.")
     epochs: PositiveInt = Field(5, description="Local epochs per round in the measured runs.")
 

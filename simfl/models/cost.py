@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from simfl.models.flat import Layout
 
@@ -14,32 +15,26 @@ def exchanged_bytes(layout: Layout) -> int:
 
 
 def training_flops_per_sample(model: nn.Module, sample: torch.Tensor) -> int:
-    """Approximate FLOPs to train on one sample: 3x the forward multiply-adds of conv and linear layers, x2.
+    """FLOPs to train on one sample: forward plus backward, as PyTorch's FlopCounterMode counts them.
 
-    The backward pass costs about twice the forward; only Conv and Linear
-    layers are counted (they dominate every model simfl ships).
+    Every operator with a FLOP formula counts (matrix products, convolutions,
+    attention), at 2 FLOPs per multiply-add; the backward pass computes only the
+    gradients training needs (none for the input, none for frozen weights).
+    Counted in eval mode on a batch of one; the model's parameters, their
+    gradients and its buffers are left as they were.
     """
-    macs = 0
-
-    def hook(mod: nn.Module, inputs: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
-        nonlocal macs
-        if isinstance(mod, nn.Linear):
-            macs += out.numel() * mod.in_features
-        elif isinstance(mod, nn.modules.conv._ConvNd):
-            per_out = mod.in_channels // mod.groups
-            for k in mod.kernel_size:
-                per_out *= k
-            macs += out.numel() * per_out
-
-    counted = (nn.Linear, nn.modules.conv._ConvNd)
-    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, counted)]
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = [p.grad for p in params]
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
-            model(sample.unsqueeze(0))
+        with FlopCounterMode(display=False) as counter:
+            out = model(sample.unsqueeze(0))
+            logits = out if isinstance(out, torch.Tensor) else out.logits
+            if params:
+                logits.float().sum().backward()
+        return int(counter.get_total_flops())
     finally:
-        for h in handles:
-            h.remove()
+        for p, g in zip(params, grads, strict=True):
+            p.grad = g
         model.train(was_training)
-    return 2 * 3 * macs

@@ -16,7 +16,7 @@ from tests.conftest import tiny_scenario
 
 def test_orthofl_anchors_a_late_joiner_at_the_global_model_it_joins_on() -> None:
     # beta 0.5, a = 0 (beta_t = 0.5 always); client 1 absent until after the first update
-    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=0.0), make_setup(linear_layout(), [0, 0, 0], 2))
+    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=0.0, shift_source="global"), make_setup(linear_layout(), [0, 0, 0], 2))
     w0 = alg.initial_weights(0)
     # t=1 client 0: [2,0,0] from W0, no shift -> sent [2,0,0]; W1 = .5*0 + .5*[2,0,0] = [1,0,0]
     sent0, _ = alg.on_arrival(arrival(0, vec(2, 0, 0), w0, 1, 1))

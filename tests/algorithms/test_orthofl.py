@@ -25,7 +25,7 @@ from tests.algorithms.algo_helpers import arrival, bn_layout, close, linear_layo
 
 
 def test_paper_rule_three_arrivals() -> None:
-    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=1.0), make_setup(linear_layout(), [0, 0, 0], clients=2))
+    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=1.0, shift_source="global"), make_setup(linear_layout(), [0, 0, 0], clients=2))
     w0 = alg.initial_weights(0)
     assert alg.initial_weights(1) is w0  # one shared tensor for clients sent the same version
     close(w0, [0, 0, 0])
@@ -57,7 +57,7 @@ def test_paper_rule_three_arrivals() -> None:
 
 
 def test_default_beta_t_is_point_six_over_root_s() -> None:
-    alg = OrthoFL(OrthoFLConfig(), make_setup(linear_layout(), [0, 0, 0], clients=2))
+    alg = OrthoFL(OrthoFLConfig(shift_source="global"), make_setup(linear_layout(), [0, 0, 0], clients=2))
     w0 = alg.initial_weights(0)
     _, beta = alg.on_arrival(arrival(0, vec(1, 1, 1), w0, staleness=4, update=4))
     assert beta == pytest.approx(0.6 / 2)  # 0.6 * 4^(-0.5)
@@ -65,7 +65,7 @@ def test_default_beta_t_is_point_six_over_root_s() -> None:
 
 
 def test_first_weight_option() -> None:
-    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=1.0, first_weight=1.0), make_setup(linear_layout(), [0, 0, 0], 2))
+    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=1.0, first_weight=1.0, shift_source="global"), make_setup(linear_layout(), [0, 0, 0], 2))
     w0 = alg.initial_weights(0)
     _, beta = alg.on_arrival(arrival(0, vec(2, 0, 1), w0, 1, 1))
     assert beta == 1.0
@@ -180,7 +180,7 @@ BN_ARRIVAL_2 = [0, 2, -1, 2, -1, 1, 1]  # client 1, s=2; dWm = [0,2,-1, 1,-1, 1,
     ],
 )
 def test_batch_norm_policy_and_granularity(bn: str, granularity: str, expected: list[float]) -> None:
-    cfg = OrthoFLConfig(beta=0.5, a=1.0, bn=bn, granularity=granularity)  # type: ignore[arg-type]
+    cfg = OrthoFLConfig(beta=0.5, a=1.0, bn=bn, granularity=granularity, shift_source="global")  # type: ignore[arg-type]
     alg = OrthoFL(cfg, make_setup(bn_layout(), BN_INIT, clients=2))
     w0 = alg.initial_weights(0)
     alg.on_arrival(arrival(0, vec(*BN_ARRIVAL_1), w0, 1, 1))
@@ -191,7 +191,7 @@ def test_batch_norm_policy_and_granularity(bn: str, granularity: str, expected: 
 
 
 def test_zero_client_update_passes_shift_without_nan() -> None:
-    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=1.0), make_setup(linear_layout(), [0, 0, 0], clients=2))
+    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=1.0, shift_source="global"), make_setup(linear_layout(), [0, 0, 0], clients=2))
     w0 = alg.initial_weights(0)
     alg.on_arrival(arrival(0, vec(2, 0, 1), w0, 1, 1))  # W = [1, 0, .5]
     sent1, _ = alg.on_arrival(arrival(1, w0.clone(), w0, 2, 2))  # client 1 did not move
@@ -287,7 +287,7 @@ def test_config_rejects_bad_values(bad: dict[str, object]) -> None:
 
 def test_sqrt_staleness_default_not_exact_binary() -> None:
     # guard: beta_t uses s^(-a) with the paper's s >= 1 (not the released code's s - 1)
-    alg = OrthoFL(OrthoFLConfig(), make_setup(linear_layout(), [0, 0, 0], clients=1))
+    alg = OrthoFL(OrthoFLConfig(shift_source="global"), make_setup(linear_layout(), [0, 0, 0], clients=1))
     w0 = alg.initial_weights(0)
     _, beta = alg.on_arrival(arrival(0, vec(1, 1, 1), w0, staleness=3, update=3))
     assert beta == pytest.approx(0.6 / math.sqrt(3))

@@ -15,6 +15,7 @@ from tests.algorithms.algo_helpers import arrival, bn_layout, make_setup
 CLIENTS = 4
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("orthofl", {}),
+    ("orthofl", {"shift_source": "global"}),
     ("orthofl", {"shift_source": "chain"}),
     ("orthofl", {"bn": "project", "granularity": "model"}),
     ("orthofl_no_calib", {}),
@@ -97,7 +98,7 @@ def test_restore_continues_identically(name: str, kwargs: dict[str, Any]) -> Non
 
 
 def test_orthofl_checkpoint_keeps_shared_anchors_shared() -> None:
-    alg = _build("orthofl", {})
+    alg = _build("orthofl", {"shift_source": "global"})  # the anchors are the 'global' reading's state
     assert isinstance(alg, AsyncAlgorithm)
     w0 = alg.initial_weights(0)
     alg.on_arrival(arrival(0, w0 + 1, w0, 1, 1))

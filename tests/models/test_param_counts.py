@@ -61,3 +61,38 @@ def test_summary_rows() -> None:
     assert [r.name for r in rows] == names
     assert rows[0].trainable == rows[0].total == 44_190 and rows[0].bytes == 4 * 44_190
     assert rows[1].exchanged > rows[1].trainable  # batch-norm running statistics travel too
+
+
+def test_lenet5_training_flops_is_the_scaling_reference() -> None:
+    """FlopCounterMode's forward+backward count of LeNet-5 is the delay models' reference workload.
+
+    The hand-written rule it replaced (6 x forward multiply-adds of Conv/Linear) gave 1,689,840;
+    the counter skips the input gradient of the first layer, so the count is 10.2% lower.
+    """
+    from simfl.latency.scaling import ReferenceWorkload
+    from simfl.models.cost import training_flops_per_sample
+
+    model = MODELS["lenet5"].build(MODELS["lenet5"].Config(), (1, 28, 28), 10)
+    before = [p.detach().clone() for p in model.parameters()]
+    flops = training_flops_per_sample(model, torch.zeros(1, 28, 28))
+    assert flops == 1_517_040 == ReferenceWorkload.model_validate({}).flops_per_sample
+    assert all(p.grad is None for p in model.parameters()) and model.training
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_flops_count_attention() -> None:
+    """The attention products are counted (the old hooks saw only Conv and Linear modules)."""
+    from simfl.models.cost import training_flops_per_sample
+
+    class Proj(torch.nn.Module):
+        def __init__(self, attend: bool) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(8, 8))
+            self.attend = attend
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x @ self.w
+            return torch.softmax(y @ y.transpose(-1, -2), dim=-1) @ y if self.attend else y
+
+    sample = torch.zeros(4, 8)
+    assert training_flops_per_sample(Proj(True), sample) > training_flops_per_sample(Proj(False), sample) > 0

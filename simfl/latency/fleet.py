@@ -1,0 +1,140 @@
+"""Fleet traces: per-device compute speed, bandwidth and availability windows for many clients.
+
+A fleet is one row per device. Client m plays device ``m mod n`` (in file
+order), and each of its rounds lasts
+
+    compute_seconds x work + transfers x model_bytes / bandwidth
+
+where ``work = samples[m] x epochs`` (samples processed in one round) and
+``compute_seconds`` is the device's training seconds per sample, given
+directly or as ``flops_per_sample / flops`` (FLOP/s). No randomness is used:
+a client's rounds all last the same, so the fleet's spread is the spread of
+its devices. Availability windows (seconds; a device is present from a
+window's start, inclusive, to its end, exclusive) become absences of the
+scenario's availability (:meth:`FleetModel.absences`); with a ``period``
+the windows repeat, unrolled up to ``horizon``.
+
+Two readers: :mod:`simfl.latency.fleet_csv` (simfl's own CSV) and
+:mod:`simfl.latency.fedscale` (FedScale's device-capacity and availability
+pickles). Both give :class:`Device` rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import Field
+
+from simfl.errors import InputError
+from simfl.fields import PositiveFloat, PositiveInt, Section
+from simfl.latency.base import LatencyModel, Workload
+
+Absences = list[list[tuple[float, float | None]]]
+"""Per client, the intervals ``(leave, rejoin)`` it is away (``rejoin`` None: for good)."""
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of a fleet: how fast it trains and sends, and when it is present."""
+
+    seconds_per_sample: float | None
+    """Training seconds per sample (forward and backward), or None when ``flops`` is given."""
+    flops: float | None
+    """Training FLOP/s (used with the model's FLOPs per sample when ``seconds_per_sample`` is None)."""
+    bandwidth: float
+    """Bytes per second, both directions."""
+    windows: tuple[tuple[float, float], ...] = ()
+    """Sorted, disjoint ``(start, end)`` intervals when the device is present; empty: always present."""
+    period: float | None = None
+    """The windows repeat every ``period`` seconds (FedScale's ``finish_time``); None: they do not."""
+
+
+class FleetOptions(Section):
+    """Options every fleet-trace model shares."""
+
+    path: str = Field(description="Trace file (relative to the scenario file).")
+    transfers: PositiveInt = Field(
+        2, description="Model transfers per round over the device's bandwidth (2: download and upload)."
+    )
+    compute_scale: PositiveFloat = Field(1.0, description="Multiplies every device's compute time.")
+    availability: bool = Field(
+        True, description="Apply the trace's availability windows (as absences added to the scenario's availability)."
+    )
+    horizon: PositiveFloat | None = Field(
+        None, description="Virtual seconds up to which periodic windows are unrolled (set it to budget.time); "
+        "needed when the trace's windows repeat."
+    )
+
+
+def round_seconds(device: Device, workload: Workload, client: int, transfers: int, compute_scale: float) -> float:
+    """The round latency of ``client`` on ``device``: compute x work + bytes / bandwidth."""
+    work = workload.samples[client] * workload.epochs if client < len(workload.samples) else workload.epochs
+    per_sample = device.seconds_per_sample
+    if per_sample is None:
+        assert device.flops is not None
+        per_sample = workload.flops_per_sample / device.flops
+    return compute_scale * per_sample * work + transfers * workload.model_bytes / device.bandwidth
+
+
+def absences(device: Device, horizon: float | None, where: str) -> list[tuple[float, float | None]]:
+    """The complement of the device's windows on [0, inf): where it is away."""
+    if not device.windows:
+        return []
+    windows = list(device.windows)
+    if device.period is not None:
+        if horizon is None:
+            raise InputError(f"{where}.horizon", "the trace's windows repeat; set horizon (e.g. to budget.time)")
+        period = device.period
+        repeats = int(np.ceil(horizon / period)) + 1
+        windows = [(s + k * period, min(e, period) + k * period) for k in range(repeats) for s, e in device.windows]
+    out: list[tuple[float, float | None]] = []
+    t = 0.0
+    for start, end in windows:
+        if start > t:
+            out.append((t, start))
+        t = max(t, end)
+        if horizon is not None and t >= horizon:
+            break
+    out.append((t, None))
+    return out
+
+
+class FleetModel(LatencyModel[FleetOptions]):
+    """A fleet-trace delay model: subclasses say how to read the file (:meth:`read`)."""
+
+    Config = FleetOptions
+
+    @classmethod
+    def read(cls, config: FleetOptions) -> list[Device]:
+        """The fleet's devices, in file order (at least one)."""
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, config: FleetOptions, num_clients: int) -> None:
+        devices = cls.read(config)
+        if config.availability and config.horizon is None and any(d.period is not None for d in devices):
+            raise InputError("latency.horizon", "the trace's windows repeat; set horizon (e.g. to budget.time)")
+
+    def __init__(self, config: FleetOptions, num_clients: int, seed: int, workload: Workload) -> None:
+        super().__init__(config, num_clients, seed, workload)
+        self.devices = self.read(config)
+        n = len(self.devices)
+        self.seconds = [
+            round_seconds(self.devices[m % n], workload, m, config.transfers, config.compute_scale)
+            for m in range(num_clients)
+        ]
+
+    def draw(self, client: int, gen: np.random.Generator) -> float:
+        return self.seconds[client]
+
+    def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
+        return [self.seconds[client]] * n
+
+    def absences(self) -> Absences | None:
+        """Per client, the intervals its device is away (None when availability is off or always present)."""
+        if not self.config.availability or not any(d.windows for d in self.devices):
+            return None
+        n = len(self.devices)
+        per_device = [absences(d, self.config.horizon, "latency") for d in self.devices]
+        return [per_device[m % n] for m in range(self.num_clients)]
