@@ -76,15 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="simfl", description="Discrete-event simulator for asynchronous federated learning.")
     parser.add_argument("--version", action="version", version=f"simfl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    scenario_options = _Parser(add_help=False)  # --set and --seeds of every command that reads a scenario
+    scenario_options.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                                  help="override a scenario value (repeatable), e.g. --set train.lr=0.05")
+    scenario_options.add_argument("--seeds", type=_seeds, default=None,
+                                  help="comma-separated seeds, replacing the scenario's")
 
-    p_val = sub.add_parser("validate", help="check a scenario file and print it resolved")
+    p_val = sub.add_parser("validate", help="check a scenario file and print it resolved", parents=[scenario_options])
     p_val.add_argument("file", type=Path, help="scenario YAML file")
-    p_val.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a scenario value (repeatable), e.g. --set train.lr=0.05")
     _max_memory(p_val)
     p_val.set_defaults(func=cmd_validate)
 
-    p_run = sub.add_parser("run", help="run every algorithm and seed of a scenario")
+    p_run = sub.add_parser("run", help="run every algorithm and seed of a scenario", parents=[scenario_options])
     p_run.add_argument("file", type=Path, nargs="?", default=None, help="scenario YAML file (not with --resume)")
     p_run.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<scenario name>)")
     p_run.add_argument("--checkpoint-every", default=None, metavar="N|Ts",
@@ -94,9 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="continue the unfinished run whose --out was OUT, from OUT.partial")
     p_run.add_argument("--verify", action="store_true",
                        help="check simulation invariants while running; stop with a message when one breaks")
-    p_run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a scenario value (repeatable), e.g. --set budget.time=500")
-    p_run.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
     p_run.add_argument("--only", default=None, metavar="NAMES",
                        help="comma-separated entry names (label, else algorithm name): run only those entries")
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
@@ -117,12 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_ref = sub.add_parser("reference", help="print the scenario reference (markdown) generated from the schema")
     p_ref.set_defaults(func=cmd_reference)
-    p_sweep = sub.add_parser("sweep", help="run every cell of a scenario's sweep grid x seeds (resumable)")
+    p_sweep = sub.add_parser("sweep", help="run every cell of a scenario's sweep grid x seeds (resumable)",
+                             parents=[scenario_options])
     p_sweep.add_argument("file", type=Path, help="scenario YAML file with a sweep: block")
     p_sweep.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<scenario name>-sweep)")
-    p_sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                         help="override a scenario value (repeatable), e.g. --set budget.time=500")
-    p_sweep.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
     p_sweep.add_argument("--workers", type=int, default=1, help="cells run in parallel in this many processes")
     p_sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                          help="run the cells as Ray tasks: on a local Ray instance, or on the cluster at ADDRESS "
@@ -287,7 +285,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from simfl.sweep import run_sweep
+    from simfl.grid import run_sweep
 
     overrides = list(args.overrides)
     if args.seeds:

@@ -9,6 +9,7 @@ batch order for the same (client, round) (``(seed, "train", m, k)``).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from simfl.algorithms import ALGORITHMS, Setup
 from simfl.algorithms.base import run_name
 from simfl.data import DATASETS, Dataset
 from simfl.data.partition import split
+from simfl.errors import InputError
 from simfl.latency import LATENCY_MODELS, Workload
 from simfl.latency.availability import Availability, with_absences
 from simfl.models import MODELS, Layout
@@ -31,6 +33,7 @@ from simfl.scenario import Scenario
 from simfl.sim import fast
 from simfl.sim.engine import Budget, Checkpointing, Progress, RoundRules, Simulation
 from simfl.sim.state import SimState
+from simfl.sim.verify import RunStopped
 from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, InlineExecutor, NullExecutor
 from simfl.train.local import LocalTrainer
@@ -131,20 +134,48 @@ def no_evaluation(weights: torch.Tensor) -> Scores:
     return Scores(float("nan"), float("nan"))
 
 
+def fast_unsupported(scenario: Scenario, verify: bool = False, checkpoints: bool = False) -> list[str]:
+    """What in a run the heap loop of :mod:`simfl.sim.fast` does not cover (empty: it can run it)."""
+    missing = {
+        "availability (failures, departures)": scenario.availability is not None,
+        "server_time": scenario.server_time != 0,
+        "rounds (deadline, over-selection)": scenario.rounds is not None,
+        "record": scenario.record is not None,
+        "eval.after_each_update": scenario.eval.after_each_update,
+        "verification": verify,
+        "checkpoints": checkpoints,
+    }
+    return [name for name, present in missing.items() if present]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one run is run (beside what it runs): progress, verification, checkpoints, resume, engine."""
+
+    progress: Progress | None = None
+    verify: bool = False
+    """Check invariants while running (:mod:`simfl.sim.verify`); a broken one raises RunStopped."""
+    checkpointing: Checkpointing | None = None
+    """Save the simulation's data on this schedule."""
+    resume: dict[str, Any] | None = None
+    """Such saved data: continue that run."""
+    engine: Engine = "auto"
+    """``simpy``: :class:`~simfl.sim.engine.Simulation`; ``fast``: the heap loop of :mod:`simfl.sim.fast`
+    (refused, in one line, for what it does not cover); ``auto``: the fast loop in pure-latency mode
+    (``executor.kind: none``) where it applies, SimPy otherwise."""
+
+
 def run_one(
-    scenario: Scenario, fed: Federation, algo_index: int, progress: Progress | None = None,
-    verify: bool = False, checkpointing: Checkpointing | None = None, resume: dict[str, Any] | None = None,
-    engine: Engine = "auto",
+    scenario: Scenario, fed: Federation, algo_index: int, options: RunOptions | None = None, **changes: Any,
 ) -> RunResult:
     """Run algorithm ``scenario.algorithms[algo_index]`` on federation ``fed``.
 
-    ``verify`` checks invariants while running; ``checkpointing`` saves the
-    simulation's data on its schedule; ``resume`` (such saved data) continues a run.
-    ``engine``: ``simpy`` is :class:`~simfl.sim.engine.Simulation`; ``fast`` the
-    equivalent heap loop of :mod:`simfl.sim.fast`; ``auto`` (default) takes the
-    fast loop in pure-latency mode (``executor.kind: none``) where it applies (no
-    availability, server time, round rules, recording, verification or checkpoints).
+    ``options`` (with ``changes`` to its fields, e.g. ``engine="simpy"``) says how; a run stopped
+    by verification raises :class:`~simfl.sim.verify.RunStopped` naming the algorithm and seed.
     """
+    opts = dataclasses.replace(options or RunOptions(), **changes)
+    progress, verify, checkpointing, resume, engine = (opts.progress, opts.verify, opts.checkpointing, opts.resume,
+                                                       opts.engine)
     config = scenario.algorithms[algo_index]
     setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed)
     algorithm = ALGORITHMS[config.name](config, setup)
@@ -159,11 +190,11 @@ def run_one(
     availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     budget = Budget(scenario.budget.time, scenario.budget.updates)
-    plain = (not verify and checkpointing is None and resume is None and scenario.rounds is None and recorder is None
-             and not scenario.eval.after_each_update)
-    use_fast = engine == "fast" or (
-        engine == "auto" and null and plain and fast.supports(availability, scenario.server_time)
-    )
+    unsupported = fast_unsupported(scenario, verify, checkpointing is not None or resume is not None)
+    if engine == "fast" and unsupported:
+        raise InputError("engine", f"the fast loop cannot run this scenario ({', '.join(unsupported)}); "
+                         "use the simpy engine")
+    use_fast = engine == "fast" or (engine == "auto" and null and not unsupported)
     executor = make_executor(scenario, fed)
     sim: Simulation | fast.FastSimulation
     if use_fast:
@@ -180,31 +211,8 @@ def run_one(
     start = time.perf_counter()
     try:
         state = sim.run()
+    except RunStopped as exc:
+        raise RunStopped(exc.message, exc.state, run_name(config), fed.seed) from None
     finally:
         executor.close()
     return RunResult(run_name(config), fed.seed, state, time.perf_counter() - start)
-
-
-def run_scenario(
-    scenario: Scenario,
-    on_result: Callable[[RunResult], None],
-    progress_factory: Callable[[str, int], Progress | None] | None = None,
-    runner: Callable[[Scenario, Federation, int, Progress | None], RunResult | None] | None = None,
-) -> list[RunResult]:
-    """Run every (seed, algorithm) pair, handing each result to ``on_result`` as soon as it is done.
-
-    ``runner`` replaces :func:`run_one` (checkpointing, resuming, verifying); it returns
-    None for a pair that needs no run (already finished before a resume).
-    """
-    dataset = load_dataset(scenario)
-    results: list[RunResult] = []
-    for seed in scenario.seeds:
-        fed = federation(scenario, dataset, seed)
-        for i, config in enumerate(scenario.algorithms):
-            progress = progress_factory(run_name(config), seed) if progress_factory else None
-            result = run_one(scenario, fed, i, progress) if runner is None else runner(scenario, fed, i, progress)
-            if result is None:
-                continue
-            on_result(result)
-            results.append(result)
-    return results

@@ -9,7 +9,6 @@ summary.csv and accuracy.png and publishes the folder. A run stopped by
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,13 +18,13 @@ import pandas as pd
 from simfl.algorithms.base import run_name
 from simfl.checkpoint import CHECKPOINT_FILE, FAILED_FILE, FRESH, Session
 from simfl.errors import InputError
-from simfl.experiment import Federation, RunResult, run_one, run_scenario
+from simfl.experiment import RunOptions, federation, load_dataset, run_one
 from simfl.plots import accuracy_vs_time
 from simfl.report import add_time_to_target
 from simfl.results import SUMMARY_COLUMNS, OutputFolder, read_metrics, summary_row, write_csv, write_run
 from simfl.scenario import Scenario
 from simfl.sim.engine import Progress
-from simfl.sim.verify import InvariantError
+from simfl.sim.verify import RunStopped
 
 
 @dataclass(frozen=True)
@@ -53,54 +52,51 @@ def run_into(
     progress_factory: Callable[[str, int], Progress | None] | None = None,
     keep_on_input_error: bool = False,
 ) -> Completed:
-    """Run every unfinished (algorithm, seed) of ``scn`` into ``folder`` and publish it."""
+    """Run every unfinished (algorithm, seed) of ``scn`` into ``folder`` and publish it.
+
+    For each seed: one federation (data shards, initial model) shared by its algorithms;
+    each run's files are written as soon as it ends.
+    """
     session.mark_incomplete()
     summary_rows: list[dict[str, object]] = [f["row"] for f in session.finished]
     metrics: dict[tuple[str, int], pd.DataFrame] = {
         (f["algorithm"], f["seed"]): read_metrics(folder.stage, f["algorithm"], f["seed"]) for f in session.finished
     }
-
-    def runner(scn: Scenario, fed: Federation, index: int, progress: Progress | None) -> RunResult | None:
-        name = run_name(scn.algorithms[index])
-        if session.is_finished(name, fed.seed):
-            return None
-        resume, prior_wall = session.resume_data(name, fed.seed)
-        try:
-            result = run_one(scn, fed, index, progress, verify=session.verify,
-                             checkpointing=session.checkpointing(name, fed.seed, prior_wall), resume=resume)
-        except InvariantError as exc:
-            exc.run = (name, fed.seed)  # type: ignore[attr-defined]
-            raise
-        except InputError as exc:
-            if resume is not None and exc.where == "checkpoint":
-                raise InputError(str(session.stage / CHECKPOINT_FILE), f"{exc.message}; {FRESH}") from None
-            raise
-        return dataclasses.replace(result, wall_seconds=result.wall_seconds + prior_wall)
-
-    def on_result(result: RunResult) -> None:
-        write_run(folder, result.algorithm, result.seed, result.state)
-        row = summary_row(result.algorithm, result.seed, result.state, result.wall_seconds)
-        summary_rows.append(row)
-        metrics[(result.algorithm, result.seed)] = pd.DataFrame([m.row() for m in result.state.metrics])
-        session.finish(result.algorithm, result.seed, row)
-
     try:
-        run_scenario(scn, on_result, progress_factory, runner)
+        dataset = load_dataset(scn)
+        for seed in scn.seeds:
+            fed = federation(scn, dataset, seed)
+            for index, config in enumerate(scn.algorithms):
+                name = run_name(config)
+                if session.is_finished(name, seed):
+                    continue
+                resume, prior_wall = session.resume_data(name, seed)
+                options = RunOptions(progress_factory(name, seed) if progress_factory else None, session.verify,
+                                     session.checkpointing(name, seed, prior_wall), resume)
+                try:
+                    result = run_one(scn, fed, index, options)
+                except InputError as exc:
+                    if resume is not None and exc.where == "checkpoint":
+                        raise InputError(str(session.stage / CHECKPOINT_FILE), f"{exc.message}; {FRESH}") from None
+                    raise
+                wall = result.wall_seconds + prior_wall
+                write_run(folder, name, seed, result.state)
+                row = summary_row(name, seed, result.state, wall)
+                summary_rows.append(row)
+                metrics[(name, seed)] = pd.DataFrame([m.row() for m in result.state.metrics])
+                session.finish(name, seed, row)
     except InputError:
         if not keep_on_input_error:
             folder.discard()
         raise
-    except InvariantError as exc:
-        name, seed = getattr(exc, "run", ("?", -1))
-        state = getattr(exc, "state", None)
-        if state is not None:
-            write_run(folder, name, seed, state)
+    except RunStopped as exc:
+        write_run(folder, exc.algorithm, exc.seed, exc.state)
         write_csv(folder.path("summary.csv"), SUMMARY_COLUMNS, summary_rows)
         folder.path(FAILED_FILE).write_text(
-            f"status: failed (--verify)\nrun: {name} seed{seed}\ninvariant: {exc.message}\n"
+            f"status: failed (--verify)\nrun: {exc.algorithm} seed{exc.seed}\ninvariant: {exc.message}\n"
         )
         session.close()
-        raise VerifyFailed(folder.publish(), f"{name} seed{seed}: {exc.message}") from None
+        raise VerifyFailed(folder.publish(), f"{exc.algorithm} seed{exc.seed}: {exc.message}") from None
     except KeyboardInterrupt:
         session.remove_tmp()
         session.mark_incomplete("interrupted by SIGINT")

@@ -272,9 +272,15 @@ def short_value(value: Any) -> str:
     return text.removesuffix("...").strip()
 
 
+def parse_path(key: str) -> list[str]:
+    """The parts of a dotted path: ``algorithms[0].beta`` -> ``["algorithms", "0", "beta"]`` (the one parser of
+    ``--set`` keys, sweep keys and their labels); an empty part means a malformed key."""
+    return key.strip().replace("[", ".").replace("]", "").split(".")
+
+
 def set_path(raw: dict[str, Any], key: str, value: Any, where: str) -> None:
     """Set ``key`` (``a.b``, ``algorithms[0].beta``) in ``raw`` to ``value``; the parent must exist."""
-    parts = key.replace("[", ".").replace("]", "").split(".")
+    parts = parse_path(key)
     node: Any = raw
     for depth, part in enumerate(parts[:-1]):
         here = ".".join(parts[: depth + 1])
@@ -337,7 +343,7 @@ def apply_override(raw: dict[str, Any], text: str) -> None:
     where = f"--set {text}"
     if not sep or not key.strip():
         raise InputError(where, "expected KEY=VALUE, e.g. train.lr=0.05")
-    parts = [p for p in key.strip().replace("[", ".").replace("]", "").split(".")]
+    parts = parse_path(key)
     if any(not p for p in parts):
         raise InputError(where, f"malformed key '{key}'")
     try:

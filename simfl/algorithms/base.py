@@ -93,10 +93,9 @@ class Algorithm(ABC, Generic[ConfigT]):
         self.config = config
         self.setup = setup
 
-    @property
-    def prox_mu(self) -> float:
-        """Weight of the proximal term mu/2 ||w - w_start||^2 in local training (FedProx); 0 = none."""
-        return 0.0
+    def local_options(self) -> dict[str, Any]:
+        """Changes to local training, keyed by :data:`simfl.train.hooks.HOOKS` entries (plain data; {}: none)."""
+        return {}
 
     @abstractmethod
     def global_weights(self) -> torch.Tensor:

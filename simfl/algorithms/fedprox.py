@@ -3,8 +3,8 @@
 Update rule: clients minimise ``F_k(w) + mu/2 ||w - W||^2``; the server sets
 ``W <- sum_k n_k W_k / sum_k n_k`` as FedAvg does.
 
-The proximal term is added by the local trainer, which reads :attr:`FedProx.prox_mu`;
-``w_start`` there is the round's global model. ``clients_per_round`` must not
+The proximal term is a local-training hook (:func:`simfl.train.hooks.proximal`), asked for
+by :meth:`FedProx.local_options`; ``w_start`` there is the round's global model. ``clients_per_round`` must not
 exceed the number of clients (the scenario layer checks it).
 
 Batch norm: averaged like every other weight; the proximal term covers the
@@ -13,7 +13,7 @@ trainable parameters only (running statistics have no gradient).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -34,6 +34,6 @@ class FedProx(FedAvg):
     Config = FedProxConfig
     config: FedProxConfig
 
-    @property
-    def prox_mu(self) -> float:
-        return self.config.mu
+    def local_options(self) -> dict[str, Any]:
+        """The proximal term of :func:`simfl.train.hooks.proximal` (none when mu is 0)."""
+        return {"prox_mu": self.config.mu} if self.config.mu > 0 else {}

@@ -11,11 +11,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from simfl.latency import LATENCY_MODELS, Workload
 from simfl.latency.profiles import load_uploads
@@ -51,7 +48,8 @@ def show(out_png: Path, clients: int = 100, rounds: int = 10000, seed: int = 0, 
     series = {"measured (RPi)": measured} | {m: simulate(m, clients, rounds, seed) for m in PANELS}
     top = float(max(np.percentile(v, 99.5) for v in series.values()))
     bins = np.linspace(0.0, top, 80)
-    fig, axes = plt.subplots(1, len(series), figsize=(4 * len(series), 3.4), sharex=True)
+    fig = Figure(figsize=(4 * len(series), 3.4))
+    axes = fig.subplots(1, len(series), sharex=True)
     for ax, (name, values) in zip(axes, series.items(), strict=True):
         ax.hist(np.clip(values, 0, top), bins=bins, density=True, color="tab:gray" if name.startswith("measured") else "tab:blue")
         ax.set_title(f"{name}\nmean {values.mean():.0f} s, std {values.std():.0f} s", fontsize=9)
@@ -61,5 +59,4 @@ def show(out_png: Path, clients: int = 100, rounds: int = 10000, seed: int = 0, 
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, dpi=110, format="png", metadata={"Software": SOFTWARE.decode()})
-    plt.close(fig)
     outdir.write_file(out_png, buffer.getvalue())

@@ -1,6 +1,6 @@
 """The simulated world of one (algorithm, seed) run: clients, server, evaluation, stopping.
 
-Semantics (DESIGN.md section 2): the server keeps an update counter ``t``;
+Semantics (docs/architecture.md): the server keeps an update counter ``t``;
 client m remembers ``tau_m``, the value of t when it last talked to the
 server; an arrival's staleness is ``s = t - tau_m >= 1`` (1: nothing else
 was processed in between; the authors' released code logs ``s - 1``).
@@ -37,7 +37,7 @@ from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.clock import ARRIVAL, CHECKPOINT, EVAL, STOP, At, delay_until
 from simfl.sim.state import ClientState, Event, EventKind, Metric, SimState, Timer
-from simfl.sim.verify import InvariantError, Verifier
+from simfl.sim.verify import InvariantError, RunStopped, Verifier
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor
 from simfl.train.local import Job
@@ -183,7 +183,7 @@ class Simulation:
     def run(self) -> SimState:
         """Run until the budget is spent; returns the final state (events and metrics included).
 
-        Raises :class:`InvariantError` (with ``state`` set to the state so far) when
+        Raises :class:`~simfl.sim.verify.RunStopped` (with the state so far) when
         ``verify`` is on and an invariant breaks.
         """
         if self._resumed:
@@ -198,8 +198,7 @@ class Simulation:
         except InvariantError as exc:
             self.state.now = self.env.now
             self._release()
-            exc.state = self.state  # type: ignore[attr-defined]
-            raise
+            raise RunStopped(exc.message, self.state) from exc
         self.state.now = self.env.now
         self.state.stopped = True
         if not self.state.metrics or self.state.metrics[-1].virtual_time != self.env.now:
@@ -245,7 +244,7 @@ class Simulation:
         for c in sorted(st.clients, key=lambda c: c.seq):
             if c.handle is not None:
                 assert c.start is not None
-                c.handle = self.executor.submit(Job(c.index, c.rounds - 1, c.start, self.algorithm.prox_mu))
+                c.handle = self.executor.submit(Job(c.index, c.rounds - 1, c.start, self.algorithm.local_options()))
         pending: list[_Pending] = []
         untimed: list[Callable[[], Any]] = []
         waits = {"round": self._round_trip, "rejoin": self._rejoin, "absent": self._come_back}
@@ -337,7 +336,7 @@ class Simulation:
         client.latency = self.latency.sample(client.index)
         client.fails = self.availability is not None and self.availability.fails(client.index)
         client.handle = None if client.fails else self.executor.submit(
-            Job(client.index, client.rounds, weights, self.algorithm.prox_mu), due=client.arrival_time
+            Job(client.index, client.rounds, weights, self.algorithm.local_options()), due=client.arrival_time
         )
         client.rounds += 1
         client.seq = st.seq

@@ -13,9 +13,10 @@ executor calls are used in the same order, so the state, event trace and
 metrics are identical (``tests/perf/test_fast_loop.py`` checks this on
 random scenarios).
 
-It covers runs without availability (failures, departures) and with zero
-server time; :func:`supports` says whether a run qualifies, and anything
-else runs on the SimPy engine.
+It covers runs without availability (failures, departures), server time, round
+rules, recording, per-update evaluation, verification or checkpoints;
+:func:`simfl.experiment.fast_unsupported` lists what a run uses beyond that, and
+asking for this loop then is refused in one line (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -203,7 +204,7 @@ class FastSimulation:
         client.latency = self.latency.sample(client.index)
         client.fails = False
         client.handle = self.executor.submit(
-            Job(client.index, client.rounds, weights, self.algorithm.prox_mu), due=self.now + client.latency
+            Job(client.index, client.rounds, weights, self.algorithm.local_options()), due=self.now + client.latency
         )
         client.rounds += 1
         client.seq = st.seq

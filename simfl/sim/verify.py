@@ -3,14 +3,15 @@
 The engine calls a :class:`Verifier` at every dispatch, delivery, processed
 arrival, aggregation and evaluation. The first broken invariant raises
 :class:`InvariantError`, whose message names the client and the update, so a
-diverging or corrupted run stops at once instead of filling results with NaN.
+diverging or corrupted run stops at once instead of filling results with NaN; the
+engine hands it on as :class:`RunStopped`, which carries the state so far.
 """
 
 from __future__ import annotations
 
 import torch
 
-from simfl.sim.state import ClientState
+from simfl.sim.state import ClientState, SimState
 
 
 class InvariantError(Exception):
@@ -19,6 +20,16 @@ class InvariantError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class RunStopped(InvariantError):
+    """A broken invariant stopped a run: the message, the state so far and which run (once known)."""
+
+    def __init__(self, message: str, state: SimState, algorithm: str = "?", seed: int = -1) -> None:
+        super().__init__(message)
+        self.state = state
+        self.algorithm = algorithm
+        self.seed = seed
 
 
 class Verifier:

@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from matplotlib.figure import Figure
 
 from simfl.errors import InputError
-from simfl.plots import plt, save
+from simfl.plots import save
 from simfl.recording import LAYER_CHANGES
 from simfl.report import find_result_folders
 
@@ -82,7 +83,8 @@ def neuron_changes(changes: np.ndarray) -> np.ndarray:
 
 def draw_accuracy(runs: Sequence[MotivationRun], out: Path) -> None:
     """Figure 2a: accuracy traces with markers on the slow client's updates."""
-    fig, ax = plt.subplots(figsize=(6.0, 3.8), dpi=120)
+    fig = Figure(figsize=(6.0, 3.8), dpi=120)
+    ax = fig.subplots()
     for run in runs:
         m = run.metrics
         (line,) = ax.plot(m["virtual_time"], m["accuracy"], linewidth=1.2, label=run.label)
@@ -107,7 +109,8 @@ def draw_heatmap(run: MotivationRun, out: Path) -> None:
                          "in the scenario and run it again")
     grid = neuron_changes(run.changes)
     vmax = float(np.percentile(np.abs(grid), 99)) or 1.0
-    fig, ax = plt.subplots(figsize=(7.0, 3.8), dpi=120)
+    fig = Figure(figsize=(7.0, 3.8), dpi=120)
+    ax = fig.subplots()
     image = ax.imshow(grid, aspect="auto", cmap="RdBu_r", vmin=-vmax, vmax=vmax, interpolation="nearest",
                       extent=(0.5, grid.shape[1] + 0.5, grid.shape[0] - 0.5, -0.5))
     slow_updates = run.events.loc[run.events["client"] == run.slow_client, "update"].dropna().astype(int)

@@ -61,7 +61,7 @@ class CudaExecutor(Executor):
                 continue
             try:
                 with torch.cuda.stream(stream):
-                    out = trainer.run(Job(job.client, job.round, job.start.to(self.device), job.prox_mu))
+                    out = trainer.run(Job(job.client, job.round, job.start.to(self.device), job.options))
                     result = out.to("cpu", non_blocking=False)
                 stream.synchronize()
                 future.set_result(result)

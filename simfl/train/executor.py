@@ -1,4 +1,4 @@
-"""Executors run training jobs: submitted at dispatch, collected at arrival (DESIGN.md section 4).
+"""Executors run training jobs: submitted at dispatch, collected at arrival (docs/architecture.md).
 
 The engine only ever calls :meth:`Executor.submit` and :meth:`Executor.collect`,
 so how and where jobs run (inline, a process pool, a GPU, a Ray cluster) is
@@ -20,7 +20,7 @@ Pure-latency mode (``executor: {kind: none}``) is for delay sweeps at event
 speed: :class:`NullExecutor` trains nothing (a job returns its start weights
 plus a fixed pseudo-update), evaluation records NaN for every score, and the
 run goes through the heap loop of :mod:`simfl.sim.fast` (event for event the
-SimPy engine's trace) unless it uses availability or server time. The
+SimPy engine's trace) where it covers the run (docs/architecture.md, "Schedulers"). The
 algorithms keep their real state over the scenario model's real layout, so
 state size and per-arrival aggregation cost are those of the real model;
 pick a small model (and the synthetic dataset) when only the event trace

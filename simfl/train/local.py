@@ -7,7 +7,9 @@ is what lets executors train in-flight clients in any order or in parallel.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from pydantic import Field
@@ -16,6 +18,7 @@ from torch import nn
 from simfl import rng
 from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section
 from simfl.models.flat import Layout
+from simfl.train import hooks
 
 
 class TrainConfig(Section):
@@ -37,8 +40,8 @@ class Job:
     """k: the client's round index (0 for its first), which names its batch-order stream."""
     start: torch.Tensor
     """Flat weights the client starts from."""
-    prox_mu: float = 0.0
-    """FedProx proximal weight (0: plain SGD)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The algorithm's changes to local training (:mod:`simfl.train.hooks`), plain data; empty: plain SGD."""
 
 
 def channels_last_helps(model: nn.Module) -> bool:
@@ -79,7 +82,7 @@ class LocalTrainer:
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-        anchor = [p.detach().clone() for p in params] if job.prox_mu > 0 else []
+        extra = hooks.penalties(params, job.options) if job.options else []
         x, y = self.shards[job.client]
         device = params[0].device if params else x.device
         if x.device != device:  # shards normally live on the model's device already
@@ -92,9 +95,8 @@ class LocalTrainer:
             for i in range(0, stop, cfg.batch_size):
                 idx = order[i : i + cfg.batch_size]
                 loss = self.loss_fn(model(x[idx]), y[idx])
-                if anchor:
-                    prox = sum(((p - a) ** 2).sum() for p, a in zip(params, anchor, strict=True))
-                    loss = loss + 0.5 * job.prox_mu * prox
+                for penalty in extra:
+                    loss = loss + penalty()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()

@@ -41,7 +41,7 @@ def _worker(
     conn: Connection, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
     config: TrainConfig, seed: int, threads: int, slots: torch.Tensor, index: int,
 ) -> None:
-    """Worker main loop: train each (handle, client, round, prox_mu) from ``slots[0, index]`` into ``slots[1, index]``."""
+    """Worker main loop: train each (handle, client, round, options) from ``slots[0, index]`` into ``slots[1, index]``."""
     torch.set_num_threads(threads)
     slot_in, slot_out = slots[0, index], slots[1, index]
     # tensors passed to a child arrive in shared memory, so every worker would otherwise train the
@@ -55,9 +55,9 @@ def _worker(
             return
         if msg is _STOP:
             return
-        handle, client, round_, prox_mu = msg
+        handle, client, round_, options = msg
         try:
-            slot_out.copy_(trainer.run(Job(client, round_, slot_in, prox_mu)))
+            slot_out.copy_(trainer.run(Job(client, round_, slot_in, options)))
             conn.send(("done", handle, ""))
         except Exception:  # the parent re-raises it when the job is collected
             conn.send(("error", handle, traceback.format_exc()))
@@ -179,7 +179,7 @@ class ProcessExecutor(Executor):
             handle = heapq.heappop(self._queue)[1]
             job = self._pending.pop(handle)
             self._slots[w][0].copy_(job.start)
-            self._conns[w].send((handle, job.client, job.round, job.prox_mu))
+            self._conns[w].send((handle, job.client, job.round, dict(job.options)))
             self._busy[w] = handle
 
     def _dispatch(self) -> None:

@@ -60,8 +60,8 @@ class _Trainer:
         torch.set_num_threads(threads)
         self.trainer = LocalTrainer(model, layout, shards, config, seed)
 
-    def train(self, client: int, round_: int, start: np.ndarray, prox_mu: float) -> np.ndarray:
-        job = Job(client, round_, torch.from_numpy(start.copy()), prox_mu)
+    def train(self, client: int, round_: int, start: np.ndarray, options: dict[str, Any]) -> np.ndarray:
+        job = Job(client, round_, torch.from_numpy(start.copy()), options)
         return self.trainer.run(job).numpy()
 
 
@@ -97,7 +97,7 @@ class RayExecutor(Executor):
         handle = self._next
         self._next += 1
         a = min(range(len(self._actors)), key=self._load.__getitem__)
-        ref = self._actors[a].train.remote(job.client, job.round, job.start.numpy(), job.prox_mu)
+        ref = self._actors[a].train.remote(job.client, job.round, job.start.numpy(), dict(job.options))
         self._load[a] += 1
         self._jobs[handle] = (ref, a)
         return handle

@@ -65,7 +65,8 @@ def test_default_beta_t_is_point_six_over_root_s() -> None:
 
 
 def test_first_weight_option() -> None:
-    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=1.0, first_weight=1.0, shift_source="global"), make_setup(linear_layout(), [0, 0, 0], 2))
+    alg = OrthoFL(OrthoFLConfig(beta=0.5, a=1.0, first_weight=1.0, shift_source="global"),
+                  make_setup(linear_layout(), [0, 0, 0], 2))
     w0 = alg.initial_weights(0)
     _, beta = alg.on_arrival(arrival(0, vec(2, 0, 1), w0, 1, 1))
     assert beta == 1.0

@@ -28,10 +28,11 @@ def test_sample_weighted_rounds(make) -> None:  # type: ignore[no-untyped-def]
     close(alg.global_weights(), [1, -0.5, 2.5])
 
 
-def test_prox_mu() -> None:
+def test_local_options() -> None:
     setup = make_setup(linear_layout(), [0, 0, 0], 2)
-    assert FedProx(FedProxConfig(mu=0.25), setup).prox_mu == 0.25
-    assert FedAvg(FedAvgConfig(), setup).prox_mu == 0.0
+    assert FedProx(FedProxConfig(mu=0.25), setup).local_options() == {"prox_mu": 0.25}
+    assert FedProx(FedProxConfig(mu=0.0), setup).local_options() == {}
+    assert FedAvg(FedAvgConfig(), setup).local_options() == {}
 
 
 def test_fedadam_two_rounds_with_bn_buffers() -> None:

@@ -19,7 +19,7 @@ import yaml
 from simfl import outdir
 from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, Session
 from simfl.cli import main
-from simfl.sweep import CELL_BYTES, plan
+from simfl.grid import CELL_BYTES, plan
 from tests.conftest import tiny_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,7 +198,7 @@ def test_long_sweep_values_give_short_cell_names_and_an_index(write_scenario, tm
     assert len(cells) == 2 and all(len(c.name.encode()) <= CELL_BYTES and "~" in c.name for c in cells)
     assert len({c.name for c in cells}) == 2 and all(len(c.group.encode()) <= 240 for c in cells)
     out = tmp_path / "sw"
-    from simfl.sweep import _prepare
+    from simfl.grid import _prepare
 
     _prepare(out, raw, cells)
     index = pd.read_csv(out / "cells.csv")

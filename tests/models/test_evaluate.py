@@ -45,7 +45,7 @@ def test_trainer_bn_model_with_singleton_batch() -> None:
     shards = [(torch.randn(9, 6, 32, generator=gen), torch.randint(0, 3, (9,), generator=gen))]
     trainer = LocalTrainer(model, layout, shards, TrainConfig(epochs=1, batch_size=4, lr=0.1), seed=0)
     start = layout.flatten(model)
-    out = trainer.run(Job(client=0, round=0, start=start, prox_mu=0.1))
+    out = trainer.run(Job(client=0, round=0, start=start, options={"prox_mu": 0.1}))
     assert out.shape == start.shape and not torch.equal(out, start)
-    again = trainer.run(Job(client=0, round=0, start=start, prox_mu=0.1))
+    again = trainer.run(Job(client=0, round=0, start=start, options={"prox_mu": 0.1}))
     assert torch.equal(out, again)

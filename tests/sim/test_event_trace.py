@@ -14,8 +14,10 @@ from __future__ import annotations
 import pytest
 
 from simfl import scenario as scenario_mod
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.experiment import Engine, federation, load_dataset, run_one
 from tests.conftest import tiny_scenario
+
+ENGINES: list[Engine] = ["simpy", "fast"]
 
 #          t,  time, client, staleness, dispatch_time
 EXPECTED = [
@@ -35,14 +37,20 @@ EXPECTED = [
 ]
 
 
-def run(raw: dict) -> object:
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> Engine:
+    """Every scheduler that exists runs the golden traces."""
+    return request.param  # type: ignore[no-any-return]
+
+
+def run(raw: dict, engine: Engine = "simpy") -> object:
     scn = scenario_mod.validate(raw)
     fed = federation(scn, load_dataset(scn), scn.seeds[0])
-    return run_one(scn, fed, 0).state
+    return run_one(scn, fed, 0, engine=engine).state
 
 
-def test_async_trace_times_order_and_staleness() -> None:
-    state = run(tiny_scenario())
+def test_async_trace_times_order_and_staleness(engine: Engine) -> None:
+    state = run(tiny_scenario(), engine)
     got = [(e.update, e.time, e.client, e.staleness, e.dispatch_time) for e in state.events]
     assert got == EXPECTED
     latencies = {0: 1.0, 1: 2.5, 2: 4.0}
@@ -52,25 +60,25 @@ def test_async_trace_times_order_and_staleness() -> None:
         assert e.weight == pytest.approx(0.6 * e.staleness**-0.5)
 
 
-def test_evaluation_grid_sees_arrivals_at_the_same_instant() -> None:
-    state = run(tiny_scenario())
+def test_evaluation_grid_sees_arrivals_at_the_same_instant(engine: Engine) -> None:
+    state = run(tiny_scenario(), engine)
     assert [(m.virtual_time, m.updates) for m in state.metrics] == [(0.0, 0), (2.0, 2), (4.0, 6), (6.0, 9), (8.0, 13)]
 
 
-def test_update_budget_stops_after_exactly_n_updates() -> None:
-    state = run(tiny_scenario(budget={"updates": 6}))
+def test_update_budget_stops_after_exactly_n_updates(engine: Engine) -> None:
+    state = run(tiny_scenario(budget={"updates": 6}), engine)
     assert [e.update for e in state.events] == [1, 2, 3, 4, 5, 6]
     assert state.now == 4.0
     # Final evaluation at the stopping instant, after the last update.
     assert (state.metrics[-1].virtual_time, state.metrics[-1].updates) == (4.0, 6)
 
 
-def test_latency_sequence_is_shared_across_algorithms() -> None:
+def test_latency_sequence_is_shared_across_algorithms(engine: Engine) -> None:
     """The k-th latency of client m does not depend on the algorithm (exponential delays)."""
     raw = tiny_scenario(latency={"model": "exponential", "mean": 2.0})
-    a = run(raw)
+    a = run(raw, engine)
     b = run(tiny_scenario(latency={"model": "exponential", "mean": 2.0},
-                          algorithms=[{"name": "fedasync", "alpha": 0.2}]))
+                          algorithms=[{"name": "fedasync", "alpha": 0.2}]), engine)
     per_client_a = {m: [e.latency for e in a.events if e.client == m] for m in range(3)}
     per_client_b = {m: [e.latency for e in b.events if e.client == m] for m in range(3)}
     for m in range(3):
@@ -79,7 +87,10 @@ def test_latency_sequence_is_shared_across_algorithms() -> None:
 
 
 def test_evaluation_after_each_update_adds_one_row_per_aggregation() -> None:
-    """eval.after_each_update: a row after every update (the released code's protocol) besides the grid."""
+    """eval.after_each_update: a row after every update (the released code's protocol) besides the grid.
+
+    Only the SimPy engine runs it; the fast loop refuses it (tests/sim/test_schedulers.py).
+    """
     state = run(tiny_scenario(eval={"every": 2.0, "after_each_update": True}))
     rows = [(m.virtual_time, m.updates) for m in state.metrics]
     per_update = [(t, u) for u, t, *_ in EXPECTED]

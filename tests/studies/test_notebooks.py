@@ -1,4 +1,5 @@
-"""Every notebook under notebooks/ executes top to bottom with its quick parameters (SIMFL_NOTEBOOK_QUICK=1)."""
+"""Every notebook under notebooks/ executes top to bottom with its quick parameters (SIMFL_NOTEBOOK_QUICK=1),
+with the kernel's default matplotlib backend."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("SIMFL_NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # the quick run writes to a temporary folder
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's default (inline) backend
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # tiny models: threads only contend on a shared CI machine
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(path.parent)}}).execute()

@@ -29,6 +29,7 @@ or as Ray tasks on a local instance or an existing cluster (``ray_address``).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
@@ -94,7 +95,7 @@ class SweepOutcome:
 
 def _key_labels(keys: Sequence[str]) -> dict[str, str]:
     """The shortest dotted tail of each key that is unique among ``keys``."""
-    parts = {k: [p for p in k.replace("[", ".").replace("]", "").split(".") if not p.isdigit()] for k in keys}
+    parts = {k: [p for p in scenario_mod.parse_path(k) if not p.isdigit()] for k in keys}
     labels: dict[str, str] = {}
     for key in keys:
         for n in range(1, len(parts[key]) + 1):
@@ -135,15 +136,22 @@ def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None
     A scenario without ``sweep:`` gives one cell per seed. Every grid point's estimate is
     checked against the limits of :mod:`simfl.estimate` (memory: ``max_memory``).
     """
-    from simfl import estimate
-
     path = Path(path)
-    base_scn = scenario_mod.load(path, overrides)  # validates the scenario and every grid cell
+    scenario_mod.load(path, overrides)  # validates the scenario and every grid cell
     raw = scenario_mod.read_yaml(path)
     for text in overrides:
         scenario_mod.apply_override(raw, text)
+    return raw, plan_raw(raw, path.parent, str(path), max_memory)
+
+
+def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_memory: int | None = None
+             ) -> list[Cell]:
+    """Every cell of a raw scenario mapping, grid-major then seed; relative data paths are against ``base``."""
+    from simfl import estimate
+
+    base_scn = scenario_mod.validate(raw, where=where)
     sweep: dict[str, list[Any]] = raw.get("sweep") or {}
-    points = scenario_mod.sweep_cells(raw, where=str(path)) if sweep else [({}, dict(raw))]
+    points = scenario_mod.sweep_cells(raw, where=where) if sweep else [({}, dict(raw))]
     key_labels = _key_labels(list(sweep))
     value_labels = {k: dict(zip(map(_fingerprint, v), _value_labels(v), strict=True)) for k, v in sweep.items()}
     cells: list[Cell] = []
@@ -157,11 +165,11 @@ def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None
             one["name"] = group
             one["seeds"] = [seed]
             name = _fit("__".join(pairs), CELL_BYTES - len(f"__seed={seed}")) + f"__seed={seed}" if pairs else f"seed={seed}"
-            cells.append(Cell(name, group, seed, values, one, path.parent))
+            cells.append(Cell(name, group, seed, values, one, base))
     names = [c.name for c in cells]
     if len(set(names)) != len(names):  # pragma: no cover - labels are made unique per key above
-        raise InputError(str(path), "sweep: two cells got the same folder name")
-    return raw, cells
+        raise InputError(where, "sweep: two cells got the same folder name")
+    return cells
 
 
 def _fit(text: str, limit: int) -> str:
@@ -243,16 +251,20 @@ def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
 
 
 def run_sweep(
-    path: str | Path,
+    path: str | Path | Mapping[str, Any],
     out: Path | None = None,
     overrides: Iterable[str] = (),
     workers: int = 1,
     on_published: Callable[[str], None] | None = None,
     log: Callable[[str], None] | None = None,
     ray_address: str | None = None,
+    base: Path | None = None,
     max_memory: int | None = None,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
+
+    ``path`` is a scenario file, or a raw scenario mapping whose relative data paths are
+    relative to ``base`` (default: the working folder).
 
     Parameters
     ----------
@@ -270,7 +282,13 @@ def run_sweep(
     if workers < 1:
         raise InputError("--workers", f"must be at least 1, got {workers}")
     overrides = list(overrides)
-    raw, cells = plan(path, overrides, max_memory)
+    if isinstance(path, Mapping):
+        raw = copy.deepcopy(dict(path))
+        for text in overrides:
+            scenario_mod.apply_override(raw, text)
+        cells = plan_raw(raw, base if base is not None else Path.cwd(), max_memory=max_memory)
+    else:
+        raw, cells = plan(path, overrides, max_memory)
     out = Path(out) if out is not None else Path("runs") / f"{raw['name']}-sweep"
     say = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     _prepare(out, raw, cells)

@@ -1,0 +1,176 @@
+"""The Python API: run a scenario or a sweep from code and get tidy tables back.
+
+``simfl.run`` and ``simfl.sweep`` do what ``simfl run`` and ``simfl sweep`` do (the
+same result folders, the same numbers) and then read the folders into a
+:class:`Results`: ``summary`` (one row per run), ``metrics`` and ``events`` (one row
+per run and metrics/events row), each with ``algorithm`` and ``seed`` columns and,
+for a sweep, a ``cell`` column and one column per swept key.
+
+A scenario is a mapping (as in a YAML file), a validated :class:`~simfl.scenario.Scenario`
+or the path of a YAML file. Without ``out`` the results go to a new temporary folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from matplotlib.axes import Axes
+
+from simfl import scenario as scenario_mod
+from simfl.scenario import Scenario
+
+ScenarioLike = Mapping[str, Any] | Scenario | str | Path
+
+
+@dataclass(frozen=True)
+class Results:
+    """Tidy tables of one or more result folders, and a figure of them."""
+
+    out: Path
+    """The result folder (of a run) or the sweep folder."""
+    summary: pd.DataFrame
+    metrics: pd.DataFrame
+    events: pd.DataFrame
+    keys: tuple[str, ...] = ()
+    """The swept keys' columns in every table (the key, or ``sweep.<key>`` where the key is also a
+    column name of the tables, e.g. ``sweep.latency``); empty for a single run."""
+
+    def plot(self, ax: Axes | None = None) -> Axes:
+        """Accuracy vs virtual time on ``ax`` (default: the current pyplot axes), one line per
+        algorithm (and sweep cell) with the mean and a min-max band over seeds."""
+        from simfl.plots import draw
+
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            ax = plt.gca()
+        runs: dict[tuple[str, int], pd.DataFrame] = {}
+        by = ["algorithm", *self.keys, "seed"]
+        for values, frame in self.metrics.groupby(by, sort=False):
+            *label_parts, seed = values if isinstance(values, tuple) else (values,)
+            label = " ".join(str(v) for v in label_parts)
+            runs[(label, int(seed))] = frame.reset_index(drop=True)
+        draw(ax, runs)
+        ax.set_ylabel("test accuracy")
+        ax.legend(frameon=False)
+        return ax
+
+
+def _raw(scenario: ScenarioLike) -> tuple[dict[str, Any], Path, str]:
+    """The raw mapping of a scenario, the folder its relative data paths are relative to, and its name in messages."""
+    if isinstance(scenario, Scenario):
+        return yaml.safe_load(scenario_mod.dump(scenario)), Path.cwd(), "scenario"
+    if isinstance(scenario, Mapping):
+        return copy.deepcopy(dict(scenario)), Path.cwd(), "scenario"
+    path = Path(scenario)
+    return scenario_mod.read_yaml(path), path.parent, str(path)
+
+
+def _prepared(scenario: ScenarioLike, overrides: Iterable[str], seeds: Sequence[int] | None) -> tuple[dict[str, Any], Path]:
+    raw, base, _ = _raw(scenario)
+    for text in overrides:
+        scenario_mod.apply_override(raw, text)
+    if seeds is not None:
+        raw["seeds"] = list(seeds)
+    return raw, base
+
+
+def _out(out: str | Path | None, name: str) -> Path:
+    return Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="simfl-")) / name
+
+
+def read_folder(folder: Path, extra: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """summary, metrics and events of one result folder; ``extra`` columns are added after algorithm and seed."""
+    extra = dict(extra or {})
+    summary = pd.read_csv(folder / "summary.csv")
+    metrics: list[pd.DataFrame] = []
+    events: list[pd.DataFrame] = []
+    for algorithm, seed in zip(summary["algorithm"], summary["seed"], strict=True):
+        run = folder / str(algorithm) / f"seed{seed}"
+        for frames, name in ((metrics, "metrics.csv"), (events, "events.csv")):
+            frame = pd.read_csv(run / name)
+            frames.append(pd.concat([pd.DataFrame({"algorithm": algorithm, "seed": seed, **extra},
+                                                  index=frame.index), frame], axis=1))
+    for key, value in reversed(extra.items()):
+        summary.insert(2, key, value)
+    return summary, pd.concat(metrics, ignore_index=True), pd.concat(events, ignore_index=True)
+
+
+def run(
+    scenario: ScenarioLike,
+    out: str | Path | None = None,
+    *,
+    seeds: Sequence[int] | None = None,
+    overrides: Iterable[str] = (),
+    force: bool = False,
+) -> Results:
+    """Run every algorithm and seed of ``scenario`` into ``out`` (as ``simfl run``) and read the results.
+
+    ``overrides`` are ``KEY=VALUE`` strings as for ``--set``; ``seeds`` replaces the scenario's seeds.
+    """
+    from simfl.grid import run_into
+
+    raw, base = _prepared(scenario, overrides, seeds)
+    raw.pop("sweep", None)
+    scn = scenario_mod.resolve_paths(scenario_mod.validate(raw), base)
+    folder = run_into(scn, _out(out, scn.name), force=force)
+    return Results(folder, *read_folder(folder))
+
+
+def sweep(
+    scenario: ScenarioLike,
+    over: Mapping[str, Sequence[Any]] | None = None,
+    out: str | Path | None = None,
+    *,
+    seeds: Sequence[int] | None = None,
+    overrides: Iterable[str] = (),
+    workers: int = 1,
+    quiet: bool = True,
+) -> Results:
+    """Run every cell of a sweep (as ``simfl sweep``, resumable in ``out``) and read the results.
+
+    ``over`` maps dotted keys to the values to try (``{"data.partition.alpha": [0.1, 1.0]}``);
+    it replaces the scenario's own ``sweep:`` block when given.
+    """
+    from simfl.grid import run_sweep
+
+    raw, base = _prepared(scenario, overrides, seeds)
+    if over is not None:
+        raw["sweep"] = {key: list(values) for key, values in over.items()}
+    outcome = run_sweep(raw, _out(out, f"{raw.get('name', 'scenario')}-sweep"), workers=workers,
+                        log=(lambda line: None) if quiet else None, base=base)
+    swept = list(raw.get("sweep") or {})
+    columns = {k: f"sweep.{k}" if k in _DATA_COLUMNS else k for k in swept}
+    keys = tuple(columns.values())
+    tables: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
+    for cell in outcome.cells:
+        values = {columns[k]: _column_value(cell.values[k]) for k in swept}
+        tables.append(read_folder(outcome.out / cell.name, {"cell": cell.group, **values}))
+    summary, metrics, events = (pd.concat(parts, ignore_index=True) for parts in zip(*tables, strict=True))
+    return Results(outcome.out, summary, metrics, events, keys)
+
+
+def _data_columns() -> frozenset[str]:
+    from dataclasses import fields
+
+    from simfl.results import SUMMARY_COLUMNS
+    from simfl.sim.state import Event, Metric
+
+    return frozenset([*SUMMARY_COLUMNS, *Event.columns(), *(f.name for f in fields(Metric)), "cell"])
+
+
+_DATA_COLUMNS = _data_columns()
+
+
+def _column_value(value: Any) -> Any:
+    """A swept value as a table cell: scalars as they are, anything else in its short one-line form."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    return scenario_mod.short_value(value)
