@@ -134,10 +134,16 @@ def no_evaluation(weights: torch.Tensor) -> Scores:
     return Scores(float("nan"), float("nan"))
 
 
-def fast_unsupported(scenario: Scenario, verify: bool = False, checkpoints: bool = False) -> list[str]:
-    """What in a run the heap loop of :mod:`simfl.sim.fast` does not cover (empty: it can run it)."""
+def fast_unsupported(
+    scenario: Scenario, verify: bool = False, checkpoints: bool = False, absences: bool = False
+) -> list[str]:
+    """What in a run the heap loop of :mod:`simfl.sim.fast` does not cover (empty: it can run it).
+
+    ``absences``: the delay model brings presence windows of its own (fleet traces).
+    """
     missing = {
         "availability (failures, departures)": scenario.availability is not None,
+        "presence windows of the delay model": absences,
         "server_time": scenario.server_time != 0,
         "rounds (deadline, over-selection)": scenario.rounds is not None,
         "record": scenario.record is not None,
@@ -190,7 +196,8 @@ def run_one(
     availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     budget = Budget(scenario.budget.time, scenario.budget.updates)
-    unsupported = fast_unsupported(scenario, verify, checkpointing is not None or resume is not None)
+    unsupported = fast_unsupported(scenario, verify, checkpointing is not None or resume is not None,
+                                   absences=presence is not None and scenario.availability is None)
     if engine == "fast" and unsupported:
         raise InputError("engine", f"the fast loop cannot run this scenario ({', '.join(unsupported)}); "
                          "use the simpy engine")
