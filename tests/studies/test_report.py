@@ -142,3 +142,4 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
             assert f"{numbers[0]} / {int(numbers[1]):,}, {numbers[2]}" in readme, key
     assert f"from {int(lines['har_orthofl_leads_from']):,} s on" in readme
     assert f"about {round(float(lines['cpu_hours_total']))} hours of one core" in readme
+    assert f"{lines['cpu_hours_e5']} hours of one\ncore with the FedAdam search" in (RESULTS / "README.md").read_text()
