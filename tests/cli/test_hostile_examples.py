@@ -17,10 +17,11 @@ import torch
 import yaml
 
 from simfl import outdir
-from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, Session
+from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE
 from simfl.cli import main
 from simfl.grid import CELL_BYTES, plan
 from tests.conftest import tiny_scenario
+from tests.reliability.helpers import interrupted_run
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -39,25 +40,9 @@ def one_line(capsys: pytest.CaptureFixture[str], argv: list[Any], *expected: str
 
 def interrupted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
     """A scenario and an unfinished, resumable ``out.partial`` (checkpointed, then interrupted)."""
-    raw = tiny_scenario(algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "fedbuff", "buffer": 2}],
-                        latency={"model": "exponential", "mean": 1.5}, budget={"time": 12.0})
-    scn = tmp_path / "s.yaml"
-    scn.write_text(yaml.safe_dump(raw))
-    original = Session.write
-
-    def write_then_stop(self: Session) -> None:
-        original(self)
-        if self.current is not None and self.finished:
-            raise KeyboardInterrupt
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(Session, "write", write_then_stop)
-    try:
-        assert main(["run", str(scn), "--out", str(tmp_path / "out"), "--quiet", "--checkpoint-every", "3"]) == 130
-    finally:
-        mp.undo()
+    made = interrupted_run(tmp_path)
     capsys.readouterr()
-    return scn, tmp_path / "out.partial"
+    return made
 
 
 # -- data loss ---------------------------------------------------------------------------------------------------

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
+from simfl.checkpoint import Session
+from simfl.cli import main
 from tests.conftest import tiny_scenario
 
 
@@ -21,3 +27,26 @@ def faulty_scenario(**changes: Any) -> dict[str, Any]:
     )
     raw.update(changes)
     return raw
+
+
+def interrupted_run(folder: Path) -> tuple[Path, Path]:
+    """A scenario file in ``folder`` and its unfinished ``out.partial``: one run finished, the next
+    checkpointed mid-way, then stopped as by Ctrl-C (exit 130)."""
+    raw = tiny_scenario(algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "fedbuff", "buffer": 2}],
+                        latency={"model": "exponential", "mean": 1.5}, budget={"time": 12.0})
+    scn = folder / "s.yaml"
+    scn.write_text(yaml.safe_dump(raw))
+    original = Session.write
+
+    def write_then_stop(self: Session) -> None:
+        original(self)
+        if self.current is not None and self.finished:
+            raise KeyboardInterrupt
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Session, "write", write_then_stop)
+    try:
+        assert main(["run", str(scn), "--out", str(folder / "out"), "--quiet", "--checkpoint-every", "3"]) == 130
+    finally:
+        mp.undo()
+    return scn, folder / "out.partial"

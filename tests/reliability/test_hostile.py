@@ -25,10 +25,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simfl import outdir
-from simfl.checkpoint import CHECKPOINT_FILE, Session
-from simfl.cli import main
+from simfl.checkpoint import CHECKPOINT_FILE
 from simfl.models import MODELS
 from tests.conftest import tiny_scenario
+from tests.reliability.helpers import interrupted_run
 from tests.reliability.hostile import cli, fuzz
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,24 +154,7 @@ def test_scenario_names(tmp_path_factory: pytest.TempPathFactory, capsys: pytest
 @pytest.fixture(scope="module")
 def partial(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real unfinished folder: one run finished, the next checkpointed mid-way, then interrupted."""
-    base = tmp_path_factory.mktemp("partial")
-    raw = tiny_scenario(latency={"model": "exponential", "mean": 1.5}, budget={"time": 12.0}, eval={"every": 2.0},
-                        algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "fedbuff", "buffer": 2}])
-    (base / "s.yaml").write_text(yaml.safe_dump(raw))
-    original = Session.write
-
-    def write_then_stop(self: Session) -> None:
-        original(self)
-        if self.current is not None and self.finished:
-            raise KeyboardInterrupt
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(Session, "write", write_then_stop)
-    try:
-        assert main(["run", str(base / "s.yaml"), "--out", str(base / "out"), "--quiet", "--checkpoint-every", "3"]) == 130
-    finally:
-        mp.undo()
-    stage = base / "out.partial"
+    _, stage = interrupted_run(tmp_path_factory.mktemp("partial"))
     assert (stage / CHECKPOINT_FILE).is_file() and (stage / "fedasync" / "seed0" / "metrics.csv").is_file()
     return stage
 
