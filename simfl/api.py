@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 from matplotlib.axes import Axes
 
+from simfl import plugins
 from simfl import scenario as scenario_mod
 from simfl.scenario import Scenario
 
@@ -75,6 +76,7 @@ def _raw(scenario: ScenarioLike) -> tuple[dict[str, Any], Path, str]:
 
 def _prepared(scenario: ScenarioLike, overrides: Iterable[str], seeds: Sequence[int] | None) -> tuple[dict[str, Any], Path]:
     raw, base, _ = _raw(scenario)
+    raw = plugins.normalize(raw)  # component classes given as objects become import paths
     for text in overrides:
         scenario_mod.apply_override(raw, text)
     if seeds is not None:

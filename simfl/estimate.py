@@ -202,7 +202,13 @@ def data_shape(data: Any) -> DataShape:
         classes = len(data.categories) if data.categories else 20
         frac = classes / 20
         return DataShape((int(data.max_length),), classes, int(11_314 * frac), int(7_532 * frac), item_bytes=8)
-    return DataShape((1,), 2, 0, 0)  # pragma: no cover - every registered dataset is listed above
+    from simfl import plugins
+
+    loader = plugins.lookup("dataset", name)
+    if callable(getattr(loader, "shape", None)):  # a plugin dataset may state its shape ahead (docs/plugins.md)
+        shape, classes, train, test = loader.shape(data)
+        return DataShape(tuple(int(s) for s in shape), int(classes), int(train), int(test))
+    return DataShape((), 0, 0, 0)  # unknown until loaded: the model is not built ahead
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:
@@ -217,7 +223,7 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
     """
     import torch
 
-    from simfl.models import MODELS
+    from simfl import plugins
     from simfl.models.cost import training_flops_per_sample
 
     name = scenario.model.name
@@ -230,12 +236,12 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
 
     if (name == "text") != (dataset == "newsgroups"):
         raise misfit()
-    if name == "text":
-        return None, 0, 0  # the encoder is read from files when the run starts
+    if name == "text" or not data.shape:
+        return None, 0, 0  # the encoder is read from files when the run starts; a plugin dataset's shape is unknown
     try:
         with torch.device("meta"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = MODELS[name].build(scenario.model, data.shape, data.classes)
+            model = plugins.lookup("model", name).build(scenario.model, data.shape, data.classes)
             model.eval()
             out = model(torch.zeros((2, *data.shape)))
     except (RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError, AssertionError) as exc:
@@ -258,9 +264,10 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
 
 def mean_latency(scenario: Any, clients: int, model_bytes: int, flops: int, samples: int) -> float:
     """Mean round latency over a sample of clients, from a private copy of the delay model (seed 0)."""
-    from simfl.latency import LATENCY_MODELS, Workload
+    from simfl import plugins
+    from simfl.latency import Workload
 
-    cls = LATENCY_MODELS[scenario.latency.model]
+    cls = plugins.lookup("latency", scenario.latency.model)
     cls.check(scenario.latency, clients)
     workload = Workload(model_bytes=max(model_bytes, 1), flops_per_sample=max(flops, 1),
                         samples=(max(samples, 1),) * clients, epochs=scenario.train.epochs)

@@ -18,15 +18,15 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from simfl import rng
-from simfl.algorithms import ALGORITHMS, Setup
+from simfl import plugins, rng
+from simfl.algorithms import Setup
 from simfl.algorithms.base import run_name
-from simfl.data import DATASETS, Dataset
+from simfl.data import Dataset
 from simfl.data.partition import split
 from simfl.errors import InputError
-from simfl.latency import LATENCY_MODELS, Workload
+from simfl.latency import Workload
 from simfl.latency.availability import Availability, with_absences
-from simfl.models import MODELS, Layout
+from simfl.models import Layout
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
 from simfl.recording import LayerRecorder
 from simfl.scenario import Scenario
@@ -70,12 +70,12 @@ class RunResult:
 
 def load_dataset(scenario: Scenario) -> Dataset:
     """Load the scenario's dataset (the same for every seed)."""
-    return DATASETS[scenario.data.dataset].load(scenario.data)
+    return plugins.lookup("dataset", scenario.data.dataset).load(scenario.data)
 
 
 def build_model(scenario: Scenario, dataset: Dataset, seed: int) -> nn.Module:
     """The model, initialised from the stream (seed, "init") without touching the global generator."""
-    builder = MODELS[scenario.model.name]
+    builder = plugins.lookup("model", scenario.model.name)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(rng.torch_seed(seed, "init"))
         return builder.build(scenario.model, dataset.input_shape, dataset.num_classes)
@@ -184,8 +184,8 @@ def run_one(
                                                        opts.engine)
     config = scenario.algorithms[algo_index]
     setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed)
-    algorithm = ALGORITHMS[config.name](config, setup)
-    latency_cls = LATENCY_MODELS[scenario.latency.model]
+    algorithm = plugins.lookup("algorithm", config.name)(config, setup)
+    latency_cls = plugins.lookup("latency", scenario.latency.model)
     latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
     null = scenario.executor.kind == "none"
     evaluator: Callable[[torch.Tensor], Scores] = (

@@ -12,6 +12,7 @@ unknown keys rejected everywhere. Every mistake becomes an
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Mapping
@@ -19,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, Union
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
-from simfl import yamlsafe
+from simfl import plugins, yamlsafe
 from simfl.algorithms import ALGORITHMS
 from simfl.algorithms.base import run_name
 from simfl.data import DATASETS
@@ -53,6 +54,36 @@ else:
     DataConfig = _union((d.Config for d in DATASETS.values()), "dataset")
     ModelConfig = _union((m.Config for m in MODELS.values()), "name")
     LatencyConfig = _union((m.Config for m in LATENCY_MODELS.values()), "model")
+
+_BUILTIN_CONFIGS: dict[str, tuple[tuple[type[BaseModel], ...], str]] = {
+    "algorithms": (tuple(a.Config for a in ALGORITHMS.values()), "name"),
+    "data": (tuple(d.Config for d in DATASETS.values()), "dataset"),
+    "model": (tuple(m.Config for m in MODELS.values()), "name"),
+    "latency": (tuple(m.Config for m in LATENCY_MODELS.values()), "model"),
+}
+"""The built-in configs of each component field and their discriminator."""
+
+
+def schema_for(raw: Mapping[str, Any], where: str = "scenario") -> type[Scenario]:
+    """The model that validates ``raw``: :class:`Scenario`, or where ``raw`` names plugins
+    (:mod:`simfl.plugins`), a subclass whose unions also hold those plugins' configs."""
+    found = plugins.scenario_plugins(raw, where)
+    if not found:
+        return Scenario
+    return _with_plugins(tuple(sorted(found.items())))
+
+
+@functools.cache
+def _with_plugins(extra: tuple[tuple[str, tuple[type[BaseModel], ...]], ...]) -> type[Scenario]:
+    """``Scenario`` with plugin configs added to the unions of the given fields (built once per set)."""
+    fields: dict[str, Any] = {}
+    for field, configs in extra:
+        builtin, key = _BUILTIN_CONFIGS[field]
+        union = _union((*builtin, *configs), key)
+        info = copy.copy(Scenario.model_fields[field])
+        fields[field] = (list[union] if field == "algorithms" else union, info)
+    model: type[Scenario] = create_model("Scenario", __base__=Scenario, __module__=__name__, **fields)
+    return model
 
 
 class BudgetConfig(Section):
@@ -196,7 +227,7 @@ class Scenario(Section):
 
     def check_clients(self, num_clients: int) -> None:
         """Checks that need the number of clients (known once the partition is made)."""
-        LATENCY_MODELS[self.latency.model].check(self.latency, num_clients)
+        plugins.lookup("latency", self.latency.model).check(self.latency, num_clients)
         if self.availability is not None:
             Availability.check(self.availability, num_clients)
         for i, algo in enumerate(self.algorithms):
@@ -324,9 +355,14 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def validate(raw: Mapping[str, Any], where: str = "scenario") -> Scenario:
-    """Validate a raw mapping; the first error becomes an InputError naming its YAML path."""
+    """Validate a raw mapping; the first error becomes an InputError naming its YAML path.
+
+    Plugin entries (:mod:`simfl.plugins`) are resolved first: one that does not import or is
+    not a valid component is an InputError naming the key of its name.
+    """
+    raw = plugins.normalize(raw)
     try:
-        return Scenario.model_validate(raw)
+        return schema_for(raw, where).model_validate(raw)
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
@@ -408,7 +444,8 @@ def _message(err: Mapping[str, Any]) -> str:
         return "missing required key"
     if kind == "union_tag_invalid":
         allowed = ", ".join(t.strip("'") for t in str(ctx.get("expected_tags", "")).split(", "))
-        return f"unknown {str(ctx.get('discriminator', 'name')).strip(chr(39))} '{ctx.get('tag')}'; allowed: {allowed}"
+        return (f"unknown {str(ctx.get('discriminator', 'name')).strip(chr(39))} '{ctx.get('tag')}'; allowed: {allowed}, "
+                "an installed plugin or an import path package.module:Class")
     if kind == "literal_error":
         allowed = str(ctx.get("expected", "")).replace("'", "")
         return f"unknown {err['loc'][-1]} {got!r}; allowed: {allowed}"

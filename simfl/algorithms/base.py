@@ -49,9 +49,13 @@ class AlgorithmConfig(Section):
 
 
 def run_name(config: Section) -> str:
-    """What an algorithm entry's runs are called: its ``label``, else its algorithm ``name``."""
+    """What an algorithm entry's runs are called: its ``label``, else its algorithm ``name`` (for an import path
+    ``package.module:Class``, the class name ``Class``)."""
     label = getattr(config, "label", None)
-    return str(label if label is not None else config.name)  # type: ignore[attr-defined]
+    if label is not None:
+        return str(label)
+    name = str(config.name)  # type: ignore[attr-defined]
+    return name.rsplit(":", 1)[1].rsplit(".", 1)[-1] if ":" in name else name  # a plugin's import path: its class
 
 
 @dataclass(slots=True)
