@@ -275,7 +275,7 @@ def scenario_plugins(raw: Mapping[str, Any], where: str) -> dict[str, tuple[type
             if not isinstance(entry, Mapping):
                 continue
             name = entry.get(spec.discriminator)
-            if not is_plugin(kind, name):
+            if not isinstance(name, str) or not is_plugin(kind, name):
                 continue
             at = spec.field if index is None else f"{spec.field}[{index}]"
             config = plugin_config(kind, name, f"{where}: {at}.{spec.discriminator}")
@@ -314,8 +314,8 @@ def lookup(kind: str, name: str) -> Any:
 
 
 def describe(obj: Any) -> str:
-    """The first line of a component's (or its config's) docstring."""
-    for doc in (getattr(obj, "__doc__", None), getattr(getattr(obj, "Config", None), "__doc__", None)):
+    """The first line of a component's config's docstring (as for built-ins), else of its own."""
+    for doc in (getattr(getattr(obj, "Config", None), "__doc__", None), getattr(obj, "__doc__", None)):
         if doc and doc.strip():
             return doc.strip().splitlines()[0]
     return ""

@@ -81,7 +81,7 @@ def _with_plugins(extra: tuple[tuple[str, tuple[type[BaseModel], ...]], ...]) ->
         builtin, key = _BUILTIN_CONFIGS[field]
         union = _union((*builtin, *configs), key)
         info = copy.copy(Scenario.model_fields[field])
-        fields[field] = (list[union] if field == "algorithms" else union, info)
+        fields[field] = (list[union] if field == "algorithms" else union, info)  # type: ignore[valid-type]
     model: type[Scenario] = create_model("Scenario", __base__=Scenario, __module__=__name__, **fields)
     return model
 
