@@ -1,0 +1,122 @@
+"""Components named by import path (a user's own module) and given as class objects through the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import simfl
+from simfl import scenario as scenario_mod
+from simfl.cli import main
+from simfl.errors import InputError
+from tests.conftest import tiny_scenario
+from tests.plugins.rules import FedFoo
+
+RULES = "tests.plugins.rules"
+
+
+def plugin_scenario(**changes: Any) -> dict[str, Any]:
+    """The tiny scenario with a plugin of every kind next to a built-in algorithm."""
+    raw = tiny_scenario(
+        data={"dataset": f"{RULES}:Line", "size": 60, "partition": {"kind": "iid", "clients": 3}},
+        model={"name": f"{RULES}:Tiny"},
+        latency={"model": f"{RULES}:Steps", "base": 0.7},
+        algorithms=[{"name": f"{RULES}:FedFoo", "eta": 0.3}, {"name": "fedasync", "alpha": 0.6}],
+        budget={"time": 6.0},
+    )
+    raw.update(changes)
+    return raw
+
+
+def test_import_path_plugins_run_from_yaml_and_resume_from_their_dump(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(plugin_scenario(), sort_keys=False))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--verify"]) == 0
+    assert (out / "FedFoo" / "seed0" / "metrics.csv").is_file()  # the run is named after the class
+    events = (out / "FedFoo" / "seed0" / "events.csv").read_text().splitlines()
+    assert len(events) > 5 and ",0.3" in events[1]  # FedFoo's mixing weight
+    # the published scenario names the plugins as written and validates again
+    again = scenario_mod.load(out / "scenario.yaml")
+    assert again.algorithms[0].name == f"{RULES}:FedFoo" and again.latency.base == 0.7
+
+
+def test_python_api_takes_import_paths_and_class_objects(tmp_path: Path) -> None:
+    by_path = simfl.run(plugin_scenario(), tmp_path / "a")
+    raw = plugin_scenario(algorithms=[{"name": FedFoo, "eta": 0.3, "label": "foo"}])
+    by_class = simfl.run(raw, tmp_path / "b")
+    assert raw["algorithms"][0]["name"] is FedFoo  # the caller's mapping is left alone
+    assert list(by_path.summary["algorithm"]) == ["FedFoo", "fedasync"]
+    assert list(by_class.summary["algorithm"]) == ["foo"]
+    a = by_path.metrics[by_path.metrics["algorithm"] == "FedFoo"]["accuracy"].to_list()
+    assert a == by_class.metrics["accuracy"].to_list()
+
+
+def test_a_class_defined_in_a_function_is_found_without_import(tmp_path: Path) -> None:
+    class Local(FedFoo):
+        """A notebook-style class that no import path can reach."""
+
+    res = simfl.run(plugin_scenario(algorithms=[{"name": Local}]), tmp_path / "c")
+    assert list(res.summary["algorithm"]) == ["Local"]
+
+
+def test_sweeps_and_overrides_reach_plugin_parameters(tmp_path: Path) -> None:
+    res = simfl.sweep(plugin_scenario(algorithms=[{"name": f"{RULES}:FedFoo"}]), {"algorithms[0].eta": [0.2, 0.4]},
+                      tmp_path / "sw")
+    assert sorted(res.summary["algorithms[0].eta"]) == [0.2, 0.4]
+    with pytest.raises(InputError, match=r"algorithms\[0\]\.eta: must be in \(0, 1\), got 2"):
+        simfl.run(plugin_scenario(), tmp_path / "d", overrides=["algorithms[0].eta=2"])
+
+
+def _one_line(capsys: Any, path: Path) -> str:
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ({"name": "mylab_missing.rules:FedFoo"},
+         "algorithms[0].name: cannot import module 'mylab_missing.rules' of 'mylab_missing.rules:FedFoo': "
+         "No module named 'mylab_missing'"),
+        ({"name": f"{RULES}:FedBar"}, f"algorithms[0].name: module '{RULES}' has no attribute 'FedBar'"),
+        ({"name": f"{RULES}:NotAComponent"},
+         f"algorithms[0].name: '{RULES}:NotAComponent' (NotAComponent) is not a valid algorithm plugin: expected a "
+         "subclass of simfl.algorithms.AsyncAlgorithm or SyncAlgorithm"),
+        ({"name": f"{RULES}:not_a_class"}, "(int object) is not a valid algorithm plugin"),
+        ({"name": f"{RULES}:Steps"}, "is not a valid algorithm plugin"),
+        ({"name": f"{RULES}:FedFoo", "etta": 0.3}, "algorithms[0].etta: unknown key"),
+        ({"name": f"{RULES}:FedFoo", "eta": 1.5}, "algorithms[0].eta: must be in (0, 1), got 1.5"),
+        ({"name": "fedfoo"}, "algorithms[0].name: unknown name 'fedfoo'; allowed: "),
+    ],
+)
+def test_bad_plugins_are_one_line(tmp_path: Path, capsys: Any, entry: dict[str, Any], expected: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(plugin_scenario(algorithms=[entry])))
+    err = _one_line(capsys, path)
+    assert err.startswith(f"simfl: {path}: ") and expected in err, err
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"latency": {"model": f"{RULES}:Steps", "bse": 1}}, "latency.bse: unknown key"),
+        ({"latency": {"model": f"{RULES}:FedFoo"}}, "latency.model: '" + RULES + ":FedFoo' (FedFoo) is not a valid "
+         "latency plugin: expected a subclass of simfl.latency.LatencyModel"),
+        ({"model": {"name": f"{RULES}:Line"}}, "model.name: '" + RULES + ":Line' (Line) is not a valid model plugin"),
+        ({"data": {"dataset": f"{RULES}:Line", "partition": {"kind": "iid", "clients": 3}, "size": 0}},
+         "data.size: must be in (0, inf), got 0"),
+        ({"data": {"dataset": f"{RULES}:Tiny", "partition": {"kind": "iid", "clients": 3}}},
+         "data.dataset: '" + RULES + ":Tiny' (Tiny) is not a valid dataset plugin"),
+    ],
+)
+def test_bad_plugin_sections_are_one_line(tmp_path: Path, capsys: Any, change: dict[str, Any], expected: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(plugin_scenario(**change)))
+    err = _one_line(capsys, path)
+    assert expected in err, err
