@@ -23,7 +23,10 @@ Readings chosen where the paper leaves room:
   ``vhat`` start at zero;
 - the buffer's mean is unweighted (``1/M``), as in the paper, not weighted by client sizes;
 - ``delay_threshold: null`` (the default) turns the delay adaptation off, which is the
-  plain FADAS of the paper; setting ``tau_c`` gives its delay-adaptive variant;
+  plain FADAS of the paper; setting ``tau_c`` gives its delay-adaptive variant. The cap is
+  ``1 / tau_max`` as the paper writes it, not ``eta / tau_max``: it changes the step only when
+  ``tau_max > 1 / eta`` (with ``eta = 0.01``, delays above 100 global models), so with small
+  server learning rates the delay-adaptive variant usually runs exactly as plain FADAS;
 - every arriving client is re-dispatched at once with the current global model (the one
   after the flush when its update completed the buffer), as FedBuff does in simfl.
 
