@@ -116,10 +116,12 @@ class Estimate:
         """The estimate as ``# ``-comment lines (``simfl validate`` output)."""
         shape = "x".join(map(str, self.data.shape))
         params = "unknown (not built ahead)" if self.model_params is None else f"{self.model_params:,} parameters"
+        data = (f"{_bytes(self.dataset_bytes)} ({self.data.train:,} train + {self.data.test:,} test samples of "
+                f"{shape}, with the client shards)" if self.data.shape
+                else "unknown until loaded (a plugin dataset without shape(config))")
         out = [
             "# estimate (per run; a rough guide, not a promise):",
-            f"#   dataset:       {_bytes(self.dataset_bytes)} ({self.data.train:,} train + {self.data.test:,} test "
-            f"samples of {shape}, with the client shards)",
+            f"#   dataset:       {data}",
             f"#   model:         {params}, {_bytes(self.model_bytes)}",
             f"#   client state:  {_bytes(self.client_state_bytes)} ({self.clients} clients)",
             f"#   records:       {_bytes(self.record_bytes)} (events and metrics)",

@@ -7,8 +7,9 @@ names, that value may be
 - the name of an entry point in the group ``simfl.algorithms``, ``simfl.latency``,
   ``simfl.datasets`` or ``simfl.models`` of an installed package
   (``name: fadas``); a built-in name wins over an entry point of the same name;
-- an import path ``package.module:Class`` (``name: mylab.rules:FedFoo``), also
-  ``__main__:FedFoo`` for a class defined in a notebook or script;
+- an import path ``package.module:Class`` (``name: mylab.rules:FedFoo``) of a module on
+  ``sys.path`` or under the working folder, also ``__main__:FedFoo`` for a class defined
+  in a notebook or script;
 - through the Python API, the class object itself (``{"name": FedFoo}``), which
   :func:`normalize` replaces by its import path ``module:qualname``.
 
@@ -34,6 +35,8 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -195,6 +198,7 @@ def _import(name: str, where: str) -> Any:
     module_name, _, attr = name.partition(":")
     if not module_name or not attr:
         raise InputError(where, f"'{name}' is not an import path of the form package.module:Class")
+    _search_working_folder()
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # any failure while importing the user's module is their mistake to see
@@ -206,6 +210,17 @@ def _import(name: str, where: str) -> Any:
             raise InputError(where, f"module '{module_name}' has no attribute '{attr}' (from '{name}')")
         obj = getattr(obj, part)
     return obj
+
+
+def _search_working_folder() -> None:
+    """Let import paths reach modules under the working folder, as ``python -m`` would.
+
+    The ``simfl`` command's own folder, not the working folder, heads ``sys.path``; the working
+    folder is appended (last, so it never shadows an installed package).
+    """
+    here = os.getcwd()
+    if "" not in sys.path and here not in sys.path:
+        sys.path.append(here)
 
 
 def _load_entry_point(ep: importlib.metadata.EntryPoint, where: str) -> Any:

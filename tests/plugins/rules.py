@@ -85,6 +85,14 @@ class Line:
         return Dataset("line", x[:n], y[:n], x[n:], y[n:], num_classes=2)
 
 
+class SizedLine(Line):
+    """The line data, stating its shape ahead so that the estimate can use it."""
+
+    @staticmethod
+    def shape(config: LineConfig) -> tuple[tuple[int, ...], int, int, int]:
+        return (4,), 2, config.size, config.size // 2
+
+
 class TinyConfig(Section):
     """One linear layer."""
 

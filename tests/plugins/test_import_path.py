@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,32 @@ def test_sweeps_and_overrides_reach_plugin_parameters(tmp_path: Path) -> None:
     assert sorted(res.summary["algorithms[0].eta"]) == [0.2, 0.4]
     with pytest.raises(InputError, match=r"algorithms\[0\]\.eta: must be in \(0, 1\), got 2"):
         simfl.run(plugin_scenario(), tmp_path / "d", overrides=["algorithms[0].eta=2"])
+
+
+def test_the_estimate_uses_a_plugin_datasets_shape_when_it_states_one(tmp_path: Path, capsys: Any) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(plugin_scenario()))
+    assert main(["validate", str(path)]) == 0
+    assert "dataset:       unknown until loaded" in capsys.readouterr().out
+    data = {"dataset": f"{RULES}:SizedLine", "size": 60, "partition": {"kind": "iid", "clients": 3}}
+    path.write_text(yaml.safe_dump(plugin_scenario(data=data)))
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "60 train + 30 test samples of 4" in out and "model:         10 parameters" in out
+
+
+def test_the_simfl_command_finds_modules_under_the_working_folder(tmp_path: Path) -> None:
+    (tmp_path / "mylab").mkdir()
+    (tmp_path / "mylab" / "__init__.py").write_text("")
+    (tmp_path / "mylab" / "rules.py").write_text(
+        "from simfl.algorithms.fedasync import FedAsync\n\n\nclass Mine(FedAsync):\n    pass\n")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(tiny_scenario(algorithms=[{"name": "mylab.rules:Mine"}])))
+    command = Path(sys.executable).with_name("simfl")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(command), "validate", "s.yaml"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "name: mylab.rules:Mine" in done.stdout
 
 
 def _one_line(capsys: Any, path: Path) -> str:
