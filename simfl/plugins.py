@@ -183,6 +183,14 @@ def installed() -> dict[str, dict[str, str]]:
     return out
 
 
+def installed_names(field: str) -> list[str]:
+    """Entry-point names of the installed plugins for scenario field ``field`` (``algorithms``, ``data``, ...)."""
+    for kind in KINDS.values():
+        if kind.field == field:
+            return list(installed().get(kind.kind, {}))
+    return []
+
+
 def is_plugin(kind: str, name: Any) -> bool:
     """Whether ``name`` names a plugin of ``kind`` rather than a built-in (or nothing valid)."""
     spec = KINDS[kind]

@@ -368,9 +368,15 @@ def validate(raw: Mapping[str, Any], where: str = "scenario") -> Scenario:
         first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         path = _yaml_path(raw, first["loc"])
+        message = _message(first)
         if first["type"] == "union_tag_invalid":  # pydantic stops at the section; name the key itself
+            field = re.sub(r"\[\d+\]$", "", path)
             path += "." + str((first.get("ctx") or {}).get("discriminator", "")).strip("'")
-        raise InputError(where, f"{path}: {_message(first)}{more}") from None
+            if field in _BUILTIN_CONFIGS:  # a component: it may also be a plugin
+                installed = plugins.installed_names(field)
+                message += (f", {', '.join(installed)} (installed plugins)" if installed else "") + (
+                    " or an import path package.module:Class")
+        raise InputError(where, f"{path}: {message}{more}") from None
 
 
 def apply_override(raw: dict[str, Any], text: str) -> None:
@@ -444,8 +450,7 @@ def _message(err: Mapping[str, Any]) -> str:
         return "missing required key"
     if kind == "union_tag_invalid":
         allowed = ", ".join(t.strip("'") for t in str(ctx.get("expected_tags", "")).split(", "))
-        return (f"unknown {str(ctx.get('discriminator', 'name')).strip(chr(39))} '{ctx.get('tag')}'; allowed: {allowed}, "
-                "an installed plugin or an import path package.module:Class")
+        return f"unknown {str(ctx.get('discriminator', 'name')).strip(chr(39))} '{ctx.get('tag')}'; allowed: {allowed}"
     if kind == "literal_error":
         allowed = str(ctx.get("expected", "")).replace("'", "")
         return f"unknown {err['loc'][-1]} {got!r}; allowed: {allowed}"
