@@ -1,7 +1,8 @@
 """The scenario reference (markdown), generated from the schema so that it cannot drift from the code.
 
 ``simfl reference`` prints it; ``scenarios/REFERENCE.md`` is its committed copy,
-and a test checks the two are equal.
+and a test checks the two are equal. Installed plugins (entry points, :mod:`simfl.plugins`)
+get a section of their own at the end; the committed copy is made with none installed.
 """
 
 from __future__ import annotations

@@ -54,8 +54,9 @@ def run_name(config: Section) -> str:
     label = getattr(config, "label", None)
     if label is not None:
         return str(label)
-    name = str(config.name)  # type: ignore[attr-defined]
-    return name.rsplit(":", 1)[1].rsplit(".", 1)[-1] if ":" in name else name  # a plugin's import path: its class
+    from simfl.plugins import short_name
+
+    return short_name(str(config.name))  # type: ignore[attr-defined]
 
 
 @dataclass(slots=True)
