@@ -31,6 +31,7 @@ from simfl.latency import LATENCY_MODELS
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.models import MODELS
 from simfl.outdir import name_problem
+from simfl.tracking import TrackingConfig
 from simfl.train.executor import ExecutorConfig
 from simfl.train.local import TrainConfig
 
@@ -132,6 +133,10 @@ class Scenario(Section):
         None, description="Client failures per round and scheduled departures/returns (default: always available)."
     )
     record: RecordConfig | None = Field(None, description="Extra per-run recordings (default: none).")
+    tracking: TrackingConfig | None = Field(
+        None, description="Live trackers (TensorBoard, MLflow, W&B) fed while each run goes (default: none). "
+        "They write beside the output folder, never into it, and change no result file."
+    )
     sweep: dict[str, list[Any]] | None = Field(
         None,
         description="A grid for `simfl sweep`: dotted keys (as for --set) to lists of values; a value may be a "
@@ -425,8 +430,10 @@ def _message(err: Mapping[str, Any]) -> str:
 
 
 def dump(scenario: Scenario) -> str:
-    """The resolved scenario as YAML (defaults filled in)."""
+    """The resolved scenario as YAML (defaults filled in; ``tracking`` only when set)."""
     data = copy.deepcopy(scenario.model_dump(mode="json"))
+    if data.get("tracking") is None:  # scenarios without trackers read as they always have
+        data.pop("tracking", None)
     # each algorithm entry reads name first, its label (shared by every config) after it
     data["algorithms"] = [{"name": a["name"], "label": a.get("label"),
                            **{k: v for k, v in a.items() if k not in ("name", "label")}} for a in data["algorithms"]]
