@@ -230,7 +230,7 @@ def load(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
 
 
 def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
-    """Make the scenario's relative data paths relative to ``base`` (the scenario file's folder)."""
+    """Make the scenario's relative data paths (and tracking folders) relative to ``base`` (the scenario file's folder)."""
     for key in ("root", "cache_dir"):
         value = getattr(scenario.data, key, None)
         if value is not None and not Path(value).is_absolute():
@@ -239,6 +239,10 @@ def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
         value = getattr(scenario.latency, key, None)
         if isinstance(value, str) and not Path(value).is_absolute():
             setattr(scenario.latency, key, str((base / value).resolve()))
+    tracking = scenario.tracking
+    for section in (None if tracking is None else tracking.tensorboard, None if tracking is None else tracking.wandb):
+        if section is not None and section.dir is not None and not Path(section.dir).is_absolute():
+            section.dir = str((base / section.dir).resolve())
     partition = getattr(scenario.data, "partition", None)
     path = getattr(partition, "path", None)
     if partition is not None and path is not None and not Path(path).is_absolute():

@@ -31,7 +31,7 @@ result folders lets one TensorBoard or MLflow view compare scenarios. Defaults, 
 (with the runs' files in ``runs/mlartifacts/``) and ``runs/wandb/``. MLflow's local store is
 its SQLite file: MLflow 3 keeps the older ``mlruns/`` file store in maintenance mode and refuses
 it unless ``MLFLOW_ALLOW_FILE_STORE=true`` is set (a ``file:`` URI then works as given).
-Relative paths given in the scenario are taken from the working directory, like ``--out``.
+Relative folders given in the scenario are taken from the scenario file's folder, like data paths.
 
 The backends' packages are optional extras (``pip install 'simfl[tb]'``, ``[mlflow]``,
 ``[wandb]``), imported only when a scenario asks for them; a missing one is reported in one
@@ -60,18 +60,18 @@ from simfl.sim.state import SimState
 
 
 class TensorBoardConfig(Section):
-    """TensorBoard event files (``torch.utils.tensorboard``); needs ``pip install 'simfl[tb]'``."""
+    """TensorBoard event files (`torch.utils.tensorboard`); needs `pip install 'simfl[tb]'`."""
 
     dir: str | None = Field(
         None, min_length=1,
         description="Folder of the event files, one subfolder <algorithm>/seed<k> per run (default: "
         "tensorboard/<output folder name> beside the output folder; watch with `tensorboard --logdir` on it "
-        "or on its parent). A relative path is taken from the working directory.",
+        "or on its parent).",
     )
 
 
 class MlflowConfig(Section):
-    """MLflow runs; needs ``pip install 'simfl[mlflow]'``."""
+    """MLflow runs; needs `pip install 'simfl[mlflow]'`."""
 
     uri: str | None = Field(
         None, min_length=1,
@@ -84,7 +84,7 @@ class MlflowConfig(Section):
 
 
 class WandbConfig(Section):
-    """Weights & Biases runs; needs ``pip install 'simfl[wandb]'``."""
+    """Weights & Biases runs; needs `pip install 'simfl[wandb]'`."""
 
     project: str | None = Field(None, min_length=1, description="Project name (default: the scenario name).")
     entity: str | None = Field(None, min_length=1, description="Team or user (default: the account's default).")
@@ -139,12 +139,14 @@ class Backend(Protocol):
 
 
 class TensorBoardBackend:
-    """A ``SummaryWriter`` writing into ``<dir>/<algorithm>/seed<k>``; artifacts and summary as text."""
+    """A ``SummaryWriter`` writing into ``<dir>/<algorithm>/seed<k>``; parameters, artifacts and summary as text."""
 
     def __init__(self, log_dir: Path, params: Mapping[str, Any]) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir=str(log_dir))
+        # purge_step=0: TensorBoard shows this run in place of any earlier one in the folder (a stopped run
+        # that was resumed, or a run done again); every run logs its whole history from step 0.
+        self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=0)
         self.writer.add_text("parameters", _table(params), 0)
 
     def log(self, points: list[Point]) -> None:
@@ -350,18 +352,18 @@ class Tracking:
 
     def paths(self) -> dict[str, str]:
         """Where each switched-on tracker writes (defaults beside the output folder)."""
-        here, beside = Path.cwd(), self.out.absolute().parent
+        beside = self.out.absolute().parent
         paths: dict[str, str] = {}
         if self.config.tensorboard is not None:
             given = self.config.tensorboard.dir
-            paths["tensorboard"] = str(here / given if given else beside / "tensorboard" / self.out.name)
+            paths["tensorboard"] = str(Path(given).absolute() if given else beside / "tensorboard" / self.out.name)
         if self.config.mlflow is not None:
             paths["mlflow"] = self.config.mlflow.uri or f"sqlite:///{beside / 'mlflow.db'}"
             if self.config.mlflow.uri is None:
                 paths["mlflow artifacts"] = str(beside / "mlartifacts")
         if self.config.wandb is not None:
             given = self.config.wandb.dir
-            paths["wandb"] = str(here / given if given else beside)
+            paths["wandb"] = str(Path(given).absolute() if given else beside)
         return paths
 
     def open(self, algorithm: str, algorithm_index: int, seed: int, prior_wall: float = 0.0,
