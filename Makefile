@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.simfl-installed
 # The PyTorch build to install; override for another platform, e.g. make TORCH="torch torchvision".
 TORCH ?= torch==2.14.1 torchvision==0.29.1
-EXTRAS ?= dev,text,ray,hf
+EXTRAS ?= dev,text,ray,hf,tb,mlflow,wandb
 PYTEST_ARGS ?= -q -n 2
 
 .PHONY: setup demo test lint bench reference docs clean

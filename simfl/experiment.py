@@ -135,11 +135,13 @@ def no_evaluation(weights: torch.Tensor) -> Scores:
 
 
 def fast_unsupported(
-    scenario: Scenario, verify: bool = False, checkpoints: bool = False, absences: bool = False
+    scenario: Scenario, verify: bool = False, checkpoints: bool = False, absences: bool = False,
+    observer: bool = False,
 ) -> list[str]:
     """What in a run the heap loop of :mod:`simfl.sim.fast` does not cover (empty: it can run it).
 
-    ``absences``: the delay model brings presence windows of its own (fleet traces).
+    ``absences``: the delay model brings presence windows of its own (fleet traces);
+    ``observer``: a per-aggregation observer is attached (:attr:`RunOptions.on_update`).
     """
     missing = {
         "availability (failures, departures)": scenario.availability is not None,
@@ -147,11 +149,24 @@ def fast_unsupported(
         "server_time": scenario.server_time != 0,
         "rounds (deadline, over-selection)": scenario.rounds is not None,
         "record": scenario.record is not None,
+        "per-update observers (tracking)": observer,
         "eval.after_each_update": scenario.eval.after_each_update,
         "verification": verify,
         "checkpoints": checkpoints,
     }
     return [name for name, present in missing.items() if present]
+
+
+def chain(callbacks: list[Progress]) -> Progress | None:
+    """One engine callback calling ``callbacks`` in order (None for none)."""
+    if len(callbacks) <= 1:
+        return callbacks[0] if callbacks else None
+
+    def call(state: SimState) -> None:
+        for callback in callbacks:
+            callback(state)
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -165,6 +180,9 @@ class RunOptions:
     """Save the simulation's data on this schedule."""
     resume: dict[str, Any] | None = None
     """Such saved data: continue that run."""
+    on_update: Progress | None = None
+    """Called with the state after every aggregation (live tracking). Only the SimPy engine has this hook,
+    so ``auto`` runs such a run there (same results, event for event)."""
     engine: Engine = "auto"
     """``simpy``: :class:`~simfl.sim.engine.Simulation`; ``fast``: the heap loop of :mod:`simfl.sim.fast`
     (refused, in one line, for what it does not cover); ``auto``: the fast loop in pure-latency mode
@@ -195,9 +213,11 @@ def run_one(
     presence = with_absences(scenario.availability, latency.absences())
     availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
+    observers = [o for o in (recorder, opts.on_update) if o is not None]
     budget = Budget(scenario.budget.time, scenario.budget.updates)
     unsupported = fast_unsupported(scenario, verify, checkpointing is not None or resume is not None,
-                                   absences=presence is not None and scenario.availability is None)
+                                   absences=presence is not None and scenario.availability is None,
+                                   observer=opts.on_update is not None)
     if engine == "fast" and unsupported:
         raise InputError("engine", f"the fast loop cannot run this scenario ({', '.join(unsupported)}); "
                          "use the simpy engine")
@@ -210,7 +230,7 @@ def run_one(
     else:
         sim = Simulation(
             algorithm, latency, executor, evaluator, fed.client_sizes, budget, scenario.eval.every, fed.seed,
-            availability=availability, server_time=scenario.server_time, progress=progress, on_update=recorder,
+            availability=availability, server_time=scenario.server_time, progress=progress, on_update=chain(observers),
             eval_each_update=scenario.eval.after_each_update,
             rounds=None if scenario.rounds is None else RoundRules(scenario.rounds.deadline, scenario.rounds.over_select),
             verify=verify, checkpointing=checkpointing, resume=resume,

@@ -12,7 +12,9 @@ Layout of ``<out>/``::
                                      tensor per aggregation, shape (aggregations, *layer shape)
 
 A run writes into ``<out>.partial`` and renames it to ``<out>`` when every
-file is in place; an interrupted run leaves only the ``.partial`` folder. The
+file is in place; while a run goes, its metrics.csv and events.csv grow there at each
+evaluation (:class:`GrowingRun`), so ``tail -f <out>.partial/<algorithm>/seed<k>/metrics.csv``
+follows it; an interrupted run leaves only the ``.partial`` folder. The
 rules of :mod:`simfl.outdir` decide what may be replaced: only folders simfl
 wrote, and of those only the files simfl put there.
 """
@@ -24,7 +26,7 @@ import os
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -82,21 +84,79 @@ class OutputFolder:
         return self.out
 
 
+def _csv_writer(fh: IO[str], columns: Sequence[str]) -> csv.DictWriter[str]:
+    """The one CSV dialect of every result table (shared by the final and the growing files)."""
+    return csv.DictWriter(fh, fieldnames=list(columns), extrasaction="raise")
+
+
+def _cells(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: "" if v is None else v for k, v in row.items()}
+
+
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
     """Write rows to ``path`` through a temporary file and an atomic rename."""
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(columns), extrasaction="raise")
+        writer = _csv_writer(fh, columns)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+            writer.writerow(_cells(row))
     os.replace(tmp, path)
+
+
+def metric_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """metrics.csv's columns: those of the first row (every row has the same), or the four basic ones."""
+    return list(rows[0]) if rows else ["virtual_time", "updates", "accuracy", "loss"]
+
+
+class GrowingRun:
+    """metrics.csv and events.csv of one run, appended in the staging folder at each evaluation.
+
+    Called as the engine's ``progress`` callback: it appends the rows added since the last call
+    and flushes, so ``tail -f`` shows a run as it goes. The rows are written exactly as
+    :func:`write_run` writes them, which replaces both files when the run ends; the first call
+    rewrites the files from the start (a resumed run's history included, dropping rows an
+    interrupted run wrote after its checkpoint).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.files: dict[str, tuple[IO[str], csv.DictWriter[str]]] = {}
+        self.written = {"metrics": 0, "events": 0}
+
+    def _writer(self, name: str, columns: Sequence[str]) -> csv.DictWriter[str]:
+        if name not in self.files:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fh = (self.folder / f"{name}.csv").open("w", newline="")
+            writer = _csv_writer(fh, columns)
+            writer.writeheader()
+            self.files[name] = (fh, writer)
+        return self.files[name][1]
+
+    def __call__(self, state: SimState) -> None:
+        """Append the new metrics and events rows of ``state`` and flush both files."""
+        metrics, events = state.metrics, state.events
+        if metrics:
+            writer = self._writer("metrics", metric_columns([metrics[0].row()]))
+            writer.writerows(_cells(m.row()) for m in metrics[self.written["metrics"] :])
+            self.written["metrics"] = len(metrics)
+        writer = self._writer("events", Event.columns())
+        writer.writerows(_cells(e.row()) for e in events[self.written["events"] :])
+        self.written["events"] = len(events)
+        for fh, _ in self.files.values():
+            fh.flush()
+
+    def close(self) -> None:
+        """Close both files (before :func:`write_run` replaces them)."""
+        for fh, _ in self.files.values():
+            fh.close()
+        self.files.clear()
 
 
 def write_run(folder: OutputFolder, algorithm: str, seed: int, state: SimState) -> None:
     """metrics.csv and events.csv of one run (and layer_changes.npy when the scenario records a layer)."""
     metric_rows = [m.row() for m in state.metrics]
-    columns = list(metric_rows[0]) if metric_rows else ["virtual_time", "updates", "accuracy", "loss"]
+    columns = metric_columns(metric_rows)
     write_csv(folder.path(algorithm, f"seed{seed}", "metrics.csv"), columns, metric_rows)
     write_csv(
         folder.path(algorithm, f"seed{seed}", "events.csv"), Event.columns(), (e.row() for e in state.events)

@@ -1,6 +1,8 @@
 """Runs a scenario into a result folder: the body shared by ``simfl run`` and every sweep cell.
 
-It runs each (algorithm, seed) not yet finished, writes its files as soon as
+It runs each (algorithm, seed) not yet finished, grows its metrics.csv and
+events.csv in the staging folder at each evaluation (``tail -f`` them), feeds
+the scenario's live trackers (:mod:`simfl.tracking`), writes its files as soon as
 it ends, keeps the checkpoint session up to date, and finally writes
 summary.csv and accuracy.png and publishes the folder. A run stopped by
 ``--verify`` is published with a FAILED marker and reported as
@@ -14,17 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
+from simfl import scenario as scenario_mod
 from simfl.algorithms.base import run_name
 from simfl.checkpoint import CHECKPOINT_FILE, FAILED_FILE, FRESH, Session
 from simfl.errors import InputError
-from simfl.experiment import RunOptions, federation, load_dataset, run_one
+from simfl.experiment import RunOptions, chain, federation, load_dataset, run_one
 from simfl.plots import accuracy_vs_time
 from simfl.report import add_time_to_target
-from simfl.results import SUMMARY_COLUMNS, OutputFolder, read_metrics, summary_row, write_csv, write_run
+from simfl.results import SUMMARY_COLUMNS, GrowingRun, OutputFolder, read_metrics, summary_row, write_csv, write_run
 from simfl.scenario import Scenario
 from simfl.sim.engine import Progress
 from simfl.sim.verify import RunStopped
+from simfl.tracking import Tracking, check_installed
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,9 @@ def run_into(
         (f["algorithm"], f["seed"]): read_metrics(folder.stage, f["algorithm"], f["seed"]) for f in session.finished
     }
     try:
+        check_installed(scn.tracking)
+        tracker = None if scn.tracking is None else Tracking(
+            scn.tracking, scn.name, scenario_mod.dump(scn), yaml.safe_load(scenario_mod.dump(scn)), folder.out)
         dataset = load_dataset(scn)
         for seed in scn.seeds:
             fed = federation(scn, dataset, seed)
@@ -71,17 +79,29 @@ def run_into(
                 if session.is_finished(name, seed):
                     continue
                 resume, prior_wall = session.resume_data(name, seed)
-                options = RunOptions(progress_factory(name, seed) if progress_factory else None, session.verify,
-                                     session.checkpointing(name, seed, prior_wall), resume)
+                growing = GrowingRun(folder.stage / name / f"seed{seed}")
+                feed = None if tracker is None else tracker.open(
+                    name, index, seed, prior_wall, len(resume["state"]["events"]) if resume is not None else 0)
+                shown = progress_factory(name, seed) if progress_factory else None
+                watchers: list[Progress] = [growing] if feed is None else [growing, feed.progress]
+                progress = chain(watchers + ([shown] if shown is not None else []))
+                options = RunOptions(progress, session.verify, session.checkpointing(name, seed, prior_wall), resume,
+                                     on_update=None if feed is None else feed.on_update)
                 try:
                     result = run_one(scn, fed, index, options)
-                except InputError as exc:
-                    if resume is not None and exc.where == "checkpoint":
+                except BaseException as exc:
+                    growing.close()
+                    if feed is not None:
+                        feed.finish({}, failed=True)
+                    if isinstance(exc, InputError) and resume is not None and exc.where == "checkpoint":
                         raise InputError(str(session.stage / CHECKPOINT_FILE), f"{exc.message}; {FRESH}") from None
                     raise
+                growing.close()
                 wall = result.wall_seconds + prior_wall
                 write_run(folder, name, seed, result.state)
                 row = summary_row(name, seed, result.state, wall)
+                if feed is not None:
+                    feed.finish(row)
                 summary_rows.append(row)
                 metrics[(name, seed)] = pd.DataFrame([m.row() for m in result.state.metrics])
                 session.finish(name, seed, row)

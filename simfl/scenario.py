@@ -32,6 +32,7 @@ from simfl.latency import LATENCY_MODELS
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.models import MODELS
 from simfl.outdir import name_problem
+from simfl.tracking import TrackingConfig
 from simfl.train.executor import ExecutorConfig
 from simfl.train.local import TrainConfig
 
@@ -163,6 +164,10 @@ class Scenario(Section):
         None, description="Client failures per round and scheduled departures/returns (default: always available)."
     )
     record: RecordConfig | None = Field(None, description="Extra per-run recordings (default: none).")
+    tracking: TrackingConfig | None = Field(
+        None, description="Live trackers (TensorBoard, MLflow, W&B) fed while each run goes (default: none). "
+        "They write beside the output folder, never into it, and change no result file."
+    )
     sweep: dict[str, list[Any]] | None = Field(
         None,
         description="A grid for `simfl sweep`: dotted keys (as for --set) to lists of values; a value may be a "
@@ -256,7 +261,7 @@ def load(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
 
 
 def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
-    """Make the scenario's relative data paths relative to ``base`` (the scenario file's folder)."""
+    """Make the scenario's relative data paths (and tracking folders) relative to ``base`` (the scenario file's folder)."""
     for key in ("root", "cache_dir"):
         value = getattr(scenario.data, key, None)
         if value is not None and not Path(value).is_absolute():
@@ -265,6 +270,10 @@ def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
         value = getattr(scenario.latency, key, None)
         if isinstance(value, str) and not Path(value).is_absolute():
             setattr(scenario.latency, key, str((base / value).resolve()))
+    tracking = scenario.tracking
+    for section in (None if tracking is None else tracking.tensorboard, None if tracking is None else tracking.wandb):
+        if section is not None and section.dir is not None and not Path(section.dir).is_absolute():
+            section.dir = str((base / section.dir).resolve())
     partition = getattr(scenario.data, "partition", None)
     path = getattr(partition, "path", None)
     if partition is not None and path is not None and not Path(path).is_absolute():
@@ -467,8 +476,10 @@ def _message(err: Mapping[str, Any]) -> str:
 
 
 def dump(scenario: Scenario) -> str:
-    """The resolved scenario as YAML (defaults filled in)."""
+    """The resolved scenario as YAML (defaults filled in; ``tracking`` only when set)."""
     data = copy.deepcopy(scenario.model_dump(mode="json"))
+    if data.get("tracking") is None:  # scenarios without trackers read as they always have
+        data.pop("tracking", None)
     # each algorithm entry reads name first, its label (shared by every config) after it
     data["algorithms"] = [{"name": a["name"], "label": a.get("label"),
                            **{k: v for k, v in a.items() if k not in ("name", "label")}} for a in data["algorithms"]]

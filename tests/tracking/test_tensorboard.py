@@ -1,0 +1,88 @@
+"""TensorBoard event files hold the values of metrics.csv and events.csv."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.tracking.conftest import events_of, metrics_of, tracked_scenario
+
+pytest.importorskip("tensorboard")
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+
+def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def test_tensorboard_logs_read_back(run_tracked, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = run_tracked(tracked_scenario(tmp_path, tensorboard={}))
+    root = tmp_path / "tensorboard" / "out"  # the default: beside the output folder
+    for algorithm in ("fedasync", "fedavg"):
+        scalars = _scalars(root / algorithm / "seed0")
+        metrics = metrics_of(out, algorithm)
+        for column in ("accuracy", "loss", "virtual_time", "updates"):
+            logged = scalars[f"eval/{column}"]
+            assert [s for s, _ in logged] == list(range(len(metrics)))
+            assert [v for _, v in logged] == pytest.approx(metrics[column].tolist(), rel=1e-6)
+        wall = [v for _, v in scalars["eval/wall_seconds"]]
+        assert wall == sorted(wall) and wall[0] >= 0
+        arrivals = events_of(out, algorithm).query("event == 'arrival'")
+        staleness = scalars["update/staleness"]
+        assert [s for s, _ in staleness] == arrivals["update"].astype(int).tolist()
+        assert [v for _, v in staleness] == arrivals["staleness"].astype(float).tolist()
+        assert len(scalars["update/in_flight"]) == len(arrivals)
+        if algorithm == "fedasync":
+            # 3 clients: the 2 others train while an arrival is aggregated, less those arriving at the same instant
+            times = arrivals["time"].tolist()
+            expected = [2.0 - times[i + 1 :].count(t) for i, t in enumerate(times)]
+            assert [v for _, v in scalars["update/in_flight"]] == expected and min(expected) == 1.0
+            assert [v for _, v in scalars["update/weight"]] == pytest.approx(arrivals["weight"].tolist(), rel=1e-6)
+        else:
+            assert "update/weight" not in scalars
+
+
+def test_tensorboard_dir_given(run_tracked, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path / "..")
+    run_tracked(tracked_scenario(tmp_path, tensorboard={"dir": "logs/tb"}))  # relative to the scenario file
+    assert list((tmp_path / "logs" / "tb" / "fedavg" / "seed0").glob("events.out.tfevents.*"))
+    assert not (tmp_path / "tensorboard").exists() and not list((tmp_path / "out").rglob("*tfevents*"))
+
+
+def test_resumed_run_logs_its_whole_history(tmp_path: Path, write_scenario) -> None:  # type: ignore[no-untyped-def]
+    """Stopped after a checkpoint and resumed: the tracker run of the resumed run holds every evaluation."""
+    from simfl.checkpoint import Session
+    from simfl.cli import main
+
+    raw = tracked_scenario(tmp_path, tensorboard={"dir": str(tmp_path / "tb")})
+    raw["latency"] = {"model": "exponential", "mean": 1.5}
+    raw["budget"] = {"time": 12.0}
+    path = write_scenario(raw)
+    original = Session.write
+
+    def write_then_stop(self: Session) -> None:
+        original(self)
+        if self.current is not None and self.finished:
+            raise KeyboardInterrupt
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(Session, "write", write_then_stop)
+    try:
+        assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--checkpoint-every", "3"]) == 130
+    finally:
+        mp.undo()
+    assert main(["run", "--resume", str(tmp_path / "out"), "--quiet"]) == 0
+    ref = tmp_path / "ref"
+    raw["tracking"] = None
+    assert main(["run", str(write_scenario(raw, "ref.yaml")), "--out", str(ref), "--quiet"]) == 0
+    for name in ("metrics.csv", "events.csv"):
+        assert (tmp_path / "out" / "fedavg" / "seed0" / name).read_bytes() == (ref / "fedavg" / "seed0" / name).read_bytes()
+    folder = tmp_path / "tb" / "fedavg" / "seed0"
+    assert len(list(folder.glob("events.out.tfevents.*"))) == 2  # the stopped run's, then the resumed run's
+    scalars = _scalars(folder)
+    assert [v for _, v in scalars["eval/accuracy"]] == pytest.approx(metrics_of(ref, "fedavg")["accuracy"].tolist())
+    assert [s for s, _ in scalars["update/staleness"]] == events_of(ref, "fedavg").query("event == 'arrival'")["update"].tolist()
