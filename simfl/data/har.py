@@ -20,17 +20,20 @@ import torch
 from pydantic import Field
 
 from simfl.data.base import DataConfigBase, Dataset
-from simfl.data.files import find_first, missing, require_root
+from simfl.data.files import data_root, find_first, missing
 from simfl.errors import InputError
 from simfl.fields import PositiveInt
 
 CHANNELS = [f"{kind}_{axis}" for kind in ("total_acc", "body_acc", "body_gyro") for axis in "xyz"]
 """The nine UCI HAR inertial signals, in the order stacked into a window."""
 HAR_HOW = (
-    "put the 'UCI HAR Dataset' folder (train/, test/ with 'Inertial Signals') in data.root "
+    "put the 'UCI HAR Dataset' folder (train/, test/ with 'Inertial Signals') in the data folder "
     "(https://archive.ics.uci.edu/dataset/240)"
 )
-HAPT_HOW = "put hapt_raw.npz (raw UCI HAPT recordings as arrays, see shared/datasets/SOURCES.md) in data.root"
+HAPT_HOW = (
+    "put hapt_raw.npz (the raw UCI HAPT recordings as arrays: signals, label, user, experiment, "
+    "uci_har_train_subjects) in the data folder; the official UCI HAR windows it approximates: simfl data fetch har"
+)
 
 
 class HarConfig(DataConfigBase):
@@ -44,7 +47,7 @@ class HaptConfig(DataConfigBase):
     """HAPT-derived windows: 6 channels x ``window`` steps, activities 1-6, UCI HAR's 21/9 subject split."""
 
     dataset: Literal["hapt"] = Field("hapt", description="Dataset name.")
-    file: str = Field("hapt_raw.npz", description="The raw-recordings file inside data.root.")
+    file: str = Field("hapt_raw.npz", description="The raw-recordings file inside the data folder.")
     window: PositiveInt = Field(128, description="Window length in samples (128 = 2.56 s at 50 Hz).")
     step: PositiveInt = Field(64, description="Hop between window starts (64 = 50% overlap).")
     standardize: bool = Field(True, description="Standardise each channel with training-set mean/std.")
@@ -56,21 +59,21 @@ def _standardize(x_train: torch.Tensor, x_test: torch.Tensor) -> tuple[torch.Ten
     return (x_train - mean) / std, (x_test - mean) / std
 
 
-def _read_table(path: Path, how: str) -> np.ndarray:
+def _read_table(path: Path, how: str, root: Path) -> np.ndarray:
     if not path.is_file():
-        raise missing(path, how)
+        raise missing(path, how, ("har", root))
     try:
         return np.loadtxt(path, dtype=np.float32, ndmin=2)
     except ValueError as exc:
         raise InputError(str(path), f"not a whitespace-separated number table: {exc}") from exc
 
 
-def _har_split(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _har_split(folder: Path, split: str, root: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Windows (n, 9, 128), labels 0..5 and subject ids of one split."""
     base = folder / split
-    signals = [_read_table(base / "Inertial Signals" / f"{c}_{split}.txt", HAR_HOW) for c in CHANNELS]
-    y = _read_table(base / f"y_{split}.txt", HAR_HOW).reshape(-1).astype(np.int64) - 1
-    subjects = _read_table(base / f"subject_{split}.txt", HAR_HOW).reshape(-1).astype(np.int64)
+    signals = [_read_table(base / "Inertial Signals" / f"{c}_{split}.txt", HAR_HOW, root) for c in CHANNELS]
+    y = _read_table(base / f"y_{split}.txt", HAR_HOW, root).reshape(-1).astype(np.int64) - 1
+    subjects = _read_table(base / f"subject_{split}.txt", HAR_HOW, root).reshape(-1).astype(np.int64)
     shapes = {s.shape for s in signals}
     if len(shapes) != 1 or len(y) != len(signals[0]) or len(subjects) != len(y):
         raise InputError(str(base), f"inconsistent UCI HAR files: signals {sorted(shapes)}, {len(y)} labels, "
@@ -87,14 +90,18 @@ class Har:
 
     @staticmethod
     def load(config: HarConfig) -> Dataset:
-        root = require_root(config.root, "har", HAR_HOW)
+        root = data_root(config.root)
+        if config.download and not (root / "UCI HAR Dataset" / "train").is_dir():
+            from simfl.data.download import fetch
+
+            fetch("har", root, progress=True)
         folder = find_first([root / "UCI HAR Dataset", root / "UCI_HAR_Dataset", root])
         if folder is None or not (folder / "train").is_dir():
             if (root / "UCI HAR Dataset.zip").is_file() or (root / "human+activity+recognition+using+smartphones.zip").is_file():
                 raise InputError(str(root), "extract the UCI HAR zip first (simfl reads the extracted folder)")
-            raise missing(root / "UCI HAR Dataset" / "train", HAR_HOW)
-        x_train, y_train, g_train = _har_split(folder, "train")
-        x_test, y_test, _ = _har_split(folder, "test")
+            raise missing(root / "UCI HAR Dataset" / "train", HAR_HOW, ("har", root))
+        x_train, y_train, g_train = _har_split(folder, "train", root)
+        x_test, y_test, _ = _har_split(folder, "test", root)
         xt, xs = torch.from_numpy(x_train), torch.from_numpy(x_test)
         if config.standardize:
             xt, xs = _standardize(xt, xs)
@@ -124,7 +131,7 @@ class Hapt:
 
     @staticmethod
     def load(config: HaptConfig) -> Dataset:
-        root = require_root(config.root, "hapt", HAPT_HOW)
+        root = data_root(config.root)
         path = root / config.file
         if not path.is_file():
             raise missing(path, HAPT_HOW)
