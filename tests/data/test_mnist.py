@@ -115,3 +115,23 @@ def test_wrong_magic(tmp_path: Path) -> None:
     with pytest.raises(InputError) as err:
         load(tmp_path)
     assert str(err.value).count("\n") == 0
+
+
+def test_scenario_root_is_relative_to_the_file_and_defaults_to_the_data_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_scenario  # type: ignore[no-untyped-def]
+) -> None:
+    from simfl import scenario
+    from simfl.data.files import data_root
+
+    from ..conftest import tiny_scenario
+
+    data = {"dataset": "mnist", "root": "mine", "partition": PART}
+    path = write_scenario(tiny_scenario(data=data))
+    assert scenario.load(path).data.root == tmp_path / "mine"
+    monkeypatch.setenv("SIMFL_DATA", "rel/data")
+    monkeypatch.chdir(tmp_path)
+    unset = scenario.load(write_scenario(tiny_scenario(data={**data, "root": None}), "b.yaml")).data.root
+    assert unset is None and data_root(unset) == tmp_path / "rel" / "data"
+    monkeypatch.delenv("SIMFL_DATA")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert data_root(None) == tmp_path / "home" / ".cache" / "simfl"
