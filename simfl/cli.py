@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_data = sub.add_parser("data", help="datasets in the data folder ($SIMFL_DATA, default ~/.cache/simfl)")
     data_sub = p_data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
     p_fetch = data_sub.add_parser("fetch", help="download a dataset from its official source (checksums checked)")
-    p_fetch.add_argument("name", help="mnist, cifar10, cifar100, newsgroups or har")
+    p_fetch.add_argument("name", help="mnist, cifar10, cifar100, newsgroups, har or hapt")
     p_fetch.add_argument("--root", type=Path, default=None,
                          help="data folder to fill (default: $SIMFL_DATA if set, else ~/.cache/simfl)")
     p_fetch.add_argument("--force", action="store_true", help="download again even when the files are there")

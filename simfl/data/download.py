@@ -11,9 +11,9 @@ place the same way, into the layout the loaders read (and torchvision reads).
 
 Checksums: MNIST and CIFAR are the MD5s torchvision publishes for the official
 files; 20 Newsgroups is the SHA-256 scikit-learn publishes for the official
-``20news-bydate.tar.gz``. The UCI repository publishes no checksum for UCI HAR;
-that download is checked by its unpacked layout only (``digest=None``), and its
-SHA-256 is printed so a user can record it.
+``20news-bydate.tar.gz``. The UCI repository publishes no checksum for UCI HAR
+or HAPT; those downloads are checked by their unpacked contents only
+(``digest=None``), and their SHA-256 is printed so a user can record it.
 """
 
 from __future__ import annotations
@@ -140,6 +140,18 @@ def unzip(path: Path, root: Path) -> None:
         _move_into(Path(tmp), root)
 
 
+def hapt_from_zip(path: Path, root: Path) -> None:
+    """Unpack the UCI HAPT zip in a temporary folder and build ``root/hapt_raw.npz`` from its RawData."""
+    from simfl.data.har import write_hapt_npz
+
+    with tempfile.TemporaryDirectory(dir=root, prefix=".unpack-") as tmp:
+        _unzip_into(path, Path(tmp))
+        raw = sorted(p.parent for p in Path(tmp).rglob("labels.txt") if p.parent.name == "RawData")
+        if not raw:
+            raise InputError(str(path), "the zip holds no RawData/labels.txt (not the UCI HAPT archive)")
+        write_hapt_npz(raw[0], root / "hapt_raw.npz")
+
+
 # -- the sources -------------------------------------------------------------------------------------------------------
 
 MNIST_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/")
@@ -152,6 +164,8 @@ MNIST_MD5 = {
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/"
 NEWS_SHA256 = "8f1b2514ca22a5ade8fbb9cfa5727df95fa587f4c87b786e15c759fa66d95610"
 HAR_URL = "https://archive.ics.uci.edu/static/public/240/human+activity+recognition+using+smartphones.zip"
+HAPT_URL = ("https://archive.ics.uci.edu/static/public/341/"
+            "smartphone+based+recognition+of+human+activities+and+postural+transitions.zip")
 
 
 def _mnist_ready(root: Path) -> bool:
@@ -186,6 +200,11 @@ SOURCES: dict[str, Source] = {
         "har", "https://archive.ics.uci.edu/dataset/240", ".",
         (Remote("human+activity+recognition+using+smartphones.zip", (HAR_URL,), None),),
         unzip, lambda root: (root / "UCI HAR Dataset" / "test" / "y_test.txt").is_file(),
+    ),
+    "hapt": Source(
+        "hapt", "https://archive.ics.uci.edu/dataset/341", ".",
+        (Remote("smartphone+based+recognition+of+human+activities+and+postural+transitions.zip", (HAPT_URL,), None),),
+        hapt_from_zip, lambda root: (root / "hapt_raw.npz").is_file(),
     ),
 }
 """Every dataset simfl can download, by its ``data.dataset`` name."""

@@ -158,7 +158,7 @@ def test_fetch_har_unpacks_the_nested_uci_zip(server: tuple[Path, str], tmp_path
 
 def test_unknown_dataset_and_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["data", "fetch", "imagenet"]) == 2
-    assert "cannot download 'imagenet'; it downloads: mnist, cifar10, cifar100, newsgroups, har" in capsys.readouterr().err
+    assert "cannot download 'imagenet'; it downloads: mnist, cifar10, cifar100, newsgroups, har, hapt" in capsys.readouterr().err
     assert main(["data"]) == 2
 
 
@@ -180,3 +180,46 @@ def test_recorded_checksums() -> None:
     assert digests["cifar-100-python.tar.gz"] == "md5:eb9058c3a382ffc7106e4002c42a8d85"
     assert digests["20news-bydate.tar.gz"] == "sha256:8f1b2514ca22a5ade8fbb9cfa5727df95fa587f4c87b786e15c759fa66d95610"
     assert all(u.startswith(("https://", "http://")) for s in SOURCES.values() for r in s.files for u in r.urls)
+
+
+def write_hapt_raw(raw: Path) -> None:
+    """Two experiments of UCI HAPT RawData: user 1 (a training subject) and user 2 (a test subject)."""
+    import numpy as np
+
+    gen = np.random.default_rng(3)
+    raw.mkdir(parents=True)
+    for exp, user, n in ((1, 1, 400), (2, 2, 300)):
+        for kind in ("acc", "gyro"):
+            np.savetxt(raw / f"{kind}_exp{exp:02d}_user{user:02d}.txt", gen.normal(size=(n, 3)), fmt="%.9e")
+    (raw / "labels.txt").write_text("1 1 5 10 209\n1 1 7 210 229\n1 1 1 230 399\n2 2 4 0 149\n2 2 6 150 299\n")
+
+
+def test_hapt_npz_from_raw_recordings(tmp_path: Path) -> None:
+    """labels.txt start and end are 0-based and inclusive; unlabelled samples are -1."""
+    from simfl.data.har import hapt_arrays
+
+    write_hapt_raw(tmp_path / "RawData")
+    a = hapt_arrays(tmp_path / "RawData")
+    assert a["signals"].shape == (700, 6) and a["signals"].dtype.name == "float32"
+    assert a["label"][:10].tolist() == [-1] * 10 and a["label"][10] == 5 and a["label"][209] == 5
+    assert a["label"][210] == 7 and a["label"][399] == 1 and a["label"][400] == 4 and a["label"][699] == 6
+    assert a["user"][[0, 399, 400]].tolist() == [1, 1, 2] and a["experiment"][[399, 400]].tolist() == [1, 2]
+    assert len(a["uci_har_train_subjects"]) == 21 and len(a["uci_har_test_subjects"]) == 9
+
+
+def test_fetch_hapt_builds_hapt_raw_npz(server: tuple[Path, str], tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from simfl.data.har import Hapt
+
+    folder, url = server
+    write_hapt_raw(tmp_path / "src" / "RawData")
+    with zipfile.ZipFile(folder / "hapt.zip", "w") as z:
+        for p in sorted((tmp_path / "src").rglob("*")):
+            z.write(p, p.relative_to(tmp_path / "src"))
+    real = SOURCES["hapt"]
+    monkeypatch.setitem(SOURCES, "hapt", Source("hapt", real.page, ".", (Remote("hapt.zip", (url + "hapt.zip",), None),),
+                                                real.unpack, real.ready))
+    root = tmp_path / "data"
+    d = Hapt.load(Hapt.Config(root=root, partition=PART, download=True, window=32, step=16))
+    assert d.groups_train is not None and set(d.groups_train.tolist()) == {1} and len(d.y_test) > 0
+    assert sorted(p.name for p in root.iterdir()) == ["hapt.zip", "hapt_raw.npz"]
