@@ -114,11 +114,15 @@ def test_unreachable_server_is_one_line(tmp_path: Path, monkeypatch: pytest.Monk
     assert list(tmp_path.iterdir()) == []
 
 
-def test_second_mirror_after_a_failing_one(server: tuple[Path, str], tmp_path: Path) -> None:
+def test_second_mirror_after_a_failing_one(server: tuple[Path, str], tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     folder, url = server
-    (folder / "f.bin").write_bytes(b"payload")
+    (folder / "f.bin").write_bytes(b"payload" * 1000)
     remote = Remote("f.bin", (url + "absent.bin", url + "f.bin"), md5(folder / "f.bin"))
-    assert download.download(remote, tmp_path / "out", progress=False).read_bytes() == b"payload"
+    assert download.download(remote, tmp_path / "out", progress=True).read_bytes() == b"payload" * 1000
+    captured = capsys.readouterr()
+    assert "f.bin" in captured.err and "6.84k" in captured.err and captured.out == ""  # the progress bar, on stderr
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["f.bin"]
 
 
 def test_fetch_cifar10_unpacks_for_torchvision(server: tuple[Path, str], tmp_path: Path,
