@@ -228,10 +228,14 @@ def _stream(url: str, tmp: Path, digest: str | None, progress: bool, label: str)
         with open(tmp, "wb") as out, tqdm(total=int(total) if total and total.isdigit() else None, unit="B",
                                            unit_scale=True, unit_divisor=1024, desc=label,
                                            file=sys.stderr, disable=not progress, leave=False) as bar:
+            written = 0
             while chunk := response.read(CHUNK):
                 out.write(chunk)
                 h.update(chunk)
                 bar.update(len(chunk))
+                written += len(chunk)
+    if total and total.isdigit() and written != int(total):
+        raise ValueError(f"connection closed after {written} of {total} bytes")
     return h.hexdigest()
 
 

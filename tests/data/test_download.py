@@ -37,11 +37,16 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, str]]:
-    """A folder served over HTTP on 127.0.0.1, and its base URL."""
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests to 127.0.0.1 go straight to the local server, whatever proxy the environment names."""
     for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A folder served over HTTP on 127.0.0.1, and its base URL."""
     folder = tmp_path / "served"
     folder.mkdir()
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
@@ -227,3 +232,28 @@ def test_fetch_hapt_builds_hapt_raw_npz(server: tuple[Path, str], tmp_path: Path
     d = Hapt.load(Hapt.Config(root=root, partition=PART, download=True, window=32, step=16))
     assert d.groups_train is not None and set(d.groups_train.tolist()) == {1} and len(d.y_test) > 0
     assert sorted(p.name for p in root.iterdir()) == ["hapt.zip", "hapt_raw.npz"]
+
+
+def test_connection_closed_early_keeps_nothing(tmp_path: Path) -> None:
+    """A server that promises 1000 bytes and sends 10: one line naming the URL, no file left."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve_once() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n0123456789")
+
+    thread = threading.Thread(target=serve_once, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/x.bin"
+    try:
+        with pytest.raises(InputError) as err:
+            download.download(Remote("x.bin", (url,), None), tmp_path, progress=False)
+    finally:
+        thread.join(5)
+        listener.close()
+    assert f"{url}: download failed" in str(err.value) and "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
