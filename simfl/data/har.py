@@ -73,9 +73,9 @@ def _standardize(x_train: torch.Tensor, x_test: torch.Tensor) -> tuple[torch.Ten
     return (x_train - mean) / std, (x_test - mean) / std
 
 
-def _read_table(path: Path, how: str, root: Path) -> np.ndarray:
+def _read_table(path: Path, how: str, fetch: tuple[str, Path] | None) -> np.ndarray:
     if not path.is_file():
-        raise missing(path, how, ("har", root))
+        raise missing(path, how, fetch)
     try:
         return np.loadtxt(path, dtype=np.float32, ndmin=2)
     except ValueError as exc:
@@ -85,9 +85,10 @@ def _read_table(path: Path, how: str, root: Path) -> np.ndarray:
 def _har_split(folder: Path, split: str, root: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Windows (n, 9, 128), labels 0..5 and subject ids of one split."""
     base = folder / split
-    signals = [_read_table(base / "Inertial Signals" / f"{c}_{split}.txt", HAR_HOW, root) for c in CHANNELS]
-    y = _read_table(base / f"y_{split}.txt", HAR_HOW, root).reshape(-1).astype(np.int64) - 1
-    subjects = _read_table(base / f"subject_{split}.txt", HAR_HOW, root).reshape(-1).astype(np.int64)
+    fetch = ("har", root)
+    signals = [_read_table(base / "Inertial Signals" / f"{c}_{split}.txt", HAR_HOW, fetch) for c in CHANNELS]
+    y = _read_table(base / f"y_{split}.txt", HAR_HOW, fetch).reshape(-1).astype(np.int64) - 1
+    subjects = _read_table(base / f"subject_{split}.txt", HAR_HOW, fetch).reshape(-1).astype(np.int64)
     shapes = {s.shape for s in signals}
     if len(shapes) != 1 or len(y) != len(signals[0]) or len(subjects) != len(y):
         raise InputError(str(base), f"inconsistent UCI HAR files: signals {sorted(shapes)}, {len(y)} labels, "
@@ -187,14 +188,17 @@ def hapt_arrays(raw: Path) -> dict[str, np.ndarray]:
     labels_path = raw / "labels.txt"
     if not runs or not labels_path.is_file():
         raise InputError(str(raw), "expected acc_expNN_userNN.txt, gyro_expNN_userNN.txt and labels.txt (UCI HAPT RawData)")
-    rows = np.loadtxt(labels_path, dtype=np.int64, ndmin=2)
+    try:
+        rows = np.loadtxt(labels_path, dtype=np.int64, ndmin=2)
+    except ValueError as exc:
+        raise InputError(str(labels_path), f"not a whitespace-separated integer table: {exc}") from exc
     if rows.shape[1] != 5:
         raise InputError(str(labels_path), f"expected 5 columns (experiment user activity start end), got {rows.shape[1]}")
     signals, label, user, experiment = [], [], [], []
     for exp, usr, acc_path in runs:
         gyro_path = raw / acc_path.name.replace("acc_", "gyro_", 1)
-        acc = _read_table(acc_path, HAPT_HOW, raw)
-        gyro = _read_table(gyro_path, HAPT_HOW, raw)
+        acc = _read_table(acc_path, "every acc_ file needs its gyro_ file", None)
+        gyro = _read_table(gyro_path, "every acc_ file needs its gyro_ file", None)
         if acc.shape[1] != 3 or acc.shape != gyro.shape:
             raise InputError(str(gyro_path), f"accelerometer {acc.shape} and gyroscope {gyro.shape}: expected n x 3 each")
         lab = np.full(len(acc), -1, dtype=np.int8)
