@@ -147,9 +147,12 @@ def read_torchvision(root: Path, spec: _Spec) -> Arrays:
 
 
 def _read(root: Path, spec: _Spec) -> Arrays:
+    """torchvision's reading of the extracted folder when it succeeds and is consistent, else simfl's own."""
     if (root / spec.folder).is_dir():
         try:
-            return read_torchvision(root, spec)
+            arrays = read_torchvision(root, spec)
+            if len(arrays[0]) == len(arrays[1]) and len(arrays[2]) == len(arrays[3]):
+                return arrays
         except Exception:  # noqa: BLE001 - torchvision raises many types on bad files; simfl's reader names the fault
             pass
     return read_own(root, spec)

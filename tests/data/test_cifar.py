@@ -79,3 +79,16 @@ def test_missing_names_data_folder_and_fetch_command(tmp_path: Path, monkeypatch
         Cifar100.load(Cifar100.Config(partition=PART))
     text = str(err.value)
     assert f"data folder {tmp_path}" in text and text.endswith("simfl data fetch cifar100") and "\n" not in text
+
+
+def test_batch_of_the_wrong_width_is_refused_by_name(tmp_path: Path) -> None:
+    """Rows of 1536 bytes reshape to whole images in torchvision; simfl's reader names the batch instead."""
+    import pickle
+
+    import numpy as np
+
+    write_cifar(tmp_path, 10)
+    path = tmp_path / "cifar-10-batches-py" / "data_batch_2"
+    path.write_bytes(pickle.dumps({"data": np.zeros((6, 1536), np.uint8), "labels": [0] * 6}))
+    with pytest.raises(InputError, match="data_batch_2.*expected \\(n, 3072\\)"):
+        Cifar10.load(Cifar10.Config(root=tmp_path, partition=PART))
