@@ -257,3 +257,20 @@ def test_connection_closed_early_keeps_nothing(tmp_path: Path) -> None:
         listener.close()
     assert f"{url}: download failed" in str(err.value) and "\n" not in str(err.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_fetch_newsgroups_checks_sha256(server: tuple[Path, str], tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, url = server
+    (folder / "20news-bydate.tar.gz").write_bytes(b"not really an archive")
+    good = "sha256:" + hashlib.sha256(b"not really an archive").hexdigest()
+    real = SOURCES["newsgroups"]
+    for digest, ok in (("sha256:" + "f" * 64, False), (good, True)):
+        remote = Remote("20news-bydate.tar.gz", (url + "20news-bydate.tar.gz",), digest)
+        monkeypatch.setitem(SOURCES, "newsgroups", Source("newsgroups", real.page, ".", (remote,), None, real.ready))
+        if ok:
+            fetch("newsgroups", tmp_path, progress=False)
+        else:
+            with pytest.raises(InputError, match="sha256 checksum mismatch"):
+                fetch("newsgroups", tmp_path, progress=False)
+        assert (tmp_path / "20news-bydate.tar.gz").is_file() == ok and len(list(tmp_path.iterdir())) == int(ok)
