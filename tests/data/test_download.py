@@ -265,12 +265,13 @@ def test_fetch_newsgroups_checks_sha256(server: tuple[Path, str], tmp_path: Path
     (folder / "20news-bydate.tar.gz").write_bytes(b"not really an archive")
     good = "sha256:" + hashlib.sha256(b"not really an archive").hexdigest()
     real = SOURCES["newsgroups"]
+    root = tmp_path / "data"
     for digest, ok in (("sha256:" + "f" * 64, False), (good, True)):
         remote = Remote("20news-bydate.tar.gz", (url + "20news-bydate.tar.gz",), digest)
         monkeypatch.setitem(SOURCES, "newsgroups", Source("newsgroups", real.page, ".", (remote,), None, real.ready))
         if ok:
-            fetch("newsgroups", tmp_path, progress=False)
+            fetch("newsgroups", root, progress=False)
         else:
             with pytest.raises(InputError, match="sha256 checksum mismatch"):
-                fetch("newsgroups", tmp_path, progress=False)
-        assert (tmp_path / "20news-bydate.tar.gz").is_file() == ok and len(list(tmp_path.iterdir())) == int(ok)
+                fetch("newsgroups", root, progress=False)
+        assert (root / "20news-bydate.tar.gz").is_file() == ok and len(list(root.iterdir())) == int(ok)
