@@ -6,6 +6,10 @@ STAMP := $(VENV)/.simfl-installed
 TORCH ?= torch==2.14.1 torchvision==0.29.1
 EXTRAS ?= dev,text,ray,hf,tb,mlflow,wandb
 PYTEST_ARGS ?= -q -n 2
+# Data folder of scenarios without data.root (tests, benchmarks): $SIMFL_DATA, else ../shared/datasets when present.
+ifneq ($(wildcard ../shared/datasets),)
+export SIMFL_DATA ?= $(abspath ../shared/datasets)
+endif
 
 .PHONY: setup demo test lint bench reference docs clean
 

@@ -155,6 +155,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_show.add_argument("--force", action="store_true", help="replace an existing figure simfl wrote")
     _max_memory(p_show)
     p_show.set_defaults(func=cmd_traces_show)
+
+    p_data = sub.add_parser("data", help="datasets in the data folder ($SIMFL_DATA, default ~/.cache/simfl)")
+    data_sub = p_data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
+    p_fetch = data_sub.add_parser("fetch", help="download a dataset from its official source (checksums checked)")
+    p_fetch.add_argument("name", help="mnist, cifar10, cifar100, newsgroups, har or hapt")
+    p_fetch.add_argument("--root", type=Path, default=None,
+                         help="data folder to fill (default: $SIMFL_DATA if set, else ~/.cache/simfl)")
+    p_fetch.add_argument("--force", action="store_true", help="download again even when the files are there")
+    p_fetch.add_argument("--quiet", action="store_true", help="no progress bar")
+    p_fetch.set_defaults(func=cmd_data_fetch)
     return parser
 
 
@@ -340,6 +350,16 @@ def cmd_traces_show(args: argparse.Namespace) -> int:
     check_draws(args.clients, args.rounds, args.max_memory or default_max_memory())
     show(args.out, clients=args.clients, rounds=args.rounds, seed=args.seed, force=args.force)
     print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_data_fetch(args: argparse.Namespace) -> int:
+    from simfl.data.download import fetch
+    from simfl.data.files import data_root
+
+    root = data_root(args.root.absolute() if args.root is not None else None)
+    fetch(args.name, root, progress=not args.quiet, force=args.force)
+    print(f"{args.name}: ready in {root}")
     return 0
 
 

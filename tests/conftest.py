@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,10 @@ import pytest
 import yaml
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+# Scenarios without data.root read the data folder $SIMFL_DATA: the shared datasets beside the checkout
+# (as .ci/run sets it), never a user's ~/.cache/simfl. Tests that need data they do not find generate it.
+os.environ.setdefault("SIMFL_DATA", str(SHARED / "datasets"))
 
 
 def tiny_scenario(**changes: Any) -> dict[str, Any]:

@@ -16,8 +16,16 @@ from simfl.fields import Section
 class DataConfigBase(Section):
     """Fields common to every dataset's ``data:`` section (each loader adds ``dataset`` and its own)."""
 
-    root: Path | None = Field(None, description="Folder holding the dataset files (relative to the scenario file).")
-    download: bool = Field(False, description="Allow downloading missing files (never done otherwise).")
+    root: Path | None = Field(
+        None,
+        description="Folder holding the dataset files (relative to the scenario file); default: $SIMFL_DATA if set, "
+        "else ~/.cache/simfl.",
+    )
+    download: bool = Field(
+        False,
+        description="Download missing files from the dataset's official source, checksums checked (never done "
+        "otherwise; `simfl data fetch NAME` does the same).",
+    )
     partition: PartitionConfig = Field(description="How the training set is split over clients.")
 
 

@@ -19,11 +19,28 @@ IDX_DTYPES: dict[int, np.dtype] = {
 """idx type codes and their big-endian element types."""
 
 
-def require_root(root: Path | None, dataset: str, how: str) -> Path:
-    """The configured ``data.root``, or an InputError saying that it is needed and how to get the files."""
-    if root is None:
-        raise InputError("data.root", f"{dataset} needs data.root, the folder holding its files ({how})")
-    return Path(root)
+DATA_ENV = "SIMFL_DATA"
+"""Environment variable naming the default data folder (used when a scenario sets no ``data.root``)."""
+
+
+def default_root() -> Path:
+    """The data folder used when ``data.root`` is not set: ``$SIMFL_DATA`` if set, else ``~/.cache/simfl``.
+
+    A relative ``$SIMFL_DATA`` is taken from the current directory, as shells do.
+    """
+    env = os.environ.get(DATA_ENV, "").strip()
+    return Path(env).expanduser().absolute() if env else Path.home() / ".cache" / "simfl"
+
+
+def data_root(root: Path | None) -> Path:
+    """The folder a loader reads: the scenario's ``data.root`` (already made absolute), else ``default_root()``."""
+    return Path(root) if root is not None else default_root()
+
+
+def fetch_command(dataset: str, root: Path) -> str:
+    """The one command that downloads ``dataset`` into ``root`` (``--root`` only when not the default)."""
+    command = f"simfl data fetch {dataset}"
+    return command if Path(root) == default_root() else f"{command} --root '{root}'"
 
 
 def find_first(candidates: list[Path]) -> Path | None:
@@ -34,9 +51,13 @@ def find_first(candidates: list[Path]) -> Path | None:
     return None
 
 
-def missing(path: Path | str, how: str) -> InputError:
-    """The error for a missing data file: the path expected and how to obtain it."""
-    return InputError(str(path), f"file not found; {how}")
+def missing(path: Path | str, how: str, fetch: tuple[str, Path] | None = None) -> InputError:
+    """The error for a missing data file: the path expected, how to obtain it and, with ``fetch = (dataset,
+    root)``, the folder searched and the command that downloads it."""
+    if fetch is None:
+        return InputError(str(path), f"file not found; {how}")
+    dataset, root = fetch
+    return InputError(str(path), f"file not found (data folder {root}); {how}; or run: {fetch_command(dataset, root)}")
 
 
 MAX_FILE_BYTES = 4 << 30

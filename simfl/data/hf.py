@@ -43,6 +43,10 @@ class HfConfig(DataConfigBase):
     """A Hugging Face ``datasets`` dataset from local files (``root``) or the hub (``name`` with download: true)."""
 
     dataset: Literal["hf"] = Field("hf", description="Dataset name.")
+    root: Path | None = Field(
+        None, description="Local copy: a saved dataset folder or data files (relative to the scenario file); "
+        "unset: the hub dataset `name` (no default data folder)."
+    )
     name: str | None = Field(None, description="Hub dataset id (e.g. ylecun/mnist), used when root is not set.")
     subset: str | None = Field(None, description="Hub configuration name, if the dataset has several.")
     features: str | list[str] = Field(

@@ -1,7 +1,7 @@
 """20 Newsgroups (bydate split) as token ids, tokenized once with the text model's tokenizer and cached.
 
 Reads ``20news-bydate.tar.gz`` or the extracted ``20news-bydate-train/`` and
-``20news-bydate-test/`` folders under ``data.root``. Documents become
+``20news-bydate-test/`` folders in the data folder (``data.root``). Documents become
 ``max_length`` token ids (padded with the tokenizer's pad id, truncated).
 The cache file name is a hash of the tokenizer, the max length, the
 categories, header handling and the source file's size and mtime; it lives
@@ -23,13 +23,13 @@ import torch
 from pydantic import Field
 
 from simfl.data.base import DataConfigBase, Dataset
-from simfl.data.files import default_cache_dir, missing, require_root
+from simfl.data.files import data_root, default_cache_dir, missing
 from simfl.errors import InputError
 from simfl.fields import PositiveInt
 
 ARCHIVE = "20news-bydate.tar.gz"
 SPLITS = ("20news-bydate-train", "20news-bydate-test")
-HOW = f"put {ARCHIVE} or its extracted folders in data.root (http://qwone.com/~jason/20Newsgroups/)"
+HOW = f"put {ARCHIVE} or its extracted folders in the data folder (http://qwone.com/~jason/20Newsgroups/)"
 CACHE_VERSION = 1
 
 
@@ -58,7 +58,7 @@ def _read_texts(root: Path) -> tuple[dict[str, list[tuple[str, bytes]]], Path]:
         return out, root / SPLITS[0]
     archive = root / ARCHIVE
     if not archive.is_file():
-        raise missing(archive, HOW)
+        raise missing(archive, HOW, ("newsgroups", root))
     try:
         with tarfile.open(archive, "r:gz") as tar:
             for m in sorted(tar.getmembers(), key=lambda m: m.name):
@@ -121,10 +121,14 @@ class Newsgroups:
 
     @staticmethod
     def load(config: NewsgroupsConfig) -> Dataset:
-        root = require_root(config.root, "newsgroups", HOW)
+        root = data_root(config.root)
+        if config.download and not (root / SPLITS[0]).is_dir() and not (root / ARCHIVE).is_file():
+            from simfl.data.download import fetch
+
+            fetch("newsgroups", root, progress=True)
         source = root / SPLITS[0] if (root / SPLITS[0]).is_dir() else root / ARCHIVE
         if not source.exists():
-            raise missing(root / ARCHIVE, HOW)
+            raise missing(root / ARCHIVE, HOW, ("newsgroups", root))
         cache = _cache_path(config, root, source)
         arrays: dict[str, np.ndarray] | None = None
         if cache.is_file():

@@ -32,21 +32,26 @@ def write_mnist(folder: Path, n_train: int = 30, n_test: int = 10, compress: boo
     write_idx(folder / "t10k-labels-idx1-ubyte", np.arange(n_test) % 10, compress)
 
 
-def write_cifar(root: Path, classes: int, per_batch: int = 6, archive: bool = False, test_rows: int | None = None) -> None:
+def write_cifar(root: Path, classes: int, per_batch: int = 6, archive: bool = False, test_rows: int | None = None,
+                bytes_keys: bool = False) -> None:
     """CIFAR-10 (5 batches + test) or CIFAR-100 (train + test) python batches, optionally as .tar.gz.
 
     Every batch holds ``per_batch`` images, the test batch ``test_rows`` (default: ``per_batch``).
+    Keys are str, as the official batches unpickle with ``encoding="latin1"``; ``bytes_keys`` writes
+    them as bytes instead (as the official batches unpickle with ``encoding="bytes"``).
     """
     gen = np.random.default_rng(1)
     if classes == 10:
-        folder, names, key = "cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"], b"labels"
+        folder, names, key = "cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"], "labels"
     else:
-        folder, names, key = "cifar-100-python", ["train", "test"], b"fine_labels"
+        folder, names, key = "cifar-100-python", ["train", "test"], "fine_labels"
     (root / folder).mkdir(parents=True, exist_ok=True)
     for i, name in enumerate(names):
         rows = test_rows if name.startswith("test") and test_rows is not None else per_batch
-        batch = {b"data": gen.integers(0, 256, (rows, 3072), dtype=np.uint8),
+        batch = {"data": gen.integers(0, 256, (rows, 3072), dtype=np.uint8),
                  key: [int(v) for v in (np.arange(rows) + i) % classes]}
+        if bytes_keys:
+            batch = {k.encode(): v for k, v in batch.items()}
         (root / folder / name).write_bytes(pickle.dumps(batch))
     if archive:
         with tarfile.open(root / f"{folder.replace('-batches-py', '-python')}.tar.gz"
