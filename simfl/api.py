@@ -37,8 +37,14 @@ class Results:
     out: Path
     """The result folder (of a run) or the sweep folder."""
     summary: pd.DataFrame
+    """One row per (algorithm label, seed[, sweep cell]): final and best accuracy, updates, virtual time,
+    wall seconds and time to target (the columns of summary.csv)."""
     metrics: pd.DataFrame
+    """One row per evaluation of every run (the rows of each metrics.csv) with ``algorithm`` and ``seed``
+    columns (and the swept keys)."""
     events: pd.DataFrame
+    """One row per processed update, failure, departure, late update or return of every run (the rows of
+    each events.csv) with ``algorithm`` and ``seed`` columns (and the swept keys)."""
     keys: tuple[str, ...] = ()
     """The swept keys' columns in every table (the key, or ``sweep.<key>`` where the key is also a
     column name of the tables, e.g. ``sweep.latency``); empty for a single run."""
