@@ -10,8 +10,9 @@ Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.result
     already finished (their metrics.csv and events.csv are already in the
     folder), and, while a run is under way, that run's simulation data
     (:meth:`simfl.sim.engine.Simulation.data`: virtual clock, clients with their
-    pending rounds, timers and start weights, algorithm state, latency and
-    failure random-stream states, evaluation cache, metrics and events so far).
+    rounds and start weights, the pending wake-ups as ``[kind, order, time, index]``
+    rows, algorithm state, latency and failure random-stream states, evaluation
+    cache, metrics and events so far).
 ``INCOMPLETE``
     Present for as long as the folder is unfinished (also after a SIGKILL):
     what finished, what the checkpoint holds, how it ended (e.g. interrupted
@@ -36,6 +37,7 @@ from typing import Any
 import torch
 
 from simfl.errors import InputError
+from simfl.sim.clock import PRIORITY
 from simfl.sim.engine import Checkpointing
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -165,6 +167,11 @@ def check_saved(data: dict[str, Any], where: str) -> None:
           and isinstance(state.get("clients"), list) and isinstance(state.get("events"), list)
           and isinstance(state.get("metrics"), list), where,
           "current.sim.state needs now (>= 0), updates (>= 0), clients, events and metrics lists")
+    pending = state.get("pending")
+    _need(isinstance(pending, list) and all(
+        isinstance(w, list | tuple) and len(w) == 4 and w[0] in PRIORITY and _is_int(w[1]) and _is_time(w[2])
+        and w[2] >= state["now"] and (w[3] is None or _is_int(w[3])) for w in pending), where,
+        "current.sim.state.pending needs [kind, order, time >= now, index] wake-ups")
 
 
 class Session:
