@@ -92,7 +92,7 @@ class Simulation:
             Verifier(len(client_sizes)) if verify else None, checkpointing,
             Observers(progress, on_update, eval_each_update), self.data, resumed=resume is not None,
         )
-        self.world.last_eval = last_eval
+        self.world.recorder.last = last_eval
         rules = rounds or RoundRules()
         self.world.scheduler = scheduler_for(self.world, algorithm, seed, server_time, rules.deadline, rules.over_select)
 
@@ -112,7 +112,7 @@ class Simulation:
     def data(self) -> dict[str, Any]:
         """The whole simulation as plain data (at a checkpoint instant: nothing else pending at ``now``)."""
         self.state.now = self.world.clock.now
-        last = self.world.last_eval
+        last = self.world.recorder.last
         return {
             "state": self.state.to_data(),
             "algorithm": self.algorithm.state(),
@@ -142,12 +142,7 @@ class Simulation:
             st.now = world.clock.now
             self._release()
             raise RunStopped(exc.message, st) from exc
-        st.now = world.clock.now
-        st.stopped = True
-        if not st.metrics or st.metrics[-1].virtual_time != st.now:
-            world.record_metric(st.now)
-        elif world.observers.progress is not None:
-            world.observers.progress(st)
+        world.recorder.finish(st, self.algorithm.global_weights(), world.clock.now)
         self._release()
         return st
 

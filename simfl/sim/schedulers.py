@@ -65,6 +65,15 @@ def scheduler_for(world: World, algorithm: Algorithm[Any], seed: int, server_tim
     raise TypeError(f"unknown algorithm kind {type(algorithm).__name__}")  # pragma: no cover
 
 
+def sample_round(seed: int, round_index: int, free: list[ClientState], k: int, over_select: float = 0.0
+                 ) -> list[ClientState]:
+    """The clients of a round: ``ceil(k * (1 + over_select))`` of ``free`` drawn from (seed, "sampling", round)."""
+    draw = rng.stream(seed, "sampling", round_index)
+    size = min(math.ceil(k * (1.0 + over_select)), len(free))
+    chosen = draw.choice(len(free), size=size, replace=False)
+    return [free[int(i)] for i in sorted(chosen)]
+
+
 class AsyncServer:
     """Takes each arrival in turn, aggregates it, and re-dispatches its client (after ``server_time``)."""
 
@@ -220,10 +229,7 @@ class SyncRounds:
             return
         st.server_phase = "open"
         weights = self.algorithm.round_weights()
-        draw = rng.stream(self.seed, "sampling", st.rounds)
-        size = min(math.ceil(self.algorithm.clients_per_round * (1.0 + self.over_select)), len(free))
-        chosen = draw.choice(len(free), size=size, replace=False)
-        clients = [free[int(i)] for i in sorted(chosen)]
+        clients = sample_round(self.seed, st.rounds, free, self.algorithm.clients_per_round, self.over_select)
         st.round_members = [c.index for c in clients]
         self.complete = self.closing = False
         self.deadline_wake = None

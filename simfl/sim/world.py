@@ -31,7 +31,8 @@ from simfl.algorithms.base import Algorithm, Arrival
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.clock import Clock, Wake, WakeKind
-from simfl.sim.state import ClientState, Event, EventKind, Metric, SimState
+from simfl.sim.evaluation import Recorder, next_grid_time
+from simfl.sim.state import ClientState, Event, EventKind, SimState
 from simfl.sim.verify import Verifier
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor
@@ -63,7 +64,7 @@ Progress = Callable[[SimState], None]
 
 @dataclass(frozen=True)
 class Observers:
-    """Who hears about the run: progress after each metric, ``on_update`` after each aggregation."""
+    """Who hears about the run: ``progress`` after each metric row, ``on_update`` after each aggregation."""
 
     progress: Progress | None = None
     on_update: Progress | None = None
@@ -96,7 +97,6 @@ class World:
         self.algorithm = algorithm
         self.latency = latency
         self.executor = executor
-        self.evaluate = evaluate
         self.budget = budget
         self.eval_every = eval_every
         self.availability = availability
@@ -106,7 +106,7 @@ class World:
         self.save = save
         """The whole simulation as data (for checkpoints)."""
         self.clock = Clock(state.now if resumed else None, self.fire)
-        self.last_eval: tuple[torch.Tensor, Scores] | None = None
+        self.recorder = Recorder(evaluate, observers.progress, verifier)
         self._handlers: dict[WakeKind, Callable[[Wake], None]] = {
             "deliver": self._deliver, "leave": self._leave, "rejoin": self._rejoin, "return": self._return,
             "server": self._to_scheduler, "deadline": self._to_scheduler,
@@ -298,8 +298,7 @@ class World:
     # -- evaluation --------------------------------------------------------------
 
     def _next_evaluation(self) -> None:
-        now = self.clock.now
-        self.wake("eval", now + max(self.state.eval_index * self.eval_every - now, 0.0))
+        self.wake("eval", next_grid_time(self.clock.now, self.state.eval_index, self.eval_every))
 
     def _evaluation(self, wake: Wake) -> None:
         """Evaluate the global model at grid point i (time i * every), after the arrivals at that instant."""
@@ -316,22 +315,8 @@ class World:
             self.observers.on_update(self.state)
 
     def record_metric(self, time: float) -> None:
-        """Score the global model (re-using the last scores when the weights did not change) and record it."""
-        st = self.state
-        st.now = self.clock.now
-        if self.verifier is not None:
-            self.verifier.time(st.now)
-        weights = self.algorithm.global_weights()
-        cached = self.last_eval
-        if cached is not None and torch.equal(cached[0], weights):
-            scores = cached[1]
-        else:
-            scores = self.evaluate(weights)
-            self.last_eval = (weights.clone(), scores)
-        extra = {k: float(v) for k, v in vars(scores).items() if k not in ("accuracy", "loss")}
-        st.metrics.append(Metric(time, st.updates, scores.accuracy, scores.loss, extra))
-        if self.observers.progress is not None:
-            self.observers.progress(st)
+        """Record the global model's scores for grid time ``time`` now."""
+        self.recorder.record(self.state, self.algorithm.global_weights(), time, self.clock.now)
 
     # -- checkpoints -------------------------------------------------------------
 
