@@ -11,7 +11,7 @@ to make ties explicit (docs/architecture.md, "Tie order"):
 2. Evaluation (``EVAL``) at time T sees every arrival with time <= T.
 3. The time budget (``STOP``) ends the run after the evaluation at T.
 4. Checkpoints (``CHECKPOINT``) are taken after everything else at T, when
-   every other pending wake-up lies strictly in the future.
+   every pending wake-up other than a checkpoint lies strictly in the future.
 
 A pending wake-up is a :class:`Wake`: plain data (what, when, for whom and its
 creation order), kept in the simulation's state, so a checkpoint saves the
