@@ -1,17 +1,18 @@
 """A heap-based event loop for pure-latency runs, equal event for event to the SimPy engine.
 
 In pure-latency mode (``executor: {kind: none}``) training and evaluation
-cost next to nothing, so SimPy's several events per arrival (a process
-start, a timeout, a store put and get) dominate the run. This loop keeps one
-heap entry per in-flight client instead and reproduces
+cost next to nothing, so the SimPy engine's events per arrival (the round's
+end and the zero-time hand-off steps to the server) dominate the run. This
+loop keeps one heap entry per in-flight client instead and reproduces
 :class:`simfl.sim.engine.Simulation` exactly, tie order included
 (:mod:`simfl.sim.clock`): at one instant, arrivals (or a synchronous round's
 end) are processed first, in dispatch order, then the evaluation, then the
-time budget. Evaluation instants are computed with the same floating-point
-steps as the SimPy evaluation process, and the same counters, streams and
-executor calls are used in the same order, so the state, event trace and
-metrics are identical (``tests/perf/test_fast_loop.py`` checks this on
-random scenarios).
+time budget. It shares the evaluation grid, the metric rows and the end of a
+run (:mod:`simfl.sim.evaluation`) and round sampling
+(:func:`simfl.sim.schedulers.sample_round`) with the world, and uses the same
+counters, streams and executor calls in the same order, so the state, event
+trace and metrics are identical (``tests/perf/test_fast_loop.py`` checks this
+on random scenarios). Why it is kept beside the engine: benchmarks/README.md.
 
 It covers runs without availability (failures, departures), server time, round
 rules, recording, per-update evaluation, verification or checkpoints;
