@@ -168,10 +168,14 @@ def check_saved(data: dict[str, Any], where: str) -> None:
           and isinstance(state.get("metrics"), list), where,
           "current.sim.state needs now (>= 0), updates (>= 0), clients, events and metrics lists")
     pending = state.get("pending")
-    _need(isinstance(pending, list) and all(
-        isinstance(w, list | tuple) and len(w) == 4 and w[0] in PRIORITY and _is_int(w[1]) and _is_time(w[2])
-        and w[2] >= state["now"] and (w[3] is None or _is_int(w[3])) for w in pending), where,
-        "current.sim.state.pending needs [kind, order, time >= now, index] wake-ups")
+    _need(isinstance(pending, list) and all(_is_wake(w, state["now"]) for w in pending), where,
+          "current.sim.state.pending needs [kind, order, time >= now, index] wake-ups")
+
+
+def _is_wake(row: Any, now: float) -> bool:
+    """A saved pending wake-up: [kind, order, time >= now, client or round or None]."""
+    return (isinstance(row, list | tuple) and len(row) == 4 and isinstance(row[0], str) and row[0] in PRIORITY
+            and _is_int(row[1]) and _is_time(row[2]) and row[2] >= now and (row[3] is None or _is_int(row[3])))
 
 
 class Session:
