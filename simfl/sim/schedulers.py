@@ -194,7 +194,8 @@ class SyncRounds:
         self.server_time = server_time
         self.deadline = deadline
         self.over_select = over_select
-        # Within one instant only: the open round's closing steps and the starved server's wait.
+        # Not saved: rebuilt on resume from the phase and the pending deadline, or (the closing steps, the
+        # free signal) meaningful only within one instant or until the next wait resets them.
         self.deadline_wake: Wake | None = None
         self.complete = False
         """The open round has all it waits for (its closing step is under way)."""

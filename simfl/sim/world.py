@@ -76,6 +76,7 @@ class World:
     """The rules of one run as handlers; the clock calls :meth:`fire` when a wake-up's time comes."""
 
     scheduler: Scheduler
+    """The server side, attached once after construction (:func:`simfl.sim.schedulers.scheduler_for`)."""
 
     def __init__(
         self,
