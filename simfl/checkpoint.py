@@ -10,8 +10,9 @@ Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.result
     already finished (their metrics.csv and events.csv are already in the
     folder), and, while a run is under way, that run's simulation data
     (:meth:`simfl.sim.engine.Simulation.data`: virtual clock, clients with their
-    pending rounds, timers and start weights, algorithm state, latency and
-    failure random-stream states, evaluation cache, metrics and events so far).
+    rounds and start weights, the pending wake-ups as ``[kind, order, time, index]``
+    rows, algorithm state, latency and failure random-stream states, evaluation
+    cache, metrics and events so far).
 ``INCOMPLETE``
     Present for as long as the folder is unfinished (also after a SIGKILL):
     what finished, what the checkpoint holds, how it ended (e.g. interrupted
@@ -36,6 +37,7 @@ from typing import Any
 import torch
 
 from simfl.errors import InputError
+from simfl.sim.clock import PRIORITY
 from simfl.sim.engine import Checkpointing
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -165,6 +167,15 @@ def check_saved(data: dict[str, Any], where: str) -> None:
           and isinstance(state.get("clients"), list) and isinstance(state.get("events"), list)
           and isinstance(state.get("metrics"), list), where,
           "current.sim.state needs now (>= 0), updates (>= 0), clients, events and metrics lists")
+    pending = state.get("pending")
+    _need(isinstance(pending, list) and all(_is_wake(w, state["now"]) for w in pending), where,
+          "current.sim.state.pending needs [kind, order, time >= now, index] wake-ups")
+
+
+def _is_wake(row: Any, now: float) -> bool:
+    """A saved pending wake-up: [kind, order, time >= now, client or round or None]."""
+    return (isinstance(row, list | tuple) and len(row) == 4 and isinstance(row[0], str) and row[0] in PRIORITY
+            and _is_int(row[1]) and _is_time(row[2]) and row[2] >= now and (row[3] is None or _is_int(row[3])))
 
 
 class Session:

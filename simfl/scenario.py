@@ -318,27 +318,39 @@ def parse_path(key: str) -> list[str]:
     return key.strip().replace("[", ".").replace("]", "").split(".")
 
 
-def set_path(raw: dict[str, Any], key: str, value: Any, where: str) -> None:
-    """Set ``key`` (``a.b``, ``algorithms[0].beta``) in ``raw`` to ``value``; the parent must exist."""
+def set_path(raw: dict[str, Any], key: str, value: Any, where: str, create: bool = False) -> None:
+    """Set ``key`` (``a.b``, ``algorithms[0].beta``) in ``raw`` to ``value``: the one dotted-path setter.
+
+    ``create``: missing sections are created (``--set``); otherwise every parent must exist
+    (sweep keys). Errors are one-line InputErrors at ``where`` naming the part that does not fit.
+    """
     parts = parse_path(key)
+    if any(not p for p in parts):
+        raise InputError(where, f"malformed key '{key}'")
     node: Any = raw
-    for depth, part in enumerate(parts[:-1]):
-        here = ".".join(parts[: depth + 1])
-        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        elif isinstance(node, dict) and part in node:
-            node = node[part]
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        here = ".".join(parts[:depth]) or "the scenario"
+        if isinstance(node, list):
+            if not part.isdigit():
+                raise InputError(where, f"{here} is a list: use an index, got '{part}'")
+            if int(part) >= len(node):
+                raise InputError(where, f"index {part} out of range: {here} has {len(node)} entries")
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            elif part in node:
+                node = node[part]
+            elif create:
+                node = node.setdefault(part, {})
+            else:
+                raise InputError(where, f"{key}: the scenario has no '{'.'.join(parts[: depth + 1])}' to set a value in")
         else:
-            raise InputError(where, f"{key}: the scenario has no '{here}' to set a value in")
-        if not isinstance(node, dict | list):
-            raise InputError(where, f"{key}: '{here}' is a value ({node!r}), not a section")
-    last = parts[-1]
-    if isinstance(node, list):
-        if not last.isdigit() or int(last) >= len(node):
-            raise InputError(where, f"{key}: index {last} is not in the list")
-        node[int(last)] = value
-    else:
-        node[last] = value
+            raise InputError(where, f"{here} is a value ({node!r}), not a section")
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -394,36 +406,13 @@ def apply_override(raw: dict[str, Any], text: str) -> None:
     where = f"--set {text}"
     if not sep or not key.strip():
         raise InputError(where, "expected KEY=VALUE, e.g. train.lr=0.05")
-    parts = parse_path(key)
-    if any(not p for p in parts):
-        raise InputError(where, f"malformed key '{key}'")
     try:
         value = yamlsafe.load(value_text) if value_text.strip() else None
     except yamlsafe.LimitError as exc:
         raise InputError(where, f"value refused: {exc.problem}") from None
     except yaml.YAMLError:
         value = value_text
-    node: Any = raw
-    for depth, part in enumerate(parts):
-        last = depth == len(parts) - 1
-        here = ".".join(parts[:depth]) or "the scenario"
-        if isinstance(node, list):
-            if not part.isdigit():
-                raise InputError(where, f"{here} is a list: use an index, got '{part}'")
-            idx = int(part)
-            if idx >= len(node):
-                raise InputError(where, f"index {idx} out of range: {here} has {len(node)} entries")
-            if last:
-                node[idx] = value
-            else:
-                node = node[idx]
-        elif isinstance(node, dict):
-            if last:
-                node[part] = value
-            else:
-                node = node.setdefault(part, {})
-        else:
-            raise InputError(where, f"{here} is a value ({node!r}), not a section")
+    set_path(raw, key, value, where, create=True)
 
 
 # -- error messages ------------------------------------------------------------

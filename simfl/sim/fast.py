@@ -1,17 +1,18 @@
 """A heap-based event loop for pure-latency runs, equal event for event to the SimPy engine.
 
 In pure-latency mode (``executor: {kind: none}``) training and evaluation
-cost next to nothing, so SimPy's several events per arrival (a process
-start, a timeout, a store put and get) dominate the run. This loop keeps one
-heap entry per in-flight client instead and reproduces
+cost next to nothing, so the SimPy engine's events per arrival (the round's
+end and the zero-time hand-off steps to the server) dominate the run. This
+loop keeps one heap entry per in-flight client instead and reproduces
 :class:`simfl.sim.engine.Simulation` exactly, tie order included
 (:mod:`simfl.sim.clock`): at one instant, arrivals (or a synchronous round's
 end) are processed first, in dispatch order, then the evaluation, then the
-time budget. Evaluation instants are computed with the same floating-point
-steps as the SimPy evaluation process, and the same counters, streams and
-executor calls are used in the same order, so the state, event trace and
-metrics are identical (``tests/perf/test_fast_loop.py`` checks this on
-random scenarios).
+time budget. It shares the evaluation grid, the metric rows and the end of a
+run (:mod:`simfl.sim.evaluation`) and round sampling
+(:func:`simfl.sim.schedulers.sample_round`) with the world, and uses the same
+counters, streams and executor calls in the same order, so the state, event
+trace and metrics are identical (``tests/perf/test_fast_loop.py`` checks this
+on random scenarios). Why it is kept beside the engine: benchmarks/README.md.
 
 It covers runs without availability (failures, departures), server time, round
 rules, recording, per-update evaluation, verification or checkpoints;
@@ -29,12 +30,13 @@ from typing import Any
 
 import torch
 
-from simfl import rng
 from simfl.algorithms.base import Algorithm, Arrival, AsyncAlgorithm, SyncAlgorithm
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
-from simfl.sim.engine import Budget, Progress
-from simfl.sim.state import ClientState, Event, Metric, SimState
+from simfl.sim.evaluation import Recorder, next_grid_time
+from simfl.sim.schedulers import sample_round
+from simfl.sim.state import ClientState, Event, SimState
+from simfl.sim.world import Budget, Progress
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor, NullExecutor
 from simfl.train.local import Job
@@ -69,14 +71,12 @@ class FastSimulation:
         self.algorithm = algorithm
         self.latency = latency
         self.executor = executor
-        self.evaluate = evaluate
         self.budget = budget
         self.eval_every = eval_every
         self.seed = seed
-        self.progress = progress
         self.state = SimState([ClientState(m, n) for m, n in enumerate(client_sizes)])
         self.now = 0.0
-        self._last_eval: tuple[torch.Tensor, Scores] | None = None
+        self.recorder = Recorder(evaluate, progress)
 
     def run(self) -> SimState:
         """Run until the budget is spent; returns the final state (events and metrics included).
@@ -100,12 +100,7 @@ class FastSimulation:
             if pause_gc:
                 gc.enable()
         st = self.state
-        st.now = self.now
-        st.stopped = True
-        if not st.metrics or st.metrics[-1].virtual_time != self.now:
-            self._record_metric(self.now)
-        elif self.progress is not None:
-            self.progress(st)
+        self.recorder.finish(st, self.algorithm.global_weights(), self.now)
         for c in st.clients:
             if c.handle is not None:
                 self.executor.discard(c.handle)
@@ -187,11 +182,8 @@ class FastSimulation:
 
     def _start_round(self, algorithm: SyncAlgorithm[Any], k: int) -> list[ClientState]:
         """Sample the round's clients from stream (seed, "sampling", round) and dispatch them now."""
-        present = self.state.clients
         weights = algorithm.round_weights()
-        draw = rng.stream(self.seed, "sampling", self.state.rounds)
-        chosen = draw.choice(len(present), size=min(k, len(present)), replace=False)
-        clients = [present[int(i)] for i in sorted(chosen)]
+        clients = sample_round(self.seed, self.state.rounds, self.state.clients, k)
         for c in clients:
             self._dispatch(c, weights)
         return clients
@@ -212,22 +204,7 @@ class FastSimulation:
         return (self.now + client.latency, client.seq, client.index)
 
     def _evaluation_step(self, i: int, at: float) -> tuple[int, float]:
-        """Evaluate at grid point ``i`` (reached at ``at``); the next point, stepped as the SimPy process does."""
+        """Evaluate at grid point ``i`` (reached at ``at``); the next point, stepped as the world's handler does."""
         self.now = at
-        self._record_metric(i * self.eval_every)
-        i += 1
-        return i, at + max(i * self.eval_every - at, 0.0)
-
-    def _record_metric(self, time: float) -> None:
-        self.state.now = self.now
-        weights = self.algorithm.global_weights()
-        cached = self._last_eval
-        if cached is not None and torch.equal(cached[0], weights):
-            scores = cached[1]
-        else:
-            scores = self.evaluate(weights)
-            self._last_eval = (weights.clone(), scores)
-        extra = {k: float(v) for k, v in vars(scores).items() if k not in ("accuracy", "loss")}
-        self.state.metrics.append(Metric(time, self.state.updates, scores.accuracy, scores.loss, extra))
-        if self.progress is not None:
-            self.progress(self.state)
+        self.recorder.record(self.state, self.algorithm.global_weights(), i * self.eval_every, at)
+        return i + 1, next_grid_time(at, i + 1, self.eval_every)

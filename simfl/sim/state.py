@@ -1,8 +1,9 @@
-"""The simulation's state as plain data: clients, counters, the event trace and metrics.
+"""The simulation's state as plain data: clients, counters, pending wake-ups, the event trace and metrics.
 
-SimPy processes in :mod:`simfl.sim` are thin: everything they know lives in
-a :class:`SimState`, so a run can be inspected, checked and saved between
-events without reaching into generator frames.
+State is data (docs/architecture.md): the world's handlers and the schedulers
+keep everything they need between events in a :class:`SimState`, including
+the pending wake-ups (:class:`~simfl.sim.clock.Wake`), so a run can be
+inspected, checked and saved between events and rebuilt from that data alone.
 """
 
 from __future__ import annotations
@@ -12,23 +13,13 @@ from typing import Any, Literal
 
 import torch
 
+from simfl.sim.clock import Wake
+
 EventKind = Literal["arrival", "failure", "leave", "join", "late"]
 """``late``: a synchronous round had already closed (deadline or K arrivals) when the update came in; discarded."""
 Phase = Literal["idle", "round", "rejoin", "absent", "gone"]
 """What a client is doing: nothing pending, a round in flight, waiting to restart after a failed round,
 away until a scheduled return, away for good."""
-
-
-@dataclass
-class Timer:
-    """A pending wake-up of one engine process, as data: when it fires and when it was created.
-
-    ``order`` counts timer creations over the whole run; rebuilding the pending
-    timers of a checkpoint in this order reproduces SimPy's tie order exactly.
-    """
-
-    wake: float | None = None
-    order: int = -1
 
 
 @dataclass
@@ -54,8 +45,6 @@ class ClientState:
     active: bool = True
     """False while the client has left the federation."""
     phase: Phase = "idle"
-    timer: Timer = field(default_factory=Timer)
-    """The pending wake-up of the client's process (round end, departure, rejoin, return)."""
     outcome: bool | None = None
     """Synchronous rounds: whether the client's round in the open round delivered (None: still running)."""
 
@@ -126,27 +115,23 @@ class SimState:
     stopped: bool = False
     records: dict[str, Any] = field(default_factory=dict)
     """Optional per-run arrays filled by observers (e.g. ``layer_changes``); written as ``<name>.npy``."""
-    timers: int = 0
-    """Timers created so far (the next :attr:`Timer.order`)."""
+    pending: dict[int, Wake] = field(default_factory=dict)
+    """The wake-ups still to come, by creation order (:attr:`Wake.order`)."""
+    wakes: int = 0
+    """Wake-ups created so far (the next :attr:`Wake.order`)."""
     server_phase: Literal["wait", "busy", "open", "server", "starved"] = "wait"
     """Async server: waiting for an arrival, or busy for ``server_time`` before re-dispatching
     ``server_client``. Sync rounds: a round is open, the server is aggregating, or no client is free."""
-    server_timer: Timer = field(default_factory=Timer)
     server_client: int | None = None
     server_weights: torch.Tensor | None = None
     queue: list[int] = field(default_factory=list)
     """Async arrivals waiting for the server (only while it is busy)."""
     round_members: list[int] = field(default_factory=list)
     """Clients selected for the open synchronous round, in selection order."""
-    round_timer: Timer = field(default_factory=Timer)
-    """The open round's deadline."""
     eval_index: int = 0
     """Index i of the next evaluation, at virtual time i * every."""
-    eval_timer: Timer = field(default_factory=Timer)
-    stop_timer: Timer = field(default_factory=Timer)
     checkpoint_index: int = 1
     """Next time-based checkpoint at ``checkpoint_index * interval``."""
-    checkpoint_timer: Timer = field(default_factory=Timer)
     next_checkpoint_update: int = 0
     """Update-based checkpoints: the next one is due once ``updates`` reaches this."""
 
@@ -160,17 +145,16 @@ class SimState:
         data["clients"] = [asdict(c) for c in self.clients]
         data["events"] = [astuple(e) for e in self.events]
         data["metrics"] = [asdict(m) for m in self.metrics]
-        for name in ("server_timer", "round_timer", "eval_timer", "stop_timer", "checkpoint_timer"):
-            data[name] = asdict(getattr(self, name))
+        data["pending"] = [astuple(w) for w in sorted(self.pending.values(), key=lambda w: w.order)]
         return data
 
     @staticmethod
     def from_data(data: dict[str, Any]) -> SimState:
         """Rebuild a state from :meth:`to_data` output."""
         values = dict(data)
-        values["clients"] = [ClientState(**{**c, "timer": Timer(**c["timer"])}) for c in data["clients"]]
+        values["clients"] = [ClientState(**c) for c in data["clients"]]
         values["events"] = [Event(*e) for e in data["events"]]
         values["metrics"] = [Metric(**m) for m in data["metrics"]]
-        for name in ("server_timer", "round_timer", "eval_timer", "stop_timer", "checkpoint_timer"):
-            values[name] = Timer(**data[name])
+        wakes = [Wake(*w) for w in data["pending"]]
+        values["pending"] = {w.order: w for w in wakes}
         return SimState(**values)

@@ -212,6 +212,8 @@ def test_short_sweep_cell_names_are_unchanged(write_scenario) -> None:  # type: 
     (lambda d: d.update(every=17), "'every' must be text"),
     (lambda d: d["current"]["sim"]["state"]["clients"].pop(), "damaged simulation data"),
     (lambda d: d["current"]["sim"]["latency"].pop("rngs"), "damaged simulation data"),
+    (lambda d: d["current"]["sim"]["state"]["pending"].append(["teleport", 99, 1.0, None]), "current.sim.state.pending"),
+    (lambda d: d["current"]["sim"]["state"]["pending"].append(["deliver", 99, -1.0, 0]), "current.sim.state.pending"),
 ])
 def test_damaged_checkpoint_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any, expected: str
                                      ) -> None:

@@ -12,9 +12,9 @@ from simfl import scenario as scenario_mod
 from simfl.checkpoint import FAILED_FILE
 from simfl.cli import main
 from simfl.experiment import federation, load_dataset, run_one
-from simfl.sim.engine import Simulation
 from simfl.sim.state import SimState
 from simfl.sim.verify import InvariantError
+from simfl.sim.world import World
 from tests.conftest import tiny_scenario
 
 
@@ -29,18 +29,14 @@ def test_verify_passes_a_clean_run() -> None:
 
 
 def test_verify_catches_a_latency_changed_after_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Simulation.dispatch
+    original = World.dispatch
 
-    def corrupting(self: Simulation, client, weights) -> None:  # type: ignore[no-untyped-def]
-        original(self, client, weights)
+    def corrupting(self: World, client, weights) -> None:  # type: ignore[no-untyped-def]
+        original(self, client, weights)  # the round's end is scheduled
         if client.index == 1 and client.rounds == 2:
-            def corrupt():  # type: ignore[no-untyped-def]
-                yield self.env.timeout(0)  # after the round's arrival was scheduled
-                client.latency += 0.25  # the event no longer matches its scheduled arrival
+            client.latency += 0.25  # the event no longer matches its scheduled arrival
 
-            self.env.process(corrupt())
-
-    monkeypatch.setattr(Simulation, "dispatch", corrupting)
+    monkeypatch.setattr(World, "dispatch", corrupting)
     assert run(tiny_scenario(), verify=False).updates == 13  # unnoticed without --verify
     with pytest.raises(InvariantError, match=r"client 1 round 1: ended at 5\.0, but dispatch time 2\.5 \+ latency 2\.75"):
         run(tiny_scenario())

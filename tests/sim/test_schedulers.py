@@ -9,6 +9,9 @@ import pytest
 from simfl import scenario as scenario_mod
 from simfl.errors import InputError
 from simfl.experiment import federation, load_dataset, run_one
+from simfl.sim.clock import PRIORITY
+from simfl.sim.state import SimState
+from simfl.sim.world import Checkpointing
 from tests.conftest import tiny_scenario
 
 NULL = {"kind": "none"}
@@ -45,3 +48,30 @@ def test_auto_engine_runs_availability_failures_on_simpy() -> None:
     simpy = run_one(scn, fed, 0, engine="simpy").state
     assert auto.events == simpy.events
     assert any(e.event != "arrival" for e in auto.events)
+
+
+def test_fast_loop_refuses_checkpoints() -> None:
+    scn = scenario_mod.validate(tiny_scenario(executor=NULL))
+    fed = federation(scn, load_dataset(scn), 0)
+    with pytest.raises(InputError, match="checkpoints"):
+        run_one(scn, fed, 0, checkpointing=Checkpointing(lambda data: None, every_updates=2), engine="fast")
+
+
+@pytest.mark.parametrize("algorithm", [{"name": "fedasync", "alpha": 0.6}, {"name": "fedavg", "clients_per_round": 2}])
+def test_a_checkpoint_holds_the_pending_wake_ups_as_plain_rows(algorithm: dict[str, Any]) -> None:
+    """Pending wake-ups are data: [kind, order, time, index] rows in creation order, none in the past."""
+    scn = scenario_mod.validate(tiny_scenario(algorithms=[algorithm], rounds={"deadline": 3.0}))
+    fed = federation(scn, load_dataset(scn), 0)
+    saved: list[dict[str, Any]] = []
+    run_one(scn, fed, 0, checkpointing=Checkpointing(saved.append, every_time=1.5))
+    assert saved
+    for data in saved:
+        state = data["state"]
+        rows = state["pending"]
+        assert [r[1] for r in rows] == sorted(r[1] for r in rows)
+        assert all(r[0] in PRIORITY and r[2] >= state["now"] for r in rows)
+        kinds = {r[0] for r in rows}
+        assert {"eval", "stop", "checkpoint"} <= kinds and kinds & {"deliver", "leave"}
+        restored = SimState.from_data(state)
+        assert [(w.kind, w.order, w.time, w.index) for w in sorted(restored.pending.values(), key=lambda w: w.order)] \
+            == [tuple(r) for r in rows]

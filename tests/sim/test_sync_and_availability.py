@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import pytest
+
 from simfl import scenario as scenario_mod
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.experiment import Engine, federation, load_dataset, run_one
 from simfl.sim.state import SimState
 from tests.conftest import tiny_scenario
 
+ENGINES: list[Engine] = ["simpy", "fast"]
+"""Plain synchronous rounds run on both loops; availability only on SimPy (the fast loop refuses it)."""
 
-def run(raw: dict) -> SimState:
+
+def run(raw: dict, engine: Engine = "auto") -> SimState:
     scn = scenario_mod.validate(raw)
     fed = federation(scn, load_dataset(scn), scn.seeds[0])
-    return run_one(scn, fed, 0).state
+    return run_one(scn, fed, 0, engine=engine).state
 
 
-def test_sync_round_lasts_as_long_as_its_slowest_client() -> None:
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sync_round_lasts_as_long_as_its_slowest_client(engine: Engine) -> None:
     # K = 3: every round sends the same weights to all; rounds end at 4.0 and 8.0.
-    state = run(tiny_scenario(algorithms=[{"name": "fedavg", "clients_per_round": 3}]))
+    state = run(tiny_scenario(algorithms=[{"name": "fedavg", "clients_per_round": 3}]), engine)
     got = [(e.update, e.time, e.client, e.dispatch_time) for e in state.events]
     assert got == [
         (1, 1.0, 0, 0.0), (2, 2.5, 1, 0.0), (3, 4.0, 2, 0.0),
@@ -28,10 +34,11 @@ def test_sync_round_lasts_as_long_as_its_slowest_client() -> None:
     assert state.rounds == 2
 
 
-def test_sync_sampling_is_shared_by_sync_algorithms() -> None:
-    a = run(tiny_scenario(algorithms=[{"name": "fedavg", "clients_per_round": 2}], budget={"time": 40.0}))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_sync_sampling_is_shared_by_sync_algorithms(engine: Engine) -> None:
+    a = run(tiny_scenario(algorithms=[{"name": "fedavg", "clients_per_round": 2}], budget={"time": 40.0}), engine)
     b = run(tiny_scenario(algorithms=[{"name": "fedprox", "clients_per_round": 2, "mu": 0.1}],
-                          budget={"time": 40.0}))
+                          budget={"time": 40.0}), engine)
     assert [e.client for e in a.events] == [e.client for e in b.events]
     assert len({e.client for e in a.events}) == 3  # over 10+ rounds every client is sampled
 

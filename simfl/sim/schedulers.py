@@ -1,0 +1,360 @@
+"""The server side of a run: an asynchronous server or synchronous rounds, chosen once per run.
+
+A scheduler decides what the server does with the rounds the
+:class:`~simfl.sim.world.World` delivers: :class:`AsyncServer` aggregates each
+arrival as it comes and re-dispatches its client; :class:`SyncRounds` selects
+clients, sends them the same weights and aggregates the round when it closes.
+:func:`scheduler_for` picks one from the algorithm's kind; nothing else in
+:mod:`simfl.sim` asks which kind of algorithm runs.
+
+Hand-offs at one instant take zero-time steps (:meth:`~simfl.sim.clock.Clock.soon`),
+which fixes the order against the other wake-ups due at that instant
+(docs/architecture.md, "Tie order"): a delivery reaches a waiting async server
+two steps after it lands (one when the server is busy and takes the next queued
+arrival), a synchronous round closes one step after its deadline or after the
+delivery that completes it (two when a deadline is set), and a starved round
+selects two steps after a client became free. Everything these steps carry is
+transient within one instant; what lasts (queue, phase, round members) is in
+:class:`~simfl.sim.state.SimState`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+from simfl import rng
+from simfl.algorithms.base import Algorithm, AsyncAlgorithm, SyncAlgorithm
+from simfl.sim.clock import Wake
+from simfl.sim.state import ClientState, Event
+from simfl.sim.world import World
+
+
+class Scheduler(Protocol):
+    """What the world asks of the server side."""
+
+    def start(self) -> None:
+        """Begin a fresh run at time 0."""
+
+    def resume(self) -> None:
+        """Continue from the state's data (its pending wake-ups are re-scheduled by the world)."""
+
+    def delivered(self, client: ClientState) -> None:
+        """``client``'s round ended with an update."""
+
+    def failed(self, client: ClientState) -> None:
+        """``client``'s round ended without an update (a failure)."""
+
+    def lost(self, client: ClientState) -> None:
+        """``client`` departed during its round."""
+
+    def returned(self, client: ClientState) -> None:
+        """``client`` is back from an absence."""
+
+    def wake(self, wake: Wake) -> None:
+        """One of the scheduler's own wake-ups (``server``, ``deadline``) fired."""
+
+
+def scheduler_for(world: World, algorithm: Algorithm[Any], seed: int, server_time: float,
+                  deadline: float | None, over_select: float) -> Scheduler:
+    """The scheduler of ``algorithm``'s kind."""
+    if isinstance(algorithm, AsyncAlgorithm):
+        return AsyncServer(world, algorithm, server_time)
+    if isinstance(algorithm, SyncAlgorithm):
+        return SyncRounds(world, algorithm, seed, server_time, deadline, over_select)
+    raise TypeError(f"unknown algorithm kind {type(algorithm).__name__}")  # pragma: no cover
+
+
+def sample_round(seed: int, round_index: int, free: list[ClientState], k: int, over_select: float = 0.0
+                 ) -> list[ClientState]:
+    """The clients of a round: ``ceil(k * (1 + over_select))`` of ``free`` drawn from (seed, "sampling", round)."""
+    draw = rng.stream(seed, "sampling", round_index)
+    size = min(math.ceil(k * (1.0 + over_select)), len(free))
+    chosen = draw.choice(len(free), size=size, replace=False)
+    return [free[int(i)] for i in sorted(chosen)]
+
+
+class AsyncServer:
+    """Takes each arrival in turn, aggregates it, and re-dispatches its client (after ``server_time``)."""
+
+    def __init__(self, world: World, algorithm: AsyncAlgorithm[Any], server_time: float) -> None:
+        self.world = world
+        self.algorithm = algorithm
+        self.server_time = server_time
+        self.waiting = False
+        """The server is idle, waiting for the next delivery."""
+
+    def start(self) -> None:
+        w = self.world
+        for c in w.state.clients:
+            if c.active:
+                w.dispatch(c, self.algorithm.initial_weights(c.index))
+        self._next()
+
+    def resume(self) -> None:
+        if self.world.state.server_phase == "wait":
+            self._next()
+
+    def delivered(self, client: ClientState) -> None:
+        self.world.state.queue.append(client.index)
+        self.world.clock.soon(self._handed_over)
+
+    def _handed_over(self) -> None:
+        """A delivery is queued; a waiting server takes the first queued one a step later."""
+        if self.waiting:
+            self.waiting = False
+            index = self.world.state.queue.pop(0)
+            self.world.clock.soon(lambda: self._take(index))
+
+    def _next(self) -> None:
+        """Take the next queued arrival (a step later), or wait for one."""
+        st = self.world.state
+        st.server_phase = "wait"
+        if st.queue:
+            index = st.queue.pop(0)
+            self.world.clock.soon(lambda: self._take(index))
+        else:
+            self.waiting = True
+
+    def _take(self, index: int) -> None:
+        """Aggregate the arrival of client ``index`` and send it back out (now, or after ``server_time``)."""
+        w = self.world
+        st = w.state
+        client = st.clients[index]
+        arrival = w.arrival(client, st.updates + 1 - client.tau)
+        weights, weight = self.algorithm.on_arrival(arrival)
+        if w.verifier is not None:
+            w.verifier.time(w.clock.now)
+            w.verifier.global_weights(self.algorithm.global_weights(), arrival.update, client.index)
+        client.tau = arrival.update
+        st.events.append(Event(w.clock.now, arrival.update, client.index, arrival.staleness, client.latency,
+                               client.dispatch_time, weight))
+        w.aggregated()
+        if w.finish_if_done():
+            return
+        w.count_update()
+        if self.server_time <= 0:
+            w.dispatch(client, weights)
+            self._next()
+            return
+        st.server_phase = "busy"
+        st.server_client = index
+        st.server_weights = weights
+        w.wake("server", w.clock.now + self.server_time)
+
+    def wake(self, wake: Wake) -> None:
+        """The server's busy time ended: dispatch the client it held, then take the next arrival."""
+        st = self.world.state
+        assert st.server_client is not None and st.server_weights is not None
+        client, weights = st.clients[st.server_client], st.server_weights
+        st.server_client, st.server_weights = None, None
+        st.server_phase = "wait"
+        self.world.dispatch(client, weights)
+        self._next()
+
+    def failed(self, client: ClientState) -> None:
+        """A failed round: the client restarts from the same weights after the rejoin delay."""
+        w = self.world
+        assert w.availability is not None
+        client.phase = "rejoin"
+        w.wake("rejoin", w.clock.now + w.availability.rejoin_delay, client.index)
+
+    def lost(self, client: ClientState) -> None:
+        """Nothing to do: the client's return restarts it."""
+
+    def returned(self, client: ClientState) -> None:
+        """A returning client restarts from the weights of its lost round; one absent from time 0 joins now.
+
+        A joining client gets the algorithm's :meth:`~AsyncAlgorithm.on_join` weights and its
+        staleness counts from the current update (``tau`` = updates so far).
+        """
+        if client.start is None:
+            client.tau = self.world.state.updates
+            self.world.dispatch(client, self.algorithm.on_join(client.index))
+        else:
+            self.world.dispatch(client, client.start)
+
+
+class SyncRounds:
+    """Rounds: select clients, send all the same weights, close the round, aggregate it, repeat.
+
+    ``over_select``: select ``ceil(K * (1 + over_select))`` free clients; the round
+    closes as soon as K of them have delivered. ``deadline``: the round closes at
+    the latest ``deadline`` seconds after it opened. It also closes once every
+    selected client has delivered, failed or left. Updates that come in after the
+    round closed are discarded and logged as ``late``; such a client is busy until
+    then and is not selected meanwhile.
+    """
+
+    def __init__(self, world: World, algorithm: SyncAlgorithm[Any], seed: int, server_time: float,
+                 deadline: float | None, over_select: float) -> None:
+        self.world = world
+        self.algorithm = algorithm
+        self.seed = seed
+        self.server_time = server_time
+        self.deadline = deadline
+        self.over_select = over_select
+        # Not saved: rebuilt on resume from the phase and the pending deadline, or (the closing steps, the
+        # free signal) meaningful only within one instant or until the next wait resets them.
+        self.deadline_wake: Wake | None = None
+        self.complete = False
+        """The open round has all it waits for (its closing step is under way)."""
+        self.closing = False
+        """The open round closes at the next step (deadline or completion, whichever came first)."""
+        self.freed = 0
+        """Generation of the "a client became free" signal (a new one after each wait)."""
+        self.freed_sent = False
+        """That signal was sent in this generation (later frees add nothing)."""
+        self.starved = False
+        """No client was free at the last selection: the server waits for the signal."""
+
+    def start(self) -> None:
+        self._select()
+
+    def resume(self) -> None:
+        st = self.world.state
+        if st.server_phase == "starved":
+            self._wait_for_a_client()
+        elif st.server_phase == "open":
+            self.deadline_wake = next((w for w in st.pending.values() if w.kind == "deadline"), None)
+
+    # -- opening -------------------------------------------------------------------
+
+    def _select(self) -> None:
+        """Open a round on a sample of the free clients (stream (seed, "sampling", round)), or wait for one."""
+        w = self.world
+        st = w.state
+        free = [c for c in st.clients if c.active and c.phase == "idle"]
+        if not free:
+            self._wait_for_a_client()
+            return
+        st.server_phase = "open"
+        weights = self.algorithm.round_weights()
+        clients = sample_round(self.seed, st.rounds, free, self.algorithm.clients_per_round, self.over_select)
+        st.round_members = [c.index for c in clients]
+        self.complete = self.closing = False
+        self.deadline_wake = None
+        if self.deadline is not None:
+            self.deadline_wake = w.wake("deadline", w.clock.now + self.deadline, st.rounds)
+        for c in clients:
+            w.dispatch(c, weights)
+
+    def _wait_for_a_client(self) -> None:
+        """Idle until some client is free again (a return or a straggler's end)."""
+        w = self.world
+        w.state.server_phase = "starved"
+        if self.freed_sent:
+            self.freed, self.freed_sent = self.freed + 1, False
+        if w.budget.time is None and all(c.phase == "gone" for c in w.state.clients):
+            w.check_starved()
+            return
+        self.starved = True
+
+    def free(self) -> None:
+        """A client became selectable: a starved server selects two steps later (with every client freed now)."""
+        if self.freed_sent:
+            return
+        self.freed_sent = True
+        generation = self.freed
+        self.world.clock.soon(lambda: self._freed(generation))
+
+    def _freed(self, generation: int) -> None:
+        if generation != self.freed or not self.starved:
+            return
+        self.starved = False
+        self.freed, self.freed_sent = self.freed + 1, False
+        self.world.clock.soon(self._select)
+
+    # -- the open round ------------------------------------------------------------
+
+    def delivered(self, client: ClientState) -> None:
+        client.outcome = True
+        self._progress(client)
+
+    def failed(self, client: ClientState) -> None:
+        client.phase = "idle"
+        self._progress(client)
+
+    def lost(self, client: ClientState) -> None:
+        self._progress(client)
+
+    def returned(self, client: ClientState) -> None:
+        self.free()
+
+    def _progress(self, client: ClientState) -> None:
+        """``client``'s round ended; the open round closes when enough have delivered or all ended.
+
+        A client outside the open round was a straggler of a closed round: its update is
+        discarded (logged ``late``) and it becomes selectable again.
+        """
+        st = self.world.state
+        if client.index not in st.round_members or st.server_phase != "open":
+            if client.outcome and client.phase == "idle":
+                self.world.note(client, "late")
+            client.outcome = None
+            self.free()
+            return
+        members = [st.clients[i] for i in st.round_members]
+        delivered = sum(1 for c in members if c.outcome)
+        needed = min(self.algorithm.clients_per_round, len(members))
+        if (delivered >= needed or all(c.phase != "round" for c in members)) and not self.complete:
+            self.complete = True
+            rounds = st.rounds
+            self.world.clock.soon(lambda: self._completed(rounds))
+
+    def _completed(self, rounds: int) -> None:
+        if rounds != self.world.state.rounds:
+            return
+        if self.deadline is None:
+            self._close()
+        else:
+            self._close_soon()
+
+    def _close_soon(self) -> None:
+        if not self.closing:
+            self.closing = True
+            self.world.clock.soon(self._close)
+
+    def wake(self, wake: Wake) -> None:
+        """The deadline of the open round passed, or the server's time after an aggregation ended."""
+        if wake.kind == "deadline":
+            self._close_soon()
+        else:
+            self._select()
+
+    def _close(self) -> None:
+        """Close the open round: aggregate the delivered updates in arrival order, then open the next."""
+        w = self.world
+        st = w.state
+        if self.deadline_wake is not None:
+            w.cancel(self.deadline_wake)
+            self.deadline_wake = None
+        members = [st.clients[i] for i in st.round_members]
+        delivered = sorted((c for c in members if c.outcome), key=lambda c: (c.arrival_time, c.seq))
+        st.server_phase = "server"
+        st.round_members = []
+        for c in members:
+            if c.phase == "round" and c.handle is not None:  # a straggler: its update will be late
+                w.executor.discard(c.handle)
+                c.handle = None
+        arrivals = []
+        for c in delivered:
+            c.outcome = None
+            arrival = w.arrival(c, 1)
+            c.tau = arrival.update
+            st.events.append(Event(c.arrival_time, arrival.update, c.index, 1, c.latency, c.dispatch_time, None))
+            arrivals.append(arrival)
+        if arrivals:
+            self.algorithm.aggregate(arrivals)
+            w.aggregated()
+            if w.verifier is not None:
+                w.verifier.global_weights(self.algorithm.global_weights(), st.updates, None)
+        st.rounds += 1
+        if w.finish_if_done():
+            return
+        if arrivals:
+            w.count_update()
+        if self.server_time > 0:
+            w.wake("server", w.clock.now + self.server_time)
+        else:
+            self._select()

@@ -1,0 +1,346 @@
+"""The rules of the simulated world, as handlers: what happens when a wake-up fires.
+
+The :class:`World` owns the rules of one (algorithm, seed) run that do not depend
+on the server's kind: a client's round starts (dispatch) and ends (deliver, fail,
+or lost to a departure), a client rejoins after a failure or returns from an
+absence, the evaluation grid, the time and update budgets, checkpoints, and
+recording a metric. What the server does with a delivered round is the
+scheduler's business (:mod:`simfl.sim.schedulers`: an asynchronous server or
+synchronous rounds, chosen once from the algorithm's kind). The
+:class:`~simfl.sim.clock.Clock` decides when handlers run; every pending wake-up
+is a :class:`~simfl.sim.clock.Wake` kept in :class:`~simfl.sim.state.SimState`.
+
+Semantics (docs/architecture.md): the server keeps an update counter ``t``;
+client m remembers ``tau_m``, the value of t when it last talked to the
+server; an arrival's staleness is ``s = t - tau_m >= 1`` (1: nothing else
+was processed in between; the authors' released code logs ``s - 1``).
+A client's training job is submitted to the executor when the client is
+dispatched and collected when its arrival is processed, so jobs may run in
+parallel in real time while the virtual clock stays exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from simfl.algorithms.base import Algorithm, Arrival
+from simfl.latency.availability import Availability
+from simfl.latency.base import LatencyModel
+from simfl.sim.clock import Clock, Wake, WakeKind
+from simfl.sim.evaluation import Recorder, next_grid_time
+from simfl.sim.state import ClientState, Event, EventKind, SimState
+from simfl.sim.verify import Verifier
+from simfl.train.evaluate import Scores
+from simfl.train.executor import Executor
+from simfl.train.local import Job
+
+if TYPE_CHECKING:
+    from simfl.sim.schedulers import Scheduler
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a run stops: a virtual-time budget and/or a number of processed updates."""
+
+    time: float | None = None
+    updates: int | None = None
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """When to hand the simulation's data to ``save``: every N updates and/or every T virtual seconds."""
+
+    save: Callable[[dict[str, Any]], None]
+    every_updates: int | None = None
+    every_time: float | None = None
+
+
+Progress = Callable[[SimState], None]
+
+
+@dataclass(frozen=True)
+class Observers:
+    """Who hears about the run: ``progress`` after each metric row, ``on_update`` after each aggregation."""
+
+    progress: Progress | None = None
+    on_update: Progress | None = None
+    eval_each_update: bool = False
+    """Record a metric after every aggregation as well as on the time grid."""
+
+
+class World:
+    """The rules of one run as handlers; the clock calls :meth:`fire` when a wake-up's time comes."""
+
+    scheduler: Scheduler
+    """The server side, attached once after construction (:func:`simfl.sim.schedulers.scheduler_for`)."""
+
+    def __init__(
+        self,
+        state: SimState,
+        algorithm: Algorithm[Any],
+        latency: LatencyModel[Any],
+        executor: Executor,
+        evaluate: Callable[[torch.Tensor], Scores],
+        budget: Budget,
+        eval_every: float,
+        availability: Availability | None,
+        verifier: Verifier | None,
+        checkpointing: Checkpointing | None,
+        observers: Observers,
+        save: Callable[[], dict[str, Any]],
+        resumed: bool = False,
+    ) -> None:
+        self.state = state
+        self.algorithm = algorithm
+        self.latency = latency
+        self.executor = executor
+        self.budget = budget
+        self.eval_every = eval_every
+        self.availability = availability
+        self.verifier = verifier
+        self.checkpointing = checkpointing
+        self.observers = observers
+        self.save = save
+        """The whole simulation as data (for checkpoints)."""
+        self.clock = Clock(state.now if resumed else None, self.fire)
+        self.recorder = Recorder(evaluate, observers.progress, verifier)
+        self._handlers: dict[WakeKind, Callable[[Wake], None]] = {
+            "deliver": self._deliver, "leave": self._leave, "rejoin": self._rejoin, "return": self._return,
+            "server": self._to_scheduler, "deadline": self._to_scheduler,
+            "eval": self._evaluation, "stop": self._time_up, "checkpoint": self._timed_checkpoint, "save": self._save,
+        }
+
+    # -- wake-ups ----------------------------------------------------------------
+
+    def wake(self, kind: WakeKind, time: float, index: int | None = None) -> Wake:
+        """Create a pending wake-up at ``time`` and schedule it."""
+        st = self.state
+        wake = Wake(kind, st.wakes, time, index)
+        st.wakes += 1
+        st.pending[wake.order] = wake
+        self.clock.at(wake)
+        return wake
+
+    def cancel(self, wake: Wake) -> None:
+        """Drop a pending wake-up: when its time comes nothing happens."""
+        self.state.pending.pop(wake.order, None)
+
+    def fire(self, wake: Wake) -> None:
+        """Run the handler of ``wake`` (unless it was cancelled)."""
+        if self.state.pending.pop(wake.order, None) is not None:
+            self._handlers[wake.kind](wake)
+
+    def _to_scheduler(self, wake: Wake) -> None:
+        self.scheduler.wake(wake)
+
+    # -- starting ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """A fresh world at time 0: absent clients wait, the scheduler starts, the timers are set."""
+        for c in self.state.clients:
+            if self.availability is not None and not self.availability.present(c.index, 0.0):
+                self.leave_until_back(c)
+        self.scheduler.start()
+        self._next_evaluation()
+        if self.budget.time is not None:
+            self.wake("stop", self.budget.time)
+        ck = self.checkpointing
+        if ck is not None and ck.every_time is not None:
+            self.wake("checkpoint", self.state.checkpoint_index * ck.every_time)
+
+    def resume(self) -> None:
+        """A world rebuilt from data: resubmit in-flight jobs, then re-schedule the pending wake-ups in order."""
+        st = self.state
+        for c in sorted(st.clients, key=lambda c: c.seq):
+            if c.handle is not None:
+                assert c.start is not None
+                c.handle = self.executor.submit(Job(c.index, c.rounds - 1, c.start, self.algorithm.local_options()))
+        if self.verifier is not None:
+            self.verifier.last_time = st.now
+        self.scheduler.resume()
+        for wake in sorted(st.pending.values(), key=lambda w: w.order):
+            self.clock.at(wake)
+        ck = self.checkpointing
+        if ck is not None and ck.every_time is not None and all(w.kind != "checkpoint" for w in st.pending.values()):
+            self.wake("checkpoint", max(st.checkpoint_index * ck.every_time, st.now))
+
+    # -- clients -----------------------------------------------------------------
+
+    def dispatch(self, client: ClientState, weights: torch.Tensor) -> None:
+        """Start a round of ``client`` from ``weights`` now; it ends at its arrival time or at a departure."""
+        st = self.state
+        now = self.clock.now
+        if self.verifier is not None:
+            self.verifier.dispatch(client, now, st.in_flight())
+        client.start = weights
+        client.dispatch_time = now
+        client.latency = self.latency.sample(client.index)
+        client.fails = self.availability is not None and self.availability.fails(client.index)
+        client.handle = None if client.fails else self.executor.submit(
+            Job(client.index, client.rounds, weights, self.algorithm.local_options()), due=client.arrival_time
+        )
+        client.rounds += 1
+        client.seq = st.seq
+        client.phase = "round"
+        client.outcome = None
+        st.seq += 1
+        leave = None if self.availability is None else self.availability.next_leave(client.index, now)
+        if leave is not None and leave <= client.arrival_time:
+            self.wake("leave", leave, client.index)
+        else:
+            self.wake("deliver", client.arrival_time, client.index)
+
+    def _deliver(self, wake: Wake) -> None:
+        """A round ends at its arrival time: the update is delivered to the scheduler, or the round failed."""
+        assert wake.index is not None
+        client = self.state.clients[wake.index]
+        if self.verifier is not None:
+            self.verifier.delivery(client, self.clock.now)
+        if client.fails:
+            self.note(client, "failure")
+            client.fails = False
+            client.outcome = False
+            self.scheduler.failed(client)
+            return
+        client.phase = "idle"
+        self.scheduler.delivered(client)
+
+    def _leave(self, wake: Wake) -> None:
+        """The client departs during its round: the round is lost."""
+        assert wake.index is not None
+        client = self.state.clients[wake.index]
+        self.note(client, "leave")
+        if client.handle is not None:
+            self.executor.discard(client.handle)
+            client.handle = None
+        client.fails = False
+        client.outcome = False
+        self.leave_until_back(client)
+        self.scheduler.lost(client)
+
+    def _rejoin(self, wake: Wake) -> None:
+        """After a failed async round and the rejoin delay: restart from the same weights (if present)."""
+        assert wake.index is not None and self.availability is not None
+        client = self.state.clients[wake.index]
+        if self.clock.stopping or client.start is None:
+            return
+        client.phase = "idle"
+        if self.availability.present(client.index, self.clock.now):
+            self.dispatch(client, client.start)
+        else:
+            self.leave_until_back(client)
+
+    def leave_until_back(self, client: ClientState) -> None:
+        """Mark ``client`` away until its return (if it ever comes back)."""
+        assert self.availability is not None
+        client.active = False
+        back = self.availability.back_at(client.index, self.clock.now)
+        if back is None:
+            client.phase = "gone"
+            self.check_starved()
+            return
+        client.phase = "absent"
+        self.wake("return", back, client.index)
+
+    def _return(self, wake: Wake) -> None:
+        """A departed client's absence ends: it is selectable again (async: it restarts at once)."""
+        assert wake.index is not None
+        if self.clock.stopping:
+            return
+        client = self.state.clients[wake.index]
+        client.active = True
+        client.phase = "idle"
+        self.note(client, "join")
+        self.scheduler.returned(client)
+
+    def note(self, client: ClientState, kind: EventKind) -> None:
+        """Log a failure, departure, late update or return of ``client`` now (no update, no staleness)."""
+        timed = kind in ("failure", "leave", "late")
+        self.state.events.append(
+            Event(self.clock.now, None, client.index, None, client.latency if timed else None,
+                  client.dispatch_time if timed else None, None, kind)
+        )
+
+    def arrival(self, client: ClientState, staleness: int) -> Arrival:
+        """Count the arrival of ``client`` (t += 1) and collect its trained weights."""
+        st = self.state
+        st.updates += 1
+        assert client.handle is not None and client.start is not None
+        weights = self.executor.collect(client.handle)
+        client.handle = None
+        if self.verifier is not None:
+            self.verifier.arrival(client, staleness, st.updates, weights)
+        return Arrival(client.index, weights, client.start, staleness, st.updates, client.num_samples)
+
+    # -- stopping ----------------------------------------------------------------
+
+    def check_starved(self) -> None:
+        """Stop an update-budget run when no client can ever deliver again (every one has left for good).
+
+        With a time budget the run goes on to its end, evaluating the unchanged model on the grid.
+        """
+        if self.budget.time is None and all(c.phase == "gone" for c in self.state.clients):
+            self.clock.stop()
+
+    def finish_if_done(self) -> bool:
+        """Stop once the update budget is spent; whether the run is stopping."""
+        limit = self.budget.updates
+        if limit is not None and self.state.updates >= limit:
+            self.clock.stop()
+        return self.clock.stopping
+
+    def _time_up(self, wake: Wake) -> None:
+        self.clock.stop()
+
+    # -- evaluation --------------------------------------------------------------
+
+    def _next_evaluation(self) -> None:
+        self.wake("eval", next_grid_time(self.clock.now, self.state.eval_index, self.eval_every))
+
+    def _evaluation(self, wake: Wake) -> None:
+        """Evaluate the global model at grid point i (time i * every), after the arrivals at that instant."""
+        st = self.state
+        self.record_metric(st.eval_index * self.eval_every)
+        st.eval_index += 1
+        self._next_evaluation()
+
+    def aggregated(self) -> None:
+        """After every aggregation: the per-update evaluation (if asked for) and the observer."""
+        if self.observers.eval_each_update:
+            self.record_metric(self.clock.now)
+        if self.observers.on_update is not None:
+            self.observers.on_update(self.state)
+
+    def record_metric(self, time: float) -> None:
+        """Record the global model's scores for grid time ``time`` now."""
+        self.recorder.record(self.state, self.algorithm.global_weights(), time, self.clock.now)
+
+    # -- checkpoints -------------------------------------------------------------
+
+    def _timed_checkpoint(self, wake: Wake) -> None:
+        """Save at k * interval, after everything else at that instant (the next one already pending)."""
+        ck = self.checkpointing
+        if ck is None or ck.every_time is None:  # resumed without timed checkpoints
+            return
+        st = self.state
+        st.checkpoint_index += 1
+        self.wake("checkpoint", st.checkpoint_index * ck.every_time)
+        ck.save(self.save())
+
+    def count_update(self) -> None:
+        """After each processed update: an update-count checkpoint at the end of this instant when one is due."""
+        ck = self.checkpointing
+        st = self.state
+        if ck is None or ck.every_updates is None or st.updates < st.next_checkpoint_update:
+            return
+        while st.next_checkpoint_update <= st.updates:
+            st.next_checkpoint_update += ck.every_updates
+        self.wake("save", self.clock.now)
+
+    def _save(self, wake: Wake) -> None:
+        if self.checkpointing is not None and not self.clock.stopping:
+            self.checkpointing.save(self.save())
