@@ -75,7 +75,7 @@ class FastSimulation:
         self.eval_every = eval_every
         self.seed = seed
         self.state = SimState([ClientState(m, n) for m, n in enumerate(client_sizes)])
-        self.now = 0.0
+        self.now: float = 0  # an int, as SimPy's clock starts: dispatch times at 0 print as "0" in events.csv
         self.recorder = Recorder(evaluate, progress)
 
     def run(self) -> SimState:

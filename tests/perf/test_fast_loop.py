@@ -54,6 +54,7 @@ def same(a: float | None, b: float | None) -> bool:
 
 def assert_identical(x: SimState, y: SimState) -> None:
     assert x.events == y.events
+    assert [repr(e) for e in x.events] == [repr(e) for e in y.events]  # 0 and 0.0 print differently in CSVs
     assert len(x.metrics) == len(y.metrics)
     for m, n in zip(x.metrics, y.metrics, strict=True):
         assert (m.virtual_time, m.updates) == (n.virtual_time, n.updates)
