@@ -29,11 +29,12 @@ def faulty_scenario(**changes: Any) -> dict[str, Any]:
     return raw
 
 
-def interrupted_run(folder: Path) -> tuple[Path, Path]:
-    """A scenario file in ``folder`` and its unfinished ``out.partial``: one run finished, the next
-    checkpointed mid-way, then stopped as by Ctrl-C (exit 130)."""
-    raw = tiny_scenario(algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "fedbuff", "buffer": 2}],
-                        latency={"model": "exponential", "mean": 1.5}, budget={"time": 12.0})
+def interrupted_run(folder: Path, raw: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """A scenario file in ``folder`` (``raw``, default a tiny two-algorithm one) and its unfinished
+    ``out.partial``: one run finished, the next checkpointed mid-way, then stopped as by Ctrl-C (exit 130)."""
+    if raw is None:
+        raw = tiny_scenario(algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "fedbuff", "buffer": 2}],
+                            latency={"model": "exponential", "mean": 1.5}, budget={"time": 12.0})
     scn = folder / "s.yaml"
     scn.write_text(yaml.safe_dump(raw))
     original = Session.write

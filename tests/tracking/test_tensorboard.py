@@ -55,26 +55,13 @@ def test_tensorboard_dir_given(run_tracked, tmp_path: Path, monkeypatch) -> None
 
 def test_resumed_run_logs_its_whole_history(tmp_path: Path, write_scenario) -> None:  # type: ignore[no-untyped-def]
     """Stopped after a checkpoint and resumed: the tracker run of the resumed run holds every evaluation."""
-    from simfl.checkpoint import Session
     from simfl.cli import main
+    from tests.reliability.helpers import interrupted_run
 
     raw = tracked_scenario(tmp_path, tensorboard={"dir": str(tmp_path / "tb")})
     raw["latency"] = {"model": "exponential", "mean": 1.5}
     raw["budget"] = {"time": 12.0}
-    path = write_scenario(raw)
-    original = Session.write
-
-    def write_then_stop(self: Session) -> None:
-        original(self)
-        if self.current is not None and self.finished:
-            raise KeyboardInterrupt
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(Session, "write", write_then_stop)
-    try:
-        assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--checkpoint-every", "3"]) == 130
-    finally:
-        mp.undo()
+    interrupted_run(tmp_path, raw)
     assert main(["run", "--resume", str(tmp_path / "out"), "--quiet"]) == 0
     ref = tmp_path / "ref"
     raw["tracking"] = None
