@@ -7,10 +7,17 @@ function that the trainer calls once per job with the trainable parameters (at t
 round's start weights) and the option's value; it returns a term added to every batch's
 loss. FedProx's proximal term is the first such hook; an algorithm that changes local
 training adds its own entry here and touches no executor (docs/architecture.md).
+
+A plugin algorithm (docs/plugins.md) names its own hook by import path instead: an option
+key ``package.module:function`` is imported where the job trains (worker processes and Ray
+actors import it too, so the module must be importable there) and called like the
+built-in hooks.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,9 +44,24 @@ def proximal(params: list[nn.Parameter], mu: Any) -> Penalty:
 HOOKS: dict[str, Hook] = {"prox_mu": proximal}
 
 
+@functools.cache
+def hook(key: str) -> Hook:
+    """The hook of option ``key``: a built-in name of :data:`HOOKS` or an import path ``module:function``."""
+    if key in HOOKS:
+        return HOOKS[key]
+    module, _, attr = key.partition(":")
+    if module and attr:
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise KeyError(f"local-training hook '{key}' cannot be imported: {exc}") from None
+        if callable(obj):
+            return obj  # type: ignore[no-any-return]
+    raise KeyError(f"no local-training hook '{key}'; known: {sorted(HOOKS)} or an import path module:function")
+
+
 def penalties(params: list[nn.Parameter], options: Mapping[str, Any]) -> list[Penalty]:
     """The loss terms of a job's options, in the options' order."""
-    unknown = [key for key in options if key not in HOOKS]
-    if unknown:
-        raise KeyError(f"no local-training hook for option(s) {unknown}; known: {sorted(HOOKS)}")
-    return [HOOKS[key](params, value) for key, value in options.items()]
+    return [hook(key)(params, value) for key, value in options.items()]

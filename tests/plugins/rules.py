@@ -11,9 +11,11 @@ from torch import nn
 
 from simfl.algorithms import Arrival, AsyncAlgorithm, Setup
 from simfl.algorithms.base import AlgorithmConfig
+from simfl.algorithms.fedprox import FedProx
 from simfl.data import DataConfigBase, Dataset
 from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
 from simfl.latency import LatencyModel
+from simfl.train.hooks import Penalty, proximal
 
 
 class FedFooConfig(AlgorithmConfig):
@@ -114,3 +116,15 @@ class NotAComponent:
 
 
 not_a_class = 42
+
+
+def pull_back(params: list[nn.Parameter], mu: Any) -> Penalty:
+    """A user's own local-training hook (here FedProx's proximal term, to compare with the built-in one)."""
+    return proximal(params, mu)
+
+
+class ProxByPath(FedProx):
+    """FedProx asking for its proximal term through a hook named by import path, as a plugin would."""
+
+    def local_options(self) -> dict[str, Any]:
+        return {"tests.plugins.rules:pull_back": self.config.mu}

@@ -149,3 +149,25 @@ def test_bad_plugin_sections_are_one_line(tmp_path: Path, capsys: Any, change: d
     path.write_text(yaml.safe_dump(plugin_scenario(**change)))
     err = _one_line(capsys, path)
     assert expected in err, err
+
+
+def test_a_plugin_changes_local_training_through_its_own_hook(tmp_path: Path) -> None:
+    """A local-training hook named by import path trains exactly as the built-in hook it restates."""
+    sync = {"clients_per_round": 2}
+    raw = tiny_scenario(algorithms=[{"name": "fedprox", "mu": 0.5, **sync},
+                                    {"name": f"{RULES}:ProxByPath", "mu": 0.5, **sync},
+                                    {"name": "fedavg", **sync}],
+                        budget={"time": 6.0})
+    metrics = simfl.run(raw, tmp_path / "out").metrics
+    loss = {name: frame["loss"].to_list() for name, frame in metrics.groupby("algorithm")}
+    assert loss["ProxByPath"] == loss["fedprox"]
+    assert loss["fedavg"] != loss["fedprox"]  # the hook did change training
+
+
+def test_an_unknown_hook_is_named() -> None:
+    from simfl.train.hooks import hook
+
+    with pytest.raises(KeyError, match="cannot be imported"):
+        hook("tests.plugins.no_such_module:term")
+    with pytest.raises(KeyError, match="no local-training hook 'nonsense'"):
+        hook("nonsense")
