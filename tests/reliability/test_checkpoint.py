@@ -84,7 +84,8 @@ def _child(*args: str) -> subprocess.Popen[bytes]:
 
 
 def _wait_for_checkpoint(proc: subprocess.Popen[bytes], stage: Path, algorithm: str) -> dict[str, Any]:
-    """Poll until the checkpoint holds a run of ``algorithm`` under way (the child still running)."""
+    """Poll until the checkpoint holds a run of ``algorithm`` under way, in the first half of its 120 s
+    budget, so that the child is sure to be still running when it is signalled (even on a loaded machine)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[1].decode()
@@ -92,7 +93,8 @@ def _wait_for_checkpoint(proc: subprocess.Popen[bytes], stage: Path, algorithm: 
         if path.exists():
             data = load_checkpoint(path)
             cur = data["current"]
-            if cur is not None and cur["algorithm"] == algorithm and cur["sim"]["state"]["updates"] > 0:
+            state = cur["sim"]["state"] if cur is not None else None
+            if cur is not None and cur["algorithm"] == algorithm and state["updates"] > 0 and state["now"] <= 60:
                 return data
         time.sleep(0.005)
     raise AssertionError("no checkpoint appeared")
