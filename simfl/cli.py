@@ -196,8 +196,10 @@ def _only(scn: Scenario, text: str) -> list[object]:
 def cmd_validate(args: argparse.Namespace) -> int:
     from simfl import scenario as scenario_mod
     from simfl.estimate import check_cells
+    from simfl.tracking import check_installed
 
     scn = _load(args)
+    check_installed(scn.tracking)  # what run would refuse, validate refuses too
     lines = _check_estimate(scn, args, check_cells(scn.sweep, str(args.file)))
     sys.stdout.write(scenario_mod.dump(scn))
     print("\n".join(lines))

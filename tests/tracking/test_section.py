@@ -33,6 +33,8 @@ def test_missing_package_is_one_line_before_any_run(write_scenario, tmp_path: Pa
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["simfl: tracking.mlflow: needs the mlflow package: pip install 'simfl[mlflow]'"]
     assert not out.exists() and not (tmp_path / "out.partial").exists()
+    assert main(["validate", str(path)]) == 2  # validate says so too
+    assert capsys.readouterr().err.strip().splitlines() == err
 
 
 def test_scenario_yaml_unchanged_without_tracking_and_params_flat() -> None:
