@@ -33,7 +33,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage mistake in one line (exit code 2)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise InputError(self.prog, message)
+        # "simfl run: ..." for a subcommand's arguments; the top level is the whole command line
+        raise InputError(self.prog.removeprefix("simfl ") if self.prog != "simfl" else "command line", message)
 
 
 def _seeds(text: str) -> list[int]:
@@ -252,7 +253,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved)
     else:
         if args.file is None:
-            raise InputError("simfl run", "needs a scenario file (or --resume OUT)")
+            raise InputError("run", "needs a scenario file (or --resume OUT)")
         scn = _load(args)
         if scn.record is not None and every is not None:
             raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")

@@ -107,3 +107,12 @@ def test_subprocess_exit_code_and_single_line(write_scenario) -> None:  # type: 
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "algorithms[0].alpha" in done.stderr
+
+
+def test_usage_mistakes_name_the_subcommand_once(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "s.yaml", "--bogus"]) == 2
+    assert capsys.readouterr().err.strip() == "simfl: command line: unrecognized arguments: --bogus"
+    assert main(["run", "s.yaml", "--seeds", "x"]) == 2
+    assert capsys.readouterr().err.strip() == "simfl: run: argument --seeds: expected comma-separated integers, got 'x'"
+    assert main(["run"]) == 2
+    assert capsys.readouterr().err.strip() == "simfl: run: needs a scenario file (or --resume OUT)"
