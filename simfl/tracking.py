@@ -4,7 +4,7 @@ Scenario key ``tracking:`` (off by default) names the trackers, each optional::
 
     tracking:
       tensorboard: {}                       # or {dir: logs/tb}
-      mlflow: {experiment: mnist-async}     # file store by default
+      mlflow: {experiment: mnist-async}     # a local SQLite store by default
       wandb: {project: mnist, mode: offline}
 
 Every (algorithm, seed) run becomes one tracker run named ``<algorithm>-seed<k>`` (grouped
@@ -40,6 +40,7 @@ line before any run starts.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -55,6 +56,11 @@ from pydantic import Field
 from simfl.errors import InputError
 from simfl.fields import Section
 from simfl.sim.state import SimState
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: parallel cells creating one new store may collide
+    fcntl = None  # type: ignore[assignment]
 
 # -- the scenario section ---------------------------------------------------------
 
@@ -162,6 +168,25 @@ class TensorBoardBackend:
         self.writer.close()
 
 
+@contextlib.contextmanager
+def _store_lock(uri: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``<db>.lock`` beside a local SQLite store while a run opens it (POSIX only).
+
+    MLflow creates a new store's schema on first use; two processes doing so at once fail
+    (alembic finds the version row changed under it), so sweep cells serialise that step.
+    """
+    if not uri.startswith("sqlite:///") or fcntl is None:
+        yield
+        return
+    lock = Path(uri.removeprefix("sqlite:///") + ".lock")
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class MlflowBackend:
     """One MLflow run, through an ``MlflowClient`` (no global active run)."""
 
@@ -175,16 +200,17 @@ class MlflowBackend:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
-        try:
-            self.client = MlflowClient(tracking_uri=uri)
-            found = self.client.get_experiment_by_name(experiment)
-        except MlflowException as exc:  # e.g. a file: store, which MLflow 3 refuses unless told otherwise
-            raise InputError("tracking.mlflow.uri", f"MLflow refuses {uri}: {exc.message.split('. ')[0]}") from None
-        if found is not None:
-            experiment_id = found.experiment_id
-        else:
-            location = None if artifacts is None else (artifacts / re.sub(r"[^\w.-]", "_", experiment)).as_uri()
-            experiment_id = self.client.create_experiment(experiment, artifact_location=location)
+        with _store_lock(uri):  # parallel sweep workers would each create the schema of a new store
+            try:
+                self.client = MlflowClient(tracking_uri=uri)
+                found = self.client.get_experiment_by_name(experiment)
+            except MlflowException as exc:  # e.g. a file: store, which MLflow 3 refuses unless told otherwise
+                raise InputError("tracking.mlflow.uri", f"MLflow refuses {uri}: {exc.message.split('. ')[0]}") from None
+            if found is not None:
+                experiment_id = found.experiment_id
+            else:
+                location = None if artifacts is None else (artifacts / re.sub(r"[^\w.-]", "_", experiment)).as_uri()
+                experiment_id = self.client.create_experiment(experiment, artifact_location=location)
         self.run_id: str = self.client.create_run(experiment_id, run_name=name, tags=dict(tags)).info.run_id
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for i in range(0, len(items), self.BATCH):

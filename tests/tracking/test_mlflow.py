@@ -72,3 +72,18 @@ def test_mlflow_refusal_is_one_line(write_scenario, tmp_path: Path, capsys, monk
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("simfl: tracking.mlflow.uri: MLflow refuses file://")
     assert not (tmp_path / "out.partial").exists()
+
+
+def test_parallel_sweep_cells_share_one_store(write_scenario, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Two worker processes write their cells' runs into one SQLite store: one experiment per cell."""
+    from simfl.cli import main
+
+    raw = tracked_scenario(tmp_path, mlflow={})
+    raw["sweep"] = {"train.lr": [0.05, 0.1, 0.2]}
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(write_scenario(raw)), "--out", str(out), "--workers", "2"]) == 0
+    client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert sorted((r.data.params["train.lr"], r.info.run_name, r.info.status) for r in runs) == [
+        (lr, f"{a}-seed0", "FINISHED") for lr in ("0.05", "0.1", "0.2") for a in ("fedasync", "fedavg")
+    ]
