@@ -84,18 +84,22 @@ def _child(*args: str) -> subprocess.Popen[bytes]:
 
 
 def _wait_for_checkpoint(proc: subprocess.Popen[bytes], stage: Path, algorithm: str) -> dict[str, Any]:
-    """Poll until the checkpoint holds a run of ``algorithm`` under way, in the first half of its 120 s
-    budget, so that the child is sure to be still running when it is signalled (even on a loaded machine)."""
+    """Poll until the checkpoint holds a run of ``algorithm`` under way, and return it with the child
+    *stopped* (SIGSTOP): the child is held while the checkpoint is read, so even on a loaded machine it
+    cannot finish between the check and the caller's signal (send SIGCONT after a SIGINT)."""
     deadline = time.monotonic() + 120
+    path = stage / CHECKPOINT_FILE
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[1].decode()
-        path = stage / CHECKPOINT_FILE
         if path.exists():
+            proc.send_signal(signal.SIGSTOP)
             data = load_checkpoint(path)
             cur = data["current"]
-            state = cur["sim"]["state"] if cur is not None else None
+            state = None if cur is None else cur["sim"]["state"]
+            # the latest checkpoint while the child is held: it is mid-run (before 60 + 5 s of its 120 s)
             if cur is not None and cur["algorithm"] == algorithm and state["updates"] > 0 and state["now"] <= 60:
                 return data
+            proc.send_signal(signal.SIGCONT)
         time.sleep(0.005)
     raise AssertionError("no checkpoint appeared")
 
@@ -137,6 +141,7 @@ def test_sigint_leaves_a_marked_consistent_folder_that_resumes(tmp_path: Path) -
     proc = _child(str(scn), "--out", str(out), "--checkpoint-every", "5s")
     _wait_for_checkpoint(proc, stage, "fedavg")
     proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGCONT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     lines = err.decode().strip().splitlines()
