@@ -78,9 +78,16 @@ def _scenario(tmp_path: Path) -> Path:
 
 
 def _child(*args: str) -> subprocess.Popen[bytes]:
+    """``simfl run ARGS`` in a child that reacts to SIGINT as from a terminal.
+
+    An ignored SIGINT is inherited across exec (and a library loaded by an earlier test in the same
+    worker may have set it so), and Python then installs no KeyboardInterrupt handler: the child's
+    SIGINT is reset to the default before exec.
+    """
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "simfl", "run", *args, "--quiet"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_checkpoint(proc: subprocess.Popen[bytes], stage: Path, algorithm: str) -> dict[str, Any]:
