@@ -10,7 +10,7 @@ from pydantic import Field
 from torch import nn
 
 from simfl.algorithms import Arrival, AsyncAlgorithm, Setup
-from simfl.algorithms.base import AlgorithmConfig
+from simfl.algorithms.base import AlgorithmConfig, SingleModel
 from simfl.algorithms.fedprox import FedProx
 from simfl.data import DataConfigBase, Dataset
 from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
@@ -24,8 +24,8 @@ class FedFooConfig(AlgorithmConfig):
     eta: UnitOpen = Field(0.5, description="Mixing weight of each arrival.")
 
 
-class FedFoo(AsyncAlgorithm[FedFooConfig]):
-    """w <- (1 - eta) w + eta w_client on every arrival."""
+class FedFoo(SingleModel, AsyncAlgorithm[FedFooConfig]):
+    """w <- (1 - eta) w + eta w_client on every arrival (its state, the one model w, kept by simfl's mixin)."""
 
     Config = FedFooConfig
 
@@ -39,15 +39,6 @@ class FedFoo(AsyncAlgorithm[FedFooConfig]):
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         self.w = torch.lerp(self.w, arrival.weights, self.config.eta)
         return self.w, self.config.eta
-
-    def global_weights(self) -> torch.Tensor:
-        return self.w
-
-    def state(self) -> dict[str, Any]:
-        return {"w": self.w}
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        self.w = state["w"]
 
 
 class StepsConfig(Section):
