@@ -199,7 +199,7 @@ def is_plugin(kind: str, name: Any) -> bool:
     return is_import_path(name) or name in entry_points(spec.group)
 
 
-def _import(name: str, where: str) -> Any:
+def import_object(name: str, where: str) -> Any:
     """The object at import path ``module:attr.attr``; a one-line InputError when it is not there."""
     if name in _GIVEN:
         return _GIVEN[name]
@@ -253,7 +253,7 @@ def resolve(kind: str, name: str, where: str | None = None) -> Any:
     if name in eps:
         obj = _load_entry_point(eps[name], where)
     elif is_import_path(name):
-        obj = _import(name, where)
+        obj = import_object(name, where)
     else:
         raise InputError(where, f"unknown {kind} '{name}'; allowed: {', '.join([*builtin, *eps])} "
                          "or an import path package.module:Class")

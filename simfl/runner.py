@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from simfl import scenario as scenario_mod
 from simfl.algorithms.base import run_name
@@ -29,7 +28,7 @@ from simfl.results import SUMMARY_COLUMNS, GrowingRun, OutputFolder, read_metric
 from simfl.scenario import Scenario
 from simfl.sim.engine import Progress
 from simfl.sim.verify import RunStopped
-from simfl.tracking import Tracking, check_installed
+from simfl.tracking import Tracking
 
 
 @dataclass(frozen=True)
@@ -68,9 +67,7 @@ def run_into(
         (f["algorithm"], f["seed"]): read_metrics(folder.stage, f["algorithm"], f["seed"]) for f in session.finished
     }
     try:
-        check_installed(scn.tracking)
-        tracker = None if scn.tracking is None else Tracking(
-            scn.tracking, scn.name, scenario_mod.dump(scn), yaml.safe_load(scenario_mod.dump(scn)), folder.out)
+        tracker = None if scn.tracking is None else Tracking(scn.tracking, scn.name, scenario_mod.dump(scn), folder.out)
         dataset = load_dataset(scn)
         for seed in scn.seeds:
             fed = federation(scn, dataset, seed)

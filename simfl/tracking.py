@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import yaml
 from pydantic import Field
 
 from simfl.errors import InputError
@@ -367,13 +368,13 @@ class RunFeed:
 class Tracking:
     """The trackers of one scenario run: opens one :class:`RunFeed` per (algorithm, seed)."""
 
-    def __init__(self, config: TrackingConfig, scenario_name: str, scenario_yaml: str, scenario: Mapping[str, Any],
-                 out: Path) -> None:
+    def __init__(self, config: TrackingConfig, scenario_name: str, scenario_yaml: str, out: Path) -> None:
+        """``scenario_yaml``: the scenario as ``scenario.dump`` gives it (the artifact; the parameters are read from it)."""
         check_installed(config)
         self.config = config
         self.scenario_name = scenario_name
         self.scenario_yaml = scenario_yaml
-        self.scenario = scenario
+        self.scenario: Mapping[str, Any] = yaml.safe_load(scenario_yaml)
         self.out = out
 
     def paths(self) -> dict[str, str]:

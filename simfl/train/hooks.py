@@ -17,12 +17,14 @@ built-in hooks.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import nn
+
+from simfl import plugins
+from simfl.errors import InputError
 
 Penalty = Callable[[], torch.Tensor]
 """A term added to each batch's loss (it may read the parameters as they train)."""
@@ -49,14 +51,11 @@ def hook(key: str) -> Hook:
     """The hook of option ``key``: a built-in name of :data:`HOOKS` or an import path ``module:function``."""
     if key in HOOKS:
         return HOOKS[key]
-    module, _, attr = key.partition(":")
-    if module and attr:
+    if plugins.is_import_path(key):
         try:
-            obj: Any = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise KeyError(f"local-training hook '{key}' cannot be imported: {exc}") from None
+            obj = plugins.import_object(key, "local training")
+        except InputError as exc:
+            raise KeyError(f"local-training hook '{key}' cannot be imported: {exc.message}") from None
         if callable(obj):
             return obj  # type: ignore[no-any-return]
     raise KeyError(f"no local-training hook '{key}'; known: {sorted(HOOKS)} or an import path module:function")
