@@ -118,17 +118,24 @@ def run(
     seeds: Sequence[int] | None = None,
     overrides: Iterable[str] = (),
     force: bool = False,
+    workers: int | None = None,
+    ray: str | None = None,
+    quiet: bool = True,
 ) -> Results:
     """Run every algorithm and seed of ``scenario`` into ``out`` (as ``simfl run``) and read the results.
 
     ``overrides`` are ``KEY=VALUE`` strings as for ``--set``; ``seeds`` replaces the scenario's seeds.
+    ``workers`` and ``ray`` are ``--workers`` and ``--ray`` (default: runs side by side on this machine's
+    cores); ``quiet=False`` shows the progress bar and a line per finished run.
     """
-    from simfl.grid import run_into
+    from simfl.runner import Launch, fresh_target, run_targets, workers_for
 
     raw, base = _prepared(scenario, overrides, seeds)
     raw.pop("sweep", None)
     scn = scenario_mod.resolve_paths(scenario_mod.validate(raw), base)
-    folder = run_into(scn, _out(out, scn.name), force=force)
+    count = workers_for(workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=ray is not None)
+    target = fresh_target(scn, _out(out, scn.name), force=force)
+    folder = run_targets([target], Launch(count, ray, quiet=quiet))[0].out
     return Results(folder, *read_folder(folder))
 
 
@@ -139,7 +146,8 @@ def sweep(
     *,
     seeds: Sequence[int] | None = None,
     overrides: Iterable[str] = (),
-    workers: int = 1,
+    workers: int | None = None,
+    ray: str | None = None,
     quiet: bool = True,
 ) -> Results:
     """Run every cell of a sweep (as ``simfl sweep``, resumable in ``out``) and read the results.
@@ -152,8 +160,8 @@ def sweep(
     raw, base = _prepared(scenario, overrides, seeds)
     if over is not None:
         raw["sweep"] = {key: list(values) for key, values in over.items()}
-    outcome = run_sweep(raw, _out(out, f"{raw.get('name', 'scenario')}-sweep"), workers=workers,
-                        log=(lambda line: None) if quiet else None, base=base)
+    outcome = run_sweep(raw, _out(out, f"{raw.get('name', 'scenario')}-sweep"), workers=workers, ray_address=ray,
+                        log=(lambda line: None) if quiet else None, base=base, quiet=quiet)
     swept = list(raw.get("sweep") or {})
     columns = {k: f"sweep.{k}" if k in _DATA_COLUMNS else k for k in swept}
     keys = tuple(columns.values())

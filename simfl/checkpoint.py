@@ -3,19 +3,25 @@
 Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.results`):
 
 ``checkpoint.pt``
-    Written atomically (temporary file, fsync, rename) with ``torch.save`` and
-    read back with ``torch.load(weights_only=True)``: plain dicts, lists,
-    numbers, strings and tensors only. It holds the ``--checkpoint-every`` and
-    ``--verify`` settings, the summary rows of the (algorithm, seed) runs
-    already finished (their metrics.csv and events.csv are already in the
-    folder), and, while a run is under way, that run's simulation data
+    The folder's own record, written only by the process that launched the runs,
+    atomically (temporary file, fsync, rename) with ``torch.save`` and read back
+    with ``torch.load(weights_only=True)``: plain dicts, lists, numbers, strings
+    and tensors only. It holds the ``--checkpoint-every`` and ``--verify``
+    settings and the summary rows of the (algorithm, seed) runs already finished
+    (their metrics.csv and events.csv are already in the folder).
+``running/<algorithm>/seed<k>.pt``
+    One per run under way that has reached a checkpoint, replaced at each one
+    (same writing and reading rules): that run's simulation data
     (:meth:`simfl.sim.engine.Simulation.data`: virtual clock, clients with their
     rounds and start weights, the pending wake-ups as ``[kind, order, time, index]``
     rows, algorithm state, latency and failure random-stream states, evaluation
-    cache, metrics and events so far).
+    cache, metrics and events so far) and the wall seconds it had cost. Runs go on
+    side by side (:mod:`simfl.units`), so each keeps its own file; it is removed
+    when the run finishes. A folder of the first format (one ``current`` run inside
+    ``checkpoint.pt``) is still read.
 ``INCOMPLETE``
     Present for as long as the folder is unfinished (also after a SIGKILL):
-    what finished, what the checkpoint holds, how it ended (e.g. interrupted
+    what finished, which runs have a checkpoint, how it ended (e.g. interrupted
     by SIGINT) and the command that continues it.
 ``FAILED``
     In a published folder whose run was stopped by ``--verify``: which run and
@@ -25,10 +31,11 @@ Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.result
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
-import time
+import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +45,16 @@ import torch
 
 from simfl.errors import InputError
 from simfl.sim.clock import PRIORITY
-from simfl.sim.engine import Checkpointing
 
 CHECKPOINT_FILE = "checkpoint.pt"
+RUNNING_DIR = "running"
 INCOMPLETE_FILE = "INCOMPLETE"
 FAILED_FILE = "FAILED"
-FORMAT = "simfl-checkpoint/1"
+FORMAT = "simfl-checkpoint/2"
+FORMATS = ("simfl-checkpoint/1", FORMAT)
+"""Formats of checkpoint.pt that are read (the first held one run under way as ``current``)."""
+RUN_FORMAT = "simfl-run/1"
+"""Format of a run's own checkpoint file under ``running/``."""
 
 _EVERY_RE = re.compile(r"^\s*(?P<n>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>s?)\s*$")
 
@@ -97,8 +108,8 @@ def write_atomic(path: Path, data: bytes | None = None, obj: Any = None) -> None
 FRESH = "start afresh with `simfl run FILE --out OUT --force`"
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Read a checkpoint safely (tensors and plain data only); a damaged file is an InputError.
+def _read(path: Path) -> Any:
+    """``torch.load`` of plain data and tensors only; a damaged or hostile file is an InputError.
 
     Code or objects other than plain data and tensors are never loaded (``weights_only``),
     and torch's own warnings and advice stay off the terminal.
@@ -107,7 +118,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            data = torch.load(path, weights_only=True, map_location="cpu")
+            return torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # torch raises many types for damaged files
         text = str(exc)
         if "GLOBAL" in text or "Unsupported global" in text:
@@ -118,10 +129,32 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
             lines = [ln for ln in lines[1:] if not ln.startswith(("Please file", "Check the documentation"))]
         first = (lines or [type(exc).__name__])[0][:160]
         raise InputError(where, f"unreadable checkpoint ({first}); {FRESH}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(where, f"not a simfl checkpoint (expected format {FORMAT}); {FRESH}")
-    check_saved(data, where)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a folder's ``checkpoint.pt`` safely and check its structure."""
+    data = _read(path)
+    if not isinstance(data, dict) or data.get("format") not in FORMATS:
+        raise InputError(str(path), f"not a simfl checkpoint (expected format {FORMAT}); {FRESH}")
+    check_saved(data, str(path))
     return data
+
+
+def load_run(path: Path) -> dict[str, Any]:
+    """Read one run's checkpoint (``running/<algorithm>/seed<k>.pt``) safely and check its structure."""
+    data = _read(path)
+    if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
+        raise InputError(str(path), f"not a simfl run checkpoint (expected format {RUN_FORMAT}); {FRESH}")
+    check_run(data, str(path))
+    return data
+
+
+def run_blob(algorithm: str, seed: int, wall_seconds: float, sim: dict[str, Any]) -> bytes:
+    """The bytes of one run's checkpoint file (made where the run goes, written where its folder is)."""
+    buffer = io.BytesIO()
+    torch.save({"format": RUN_FORMAT, "algorithm": algorithm, "seed": seed, "wall_seconds": wall_seconds,
+                "sim": sim}, buffer)
+    return buffer.getvalue()
 
 
 def _need(ok: bool, where: str, what: str) -> None:
@@ -152,24 +185,28 @@ def check_saved(data: dict[str, Any], where: str) -> None:
     for i, f in enumerate(finished or []):
         _need(isinstance(f, dict) and isinstance(f.get("algorithm"), str) and _is_int(f.get("seed"))
               and isinstance(f.get("row"), dict), where, f"finished[{i}] needs algorithm (text), seed (>= 0), row")
-    cur = data.get("current")
-    if cur is None:
-        return
-    _need(isinstance(cur, dict), where, "'current' must be a mapping")
+    cur = data.get("current")  # the first format's run under way
+    if cur is not None:
+        _need(isinstance(cur, dict), where, "'current' must be a mapping")
+        check_run(cur, where, "current.")
+
+
+def check_run(cur: dict[str, Any], where: str, prefix: str = "") -> None:
+    """Check a run's saved simulation data (a run checkpoint, or the first format's ``current``)."""
     _need(isinstance(cur.get("algorithm"), str) and _is_int(cur.get("seed")) and _is_time(cur.get("wall_seconds")),
-          where, "current needs algorithm (text), seed (>= 0) and wall_seconds (>= 0)")
-    sim = cur.get("sim")
+          where, f"{prefix or 'the run '}needs algorithm (text), seed (>= 0) and wall_seconds (>= 0)")
+    sim: Any = cur.get("sim")
     _need(isinstance(sim, dict) and all(k in sim for k in ("state", "algorithm", "latency", "availability",
                                                              "last_eval")),
-          where, "current.sim needs state, algorithm, latency, availability, last_eval")
+          where, f"{prefix}sim needs state, algorithm, latency, availability, last_eval")
     state = sim["state"]
     _need(isinstance(state, dict) and _is_time(state.get("now")) and _is_int(state.get("updates"))
           and isinstance(state.get("clients"), list) and isinstance(state.get("events"), list)
           and isinstance(state.get("metrics"), list), where,
-          "current.sim.state needs now (>= 0), updates (>= 0), clients, events and metrics lists")
+          f"{prefix}sim.state needs now (>= 0), updates (>= 0), clients, events and metrics lists")
     pending = state.get("pending")
     _need(isinstance(pending, list) and all(_is_wake(w, state["now"]) for w in pending), where,
-          "current.sim.state.pending needs [kind, order, time >= now, index] wake-ups")
+          f"{prefix}sim.state.pending needs [kind, order, time >= now, index] wake-ups")
 
 
 def _is_wake(row: Any, now: float) -> bool:
@@ -179,14 +216,21 @@ def _is_wake(row: Any, now: float) -> bool:
 
 
 class Session:
-    """The bookkeeping of one ``simfl run`` in its staging folder: finished runs, checkpoint, markers."""
+    """The bookkeeping of one result folder in its staging folder: finished runs, run checkpoints, markers.
+
+    Only the launching process writes here; runs going on elsewhere send their checkpoints as
+    bytes (:func:`run_blob`), which :meth:`save_run` writes.
+    """
 
     def __init__(self, stage: Path, every: Every | None, verify: bool, saved: dict[str, Any] | None = None) -> None:
         self.stage = stage
         self.every = every
         self.verify = verify
         self.finished: list[dict[str, Any]] = list(saved["finished"]) if saved else []
-        self.current: dict[str, Any] | None = saved.get("current") if saved else None
+        self.legacy: dict[str, Any] | None = saved.get("current") if saved else None
+        """The first format's run under way, until that run checkpoints again or finishes."""
+        self.held: dict[tuple[str, int], str] = {}
+        """Where each run with a checkpoint stands (for INCOMPLETE)."""
         self.note = "running (or killed)"
 
     @staticmethod
@@ -204,54 +248,63 @@ class Session:
     def is_finished(self, algorithm: str, seed: int) -> bool:
         return any(f["algorithm"] == algorithm and f["seed"] == seed for f in self.finished)
 
+    def run_path(self, algorithm: str, seed: int) -> Path:
+        """The checkpoint file of one run under way."""
+        return self.stage / RUNNING_DIR / algorithm / f"seed{seed}.pt"
+
     def resume_data(self, algorithm: str, seed: int) -> tuple[dict[str, Any] | None, float]:
-        """The saved simulation of this run, if the checkpoint holds it, and the wall seconds it had cost."""
-        cur = self.current
+        """The saved simulation of this run, if it has a checkpoint, and the wall seconds it had cost."""
+        path = self.run_path(algorithm, seed)
+        cur = load_run(path) if path.is_file() else self.legacy
         if cur is not None and cur["algorithm"] == algorithm and cur["seed"] == seed:
             return cur["sim"], float(cur["wall_seconds"])
         return None, 0.0
 
     # -- writing -------------------------------------------------------------------
 
-    def checkpointing(self, algorithm: str, seed: int, prior_wall: float) -> Checkpointing | None:
-        """The engine hook saving this run on the ``--checkpoint-every`` schedule."""
-        if self.every is None:
-            return None
-        started = time.perf_counter()
-
-        def save(sim: dict[str, Any]) -> None:
-            wall = prior_wall + time.perf_counter() - started
-            self.current = {"algorithm": algorithm, "seed": seed, "wall_seconds": wall, "sim": sim}
+    def save_run(self, algorithm: str, seed: int, blob: bytes, now: float, updates: int) -> None:
+        """Write one run's checkpoint (:func:`run_blob`), which stands at virtual time ``now``."""
+        path = self.run_path(algorithm, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, blob)
+        self.held[(algorithm, seed)] = f"at virtual time {now!r}, {updates} updates"
+        if self.legacy is not None and (self.legacy["algorithm"], self.legacy["seed"]) == (algorithm, seed):
+            self.legacy = None
             self.write()
-
-        return Checkpointing(save, every_updates=self.every.updates, every_time=self.every.seconds)
+        else:
+            self.mark_incomplete()
 
     def finish(self, algorithm: str, seed: int, row: dict[str, Any]) -> None:
-        """Record a finished run (its files are written) and drop its simulation data."""
+        """Record a finished run (its files are written) and drop its checkpoint."""
         self.finished.append({"algorithm": algorithm, "seed": seed, "row": dict(row)})
-        self.current = None
+        self.run_path(algorithm, seed).unlink(missing_ok=True)
+        self.held.pop((algorithm, seed), None)
+        if self.legacy is not None and (self.legacy["algorithm"], self.legacy["seed"]) == (algorithm, seed):
+            self.legacy = None
         self.write()
 
     def write(self) -> None:
-        """Save the checkpoint and refresh the INCOMPLETE marker."""
-        write_atomic(self.stage / CHECKPOINT_FILE, obj={
-            "format": FORMAT, "every": self.every.text if self.every else None, "verify": self.verify,
-            "finished": self.finished, "current": self.current,
-        })
+        """Save the folder's record and refresh the INCOMPLETE marker."""
+        data: dict[str, Any] = {"format": FORMAT, "every": self.every.text if self.every else None,
+                                "verify": self.verify, "finished": self.finished}
+        if self.legacy is not None:
+            data["current"] = self.legacy
+        write_atomic(self.stage / CHECKPOINT_FILE, obj=data)
         self.mark_incomplete()
 
     def mark_incomplete(self, note: str | None = None) -> None:
-        """(Re)write ``INCOMPLETE``: what finished, what the checkpoint holds, how to continue."""
+        """(Re)write ``INCOMPLETE``: what finished, which runs have a checkpoint, how to continue."""
         if note is not None:
             self.note = note
         out = self.stage.with_name(self.stage.name.removesuffix(".partial"))
         done = ", ".join(f"{f['algorithm']} seed{f['seed']}" for f in self.finished) or "none"
-        cur = self.current
-        held = "none" if cur is None else (
-            f"{cur['algorithm']} seed{cur['seed']} at virtual time {cur['sim']['state']['now']!r}, "
-            f"{cur['sim']['state']['updates']} updates"
-        )
-        text = (f"status: incomplete, {self.note}\nfinished: {done}\ncheckpoint: {held}\n"
+        held = dict(self.held)
+        if self.legacy is not None:
+            state = self.legacy["sim"]["state"]
+            held.setdefault((self.legacy["algorithm"], self.legacy["seed"]),
+                            f"at virtual time {state['now']!r}, {state['updates']} updates")
+        where = "; ".join(f"{a} seed{s} {text}" for (a, s), text in sorted(held.items())) or "none"
+        text = (f"status: incomplete, {self.note}\nfinished: {done}\ncheckpoint: {where}\n"
                 f"continue with: simfl run --resume {out}\n")
         write_atomic(self.stage / INCOMPLETE_FILE, text.encode())
 
@@ -261,7 +314,8 @@ class Session:
             tmp.unlink(missing_ok=True)
 
     def close(self) -> None:
-        """The folder is complete: remove the checkpoint and the INCOMPLETE marker before publishing."""
+        """The folder is complete: remove the checkpoints and the INCOMPLETE marker before publishing."""
         for name in (CHECKPOINT_FILE, INCOMPLETE_FILE):
             (self.stage / name).unlink(missing_ok=True)
+        shutil.rmtree(self.stage / RUNNING_DIR, ignore_errors=True)
         self.remove_tmp()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,6 @@ from simfl.errors import InputError
 if TYPE_CHECKING:
     from simfl.checkpoint import Every
     from simfl.scenario import Scenario
-    from simfl.sim.engine import Progress
 
 # Heavy modules (torch, pandas, matplotlib) are imported inside the commands so that
 # `simfl --help` and usage errors answer at once.
@@ -68,9 +67,22 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     clients = getattr(scn.data.partition, "clients", None)
     if clients is not None:
         scn.check_clients(clients)
+    from simfl.runner import workers_for
+
     est = estimate.estimate(scn, cells)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
-    return est.lines()
+    return est.lines(workers_for(None, [scn], est.runs * est.cells))
+
+
+def _parallel(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="runs (algorithm entry x seed x sweep cell) side by side in N worker processes "
+                        "(default: $SIMFL_WORKERS, else as many as the cores hold given each run's executor threads "
+                        "and workers; 1: one after another in this process). The numbers do not depend on it")
+    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help="run each run as a Ray task: on a local Ray instance, or on the cluster at ADDRESS "
+                        "(e.g. ray://head:10001 or head:6379); the nodes need not see the output folder: results "
+                        "and checkpoints come back here, and a node without the dataset gets it from here")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--only", default=None, metavar="NAMES",
                        help="comma-separated entry names (label, else algorithm name): run only those entries")
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
-    p_run.add_argument("--quiet", action="store_true", help="no progress bar")
+    p_run.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
+    _parallel(p_run)
     _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
 
@@ -122,10 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
                              parents=[scenario_options])
     p_sweep.add_argument("file", type=Path, help="scenario YAML file with a sweep: block")
     p_sweep.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<scenario name>-sweep)")
-    p_sweep.add_argument("--workers", type=int, default=1, help="cells run in parallel in this many processes")
-    p_sweep.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                         help="run the cells as Ray tasks: on a local Ray instance, or on the cluster at ADDRESS "
-                              "(its nodes must see the output folder and the data at the same paths)")
+    p_sweep.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
+    _parallel(p_sweep)
     _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
 
@@ -208,39 +219,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress_factory(scn: Scenario, quiet: bool) -> Callable[[str, int], Progress | None]:
-    from tqdm import tqdm
-
-    from simfl.sim.state import SimState
-
-    total = scn.budget.time
-
-    def factory(algorithm: str, seed: int) -> Progress | None:
-        if quiet or not sys.stderr.isatty():
-            return None
-        bar = tqdm(total=total, desc=f"{algorithm} seed{seed}", unit="vs", leave=False, file=sys.stderr,
-                   dynamic_ncols=True, bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total_fmt} vs {postfix}"
-                   if total else "{desc}: {n:.0f} vs {postfix}")
-
-        def update(state: SimState) -> None:
-            bar.n = state.now
-            last = state.metrics[-1].accuracy if state.metrics else float("nan")
-            bar.set_postfix_str(f"updates={state.updates} acc={last:.3f}", refresh=False)
-            bar.refresh()
-            if state.stopped:
-                bar.close()
-
-        return update
-
-    return factory
-
-
 def cmd_run(args: argparse.Namespace) -> int:
+    from simfl import estimate
     from simfl import scenario as scenario_mod
     from simfl.checkpoint import Session, parse_every
     from simfl.report import comparison_table
     from simfl.results import OutputFolder
-    from simfl.runner import VerifyFailed, run_into
+    from simfl.runner import Launch, Target, VerifyFailed, fresh_target, run_targets, workers_for
 
     every = parse_every(args.checkpoint_every) if args.checkpoint_every is not None else None
     if args.resume is not None:
@@ -251,6 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         scn = scenario_mod.load(folder.path("scenario.yaml"))
         saved_every, saved_verify, saved = Session.reopen(folder.stage)
         session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved)
+        target = Target(scn, folder, session, resumed=True, estimate=estimate.estimate(scn).wall_seconds or 1.0)
     else:
         if args.file is None:
             raise InputError("run", "needs a scenario file (or --resume OUT)")
@@ -258,12 +244,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if scn.record is not None and every is not None:
             raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
         _check_run(scn, args, every)
-        folder = OutputFolder(args.out if args.out is not None else Path("runs") / scn.name, force=args.force)
-        folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
-        session = Session(folder.stage, every, args.verify)
+        target = None
+    workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
+    if target is None:
+        target = fresh_target(scn, args.out if args.out is not None else Path("runs") / scn.name, args.force,
+                              None if every is None else every.text, args.verify)
     try:
-        done = run_into(scn, folder, session, _progress_factory(scn, args.quiet),
-                        keep_on_input_error=args.resume is not None)
+        done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet))[0]
     except VerifyFailed as exc:
         print(one_line(f"simfl: verify: {exc.line}; results so far in {exc.out} (marked FAILED)"), file=sys.stderr)
         return 1
@@ -287,6 +274,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     from simfl.scenarios import shipped
 
     args.file, args.checkpoint_every, args.resume, args.verify, args.only = shipped("quickstart"), None, None, False, None
+    args.workers, args.ray = None, None
     return cmd_run(args)
 
 
@@ -304,7 +292,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
     outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
-                        max_memory=args.max_memory)
+                        max_memory=args.max_memory, quiet=args.quiet)
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
     return 0

@@ -112,8 +112,8 @@ class Estimate:
         """Bytes one process holds at its peak (dataset, shards, model copies, client state, records)."""
         return self.dataset_bytes + 4 * self.model_bytes + self.client_state_bytes + self.record_bytes
 
-    def lines(self) -> list[str]:
-        """The estimate as ``# ``-comment lines (``simfl validate`` output)."""
+    def lines(self, workers: int = 1) -> list[str]:
+        """The estimate as ``# ``-comment lines (``simfl validate`` output); ``workers``: runs side by side."""
         shape = "x".join(map(str, self.data.shape))
         params = "unknown (not built ahead)" if self.model_params is None else f"{self.model_params:,} parameters"
         data = (f"{_bytes(self.dataset_bytes)} ({self.data.train:,} train + {self.data.test:,} test samples of "
@@ -135,8 +135,17 @@ class Estimate:
         out.append(f"#   runs:          {self.runs} (algorithms x seeds)" + (f", {self.cells} sweep cells"
                                                                             if self.cells > 1 else ""))
         if self.wall_seconds is not None:
-            out.append(f"#   wall time:     about {_duration(self.wall_seconds * self.runs * self.cells)} in all")
+            units = self.runs * self.cells
+            out.append(f"#   wall time:     about {_duration(self.wall_seconds * units)} in all with 1 worker")
+            if workers > 1:
+                out.append(f"#                  about {_duration(spread(self.wall_seconds, units, workers))} with "
+                           f"{workers} workers (the default here; --workers, --ray)")
         return out
+
+
+def spread(seconds: float, runs: int, workers: int) -> float:
+    """Wall time of ``runs`` runs of ``seconds`` each over ``workers`` side by side (the longest worker's share)."""
+    return seconds * math.ceil(runs / max(1, workers))
 
 
 def _bytes(n: float) -> str:

@@ -9,8 +9,9 @@ summary.csv, accuracy.png, per-run metrics.csv and events.csv), written in
 Resume rule: a cell is finished exactly when its folder ``<out>/<cell name>``
 exists, because only a completed cell is ever renamed to that name. A second
 ``simfl sweep`` of the same scenario into the same folder skips finished cells
-and (re)runs the others; leftover ``.partial`` folders of a killed sweep are
-started afresh. ``<out>/sweep.yaml`` keeps the swept scenario; resuming with a
+and (re)runs the others; a ``.partial`` folder of a killed sweep is continued
+(its finished runs kept) when it holds this cell's scenario and bookkeeping, and
+started afresh otherwise. ``<out>/sweep.yaml`` keeps the swept scenario; resuming with a
 different one is refused, so finished cells always belong to the grid asked for.
 
 Cell names: ``<key>=<value>`` for each swept key, then ``seed=<k>``, joined by
@@ -23,8 +24,11 @@ position ``v<i>``. A name longer than :data:`CELL_BYTES` bytes is cut and ends i
 and a hash of the whole name (``...~3f2a9c0d1b7e__seed=0``); ``<out>/cells.csv``
 is the readable index of every cell: its folder, scenario name, seed and swept values.
 
-Cells run one after another in this process, in ``workers`` spawned processes,
-or as Ray tasks on a local instance or an existing cluster (``ray_address``).
+Every (cell, entry, seed) run is one unit (:mod:`simfl.units`): units run one after
+another in this process, in ``workers`` spawned processes, or as Ray tasks on a local
+instance or an existing cluster (``ray_address``) that needs no shared file system; a
+cell is published as soon as its last unit ends (:mod:`simfl.runner`). A cell killed
+mid-way keeps its staging folder: its finished runs are kept and the rest run again.
 """
 
 from __future__ import annotations
@@ -34,11 +38,8 @@ import hashlib
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field, replace
-from multiprocessing import get_context
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,10 @@ import yaml
 
 from simfl import outdir
 from simfl import scenario as scenario_mod
+from simfl.checkpoint import CHECKPOINT_FILE, Session
 from simfl.errors import InputError
+from simfl.results import OutputFolder
+from simfl.runner import Launch, Target, run_targets, workers_for
 from simfl.scenario import Scenario
 
 SWEEP_FILE = "sweep.yaml"
@@ -185,40 +189,36 @@ def _fingerprint(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=True)
 
 
-# -- running one cell ---------------------------------------------------------------
+# -- one cell's result folder -------------------------------------------------------------
 
 
-def run_into(scn: Scenario, out: Path, force: bool = False) -> Path:
-    """Run every (algorithm, seed) of ``scn`` into the result folder ``out`` (staged, then published).
+def cell_target(cell: Cell, out: Path) -> Target:
+    """The result folder of ``cell``: its unfinished staging folder continued when it holds this cell's runs,
+    else a fresh one (a killed cell's leftovers are removed, if simfl wrote them)."""
+    from simfl import estimate
 
-    Writes the same files as ``simfl run`` (through :func:`simfl.runner.run_into`); a cell that
-    fails in any way leaves no folder behind, so it is simply run again on resume.
-    """
-    from simfl.checkpoint import Session
-    from simfl.results import OutputFolder
-    from simfl.runner import run_into as run_scenario_into
-
-    folder = OutputFolder(out, force=force)
-    folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
-    try:
-        return run_scenario_into(scn, folder, Session(folder.stage, None, False)).out
-    except BaseException:
-        folder.discard()
-        raise
-
-
-def run_cell(cell: Cell, out: Path) -> tuple[str, float]:
-    """Run one cell into ``out/<cell.name>``; returns the cell name and the wall seconds it took."""
-    start = time.perf_counter()
-    run_into(cell.scenario(), out / cell.name)
-    return cell.name, time.perf_counter() - start
-
-
-def _init_worker(threads: int) -> None:
-    """Worker processes share the machine: give each an even share of the cores."""
-    import torch
-
-    torch.set_num_threads(threads)
+    scn = cell.scenario()
+    final = out / cell.name
+    stage = out / (cell.name + ".partial")
+    text = scenario_mod.dump(scn)
+    saved = None
+    if (stage / "scenario.yaml").is_file() and (stage / CHECKPOINT_FILE).is_file() and outdir.is_ours(stage):
+        try:
+            if (stage / "scenario.yaml").read_text() == text:
+                saved = Session.reopen(stage)
+        except (InputError, OSError, UnicodeDecodeError):
+            saved = None
+    if saved is not None:
+        folder = OutputFolder(final, reopen=True)
+        session = Session(folder.stage, None, False, saved[2])
+    else:
+        if stage.exists() or stage.is_symlink():
+            outdir.remove(stage)  # refused if simfl did not write it
+        folder = OutputFolder(final)
+        folder.path("scenario.yaml").write_text(text)
+        session = Session(folder.stage, None, False)
+    wall = estimate.estimate(scn).wall_seconds or 1.0
+    return Target(scn, folder, session, label=cell.name, resumed=saved is not None, estimate=wall)
 
 
 # -- the sweep ----------------------------------------------------------------------------
@@ -254,12 +254,13 @@ def run_sweep(
     path: str | Path | Mapping[str, Any],
     out: Path | None = None,
     overrides: Iterable[str] = (),
-    workers: int = 1,
+    workers: int | None = None,
     on_published: Callable[[str], None] | None = None,
     log: Callable[[str], None] | None = None,
     ray_address: str | None = None,
     base: Path | None = None,
     max_memory: int | None = None,
+    quiet: bool = False,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
@@ -269,18 +270,16 @@ def run_sweep(
     Parameters
     ----------
     workers
-        Cells run in this many worker processes at once (1: in this process, one after another).
+        Runs side by side in worker processes (1: in this process, one after another; None: as many
+        as the cores allow, see :func:`simfl.runner.workers_for`).
     on_published
         Called with a cell's name in this process after its folder is published.
     log
-        Receives one progress line per cell (default: stderr).
+        Receives the progress lines (default: stderr); ``quiet`` keeps only the first.
     ray_address
-        Run the cells as Ray tasks instead: ``"local"`` starts a local Ray instance, anything else
-        is the address of an existing cluster (whose nodes must see ``out`` and the data at the
-        same paths, e.g. on a shared file system).
+        Run the units as Ray tasks instead: ``"local"`` starts a local Ray instance, anything else
+        is the address of an existing cluster; its nodes need no access to ``out``.
     """
-    if workers < 1:
-        raise InputError("--workers", f"must be at least 1, got {workers}")
     overrides = list(overrides)
     if isinstance(path, Mapping):
         raw = copy.deepcopy(dict(path))
@@ -291,97 +290,25 @@ def run_sweep(
         raw, cells = plan(path, overrides, max_memory)
     out = Path(out) if out is not None else Path("runs") / f"{raw['name']}-sweep"
     say = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
+    scenarios = [c.scenario() for c in cells]
+    count = workers_for(workers, scenarios, len(cells) * max((len(s.algorithms) for s in scenarios), default=1),
+                        ray=ray_address is not None)
     _prepare(out, raw, cells)
     outcome = SweepOutcome(out, cells)
-    todo: list[Cell] = []
+    targets: list[Target] = []
     for cell in cells:
         if (out / cell.name).is_dir():
             outcome.skipped.append(cell.name)
         else:
-            stage = out / (cell.name + ".partial")
-            if stage.exists() or stage.is_symlink():
-                outdir.remove(stage)  # a killed cell's staging folder; refused if simfl did not write it
-            todo.append(cell)
-    total = len(cells)
+            targets.append(cell_target(cell, out))
     if outcome.skipped:
-        say(f"{len(outcome.skipped)} of {total} cells already finished in {out}; skipping them")
+        say(f"{len(outcome.skipped)} of {len(cells)} cells already finished in {out}; skipping them")
 
-    def done(name: str, seconds: float) -> None:
-        outcome.ran.append(name)
-        say(f"[{len(outcome.ran) + len(outcome.skipped)}/{total}] {name}: done in {seconds:.1f} s")
+    def published(target: Target) -> None:
+        outcome.ran.append(target.label)
         if on_published is not None:
-            on_published(name)
+            on_published(target.label)
 
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    if ray_address is not None:
-        if todo:
-            _run_on_ray(todo, out, workers, threads, ray_address, done)
-    elif workers == 1 or len(todo) <= 1:
-        for cell in todo:
-            done(*run_cell(cell, out))
-    else:
-        _run_in_processes(todo, out, workers, threads, done)
+    if targets:
+        run_targets(targets, Launch(count, ray_address, quiet=quiet, say=say), published)
     return outcome
-
-
-def _run_in_processes(
-    todo: Sequence[Cell], out: Path, workers: int, threads: int, done: Callable[[str, float], None]
-) -> None:
-    """Cells in ``workers`` spawned processes with ``threads`` torch threads each."""
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn"),
-                             initializer=_init_worker, initargs=(threads,)) as pool:
-        pending: set[Future[tuple[str, float]]] = {pool.submit(run_cell, cell, out) for cell in todo}
-        try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    done(*fut.result())
-        except BaseException:
-            for fut in pending:
-                fut.cancel()
-            raise
-
-
-def _ray_cell(cell: Cell, out: Path, threads: int) -> tuple[str, float]:
-    """A Ray task: one cell with ``threads`` torch threads."""
-    _init_worker(threads)
-    return run_cell(cell, out)
-
-
-def _run_on_ray(
-    todo: Sequence[Cell], out: Path, workers: int, threads: int, address: str, done: Callable[[str, float], None]
-) -> None:
-    """Cells as Ray tasks of ``threads`` CPUs each: on a local instance of ``workers * threads`` CPUs
-    (``address == "local"``, shut down afterwards) or on the cluster at ``address``.
-
-    Paths are made absolute first, since Ray workers need not share this process's working folder.
-    """
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--ray", "needs the 'ray' package: pip install 'simfl[ray]'") from None
-    owns = not ray.is_initialized()
-    if owns:
-        from simfl.train.ray_executor import quiet_init
-
-        try:
-            if address == "local":
-                quiet_init(ray, num_cpus=workers * threads)
-            else:
-                quiet_init(ray, address=address)
-        except Exception as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise InputError("--ray", f"cannot start or reach Ray: {first}") from None
-    task: Any = ray.remote(num_cpus=threads)(_ray_cell)
-    target = out.resolve()
-    pending = {task.remote(replace(cell, base=cell.base.resolve()), target, threads): cell.name for cell in todo}
-    try:
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            pending.pop(ready[0])
-            done(*ray.get(ready[0]))
-    finally:
-        for ref in pending:
-            ray.cancel(ref, force=True)
-        if owns:
-            ray.shutdown()

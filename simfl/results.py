@@ -22,9 +22,10 @@ wrote, and of those only the files simfl put there.
 from __future__ import annotations
 
 import csv
+import io
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -109,61 +110,85 @@ def metric_columns(rows: Sequence[dict[str, Any]]) -> list[str]:
     return list(rows[0]) if rows else ["virtual_time", "updates", "accuracy", "loss"]
 
 
-class GrowingRun:
-    """metrics.csv and events.csv of one run, appended in the staging folder at each evaluation.
+def csv_text(columns: Sequence[str], rows: Iterable[dict[str, Any]], header: bool = True) -> str:
+    """Rows as CSV text in the dialect of every result table (the same bytes :func:`write_csv` writes)."""
+    buffer = io.StringIO(newline="")
+    writer = _csv_writer(buffer, columns)
+    if header:
+        writer.writeheader()
+    for row in rows:
+        writer.writerow(_cells(row))
+    return buffer.getvalue()
 
-    Called as the engine's ``progress`` callback: it appends the rows added since the last call
-    and flushes, so ``tail -f`` shows a run as it goes. The rows are written exactly as
-    :func:`write_run` writes them, which replaces both files when the run ends; the first call
-    rewrites the files from the start (a resumed run's history included, dropping rows an
-    interrupted run wrote after its checkpoint).
+
+Append = Callable[[str, str, bool], None]
+"""Receives (file name, CSV text, fresh): append the text to the run's file, or start the file anew when fresh."""
+
+
+class GrowingRun:
+    """metrics.csv and events.csv of one run, grown at each evaluation while the run goes.
+
+    Called as the engine's ``progress`` callback: it hands the rows added since the last call,
+    as CSV text, to ``append`` (which writes them wherever the run's files are kept: the
+    staging folder, or the machine that launched a run sent elsewhere), so ``tail -f`` shows
+    a run as it goes. The rows are written exactly as :func:`run_files` writes them, which
+    replace both files when the run ends; the first call starts both files anew (a resumed
+    run's history included, dropping rows an interrupted run wrote after its checkpoint).
     """
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.files: dict[str, tuple[IO[str], csv.DictWriter[str]]] = {}
-        self.written = {"metrics": 0, "events": 0}
-
-    def _writer(self, name: str, columns: Sequence[str]) -> csv.DictWriter[str]:
-        if name not in self.files:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            fh = (self.folder / f"{name}.csv").open("w", newline="")
-            writer = _csv_writer(fh, columns)
-            writer.writeheader()
-            self.files[name] = (fh, writer)
-        return self.files[name][1]
+    def __init__(self, append: Append) -> None:
+        self.append = append
+        self.written: dict[str, int | None] = {"metrics": None, "events": None}
+        """Rows handed on per file; None until the file is started."""
 
     def __call__(self, state: SimState) -> None:
-        """Append the new metrics and events rows of ``state`` and flush both files."""
-        metrics, events = state.metrics, state.events
-        if metrics:
-            writer = self._writer("metrics", metric_columns([metrics[0].row()]))
-            writer.writerows(_cells(m.row()) for m in metrics[self.written["metrics"] :])
-            self.written["metrics"] = len(metrics)
-        writer = self._writer("events", Event.columns())
-        writer.writerows(_cells(e.row()) for e in events[self.written["events"] :])
-        self.written["events"] = len(events)
-        for fh, _ in self.files.values():
-            fh.flush()
+        """Hand on the new metrics and events rows of ``state``."""
+        if state.metrics:
+            self._grow("metrics", state.metrics, metric_columns([state.metrics[0].row()]))
+        self._grow("events", state.events, Event.columns())
 
-    def close(self) -> None:
-        """Close both files (before :func:`write_run` replaces them)."""
-        for fh, _ in self.files.values():
-            fh.close()
-        self.files.clear()
+    def _grow(self, name: str, rows: Sequence[Any], columns: Sequence[str]) -> None:
+        done = self.written[name]
+        if done is None or len(rows) > done:
+            start = done or 0
+            self.append(f"{name}.csv", csv_text(columns, (r.row() for r in rows[start:]), header=done is None),
+                        done is None)
+        self.written[name] = len(rows)
 
 
-def write_run(folder: OutputFolder, algorithm: str, seed: int, state: SimState) -> None:
-    """metrics.csv and events.csv of one run (and layer_changes.npy when the scenario records a layer)."""
+def append_to(folder: Path) -> Append:
+    """An :data:`Append` writing into ``folder`` (the run's folder in the staging folder)."""
+
+    def append(name: str, text: str, fresh: bool) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / name).open("w" if fresh else "a", newline="") as fh:
+            fh.write(text)
+
+    return append
+
+
+def run_files(state: SimState) -> dict[str, bytes]:
+    """The files of one run, by name: metrics.csv, events.csv (and layer_changes.npy when a layer is recorded)."""
     metric_rows = [m.row() for m in state.metrics]
-    columns = metric_columns(metric_rows)
-    write_csv(folder.path(algorithm, f"seed{seed}", "metrics.csv"), columns, metric_rows)
-    write_csv(
-        folder.path(algorithm, f"seed{seed}", "events.csv"), Event.columns(), (e.row() for e in state.events)
-    )
+    files = {
+        "metrics.csv": csv_text(metric_columns(metric_rows), metric_rows).encode(),
+        "events.csv": csv_text(Event.columns(), (e.row() for e in state.events)).encode(),
+    }
     changes = LayerRecorder.stacked(state)
     if changes is not None:
-        np.save(folder.path(algorithm, f"seed{seed}", LAYER_CHANGES + ".npy"), changes)
+        buffer = io.BytesIO()
+        np.save(buffer, changes)
+        files[LAYER_CHANGES + ".npy"] = buffer.getvalue()
+    return files
+
+
+def write_run(folder: OutputFolder, algorithm: str, seed: int, files: dict[str, bytes]) -> None:
+    """Write one run's files (:func:`run_files`) into ``<algorithm>/seed<k>/`` of ``folder``, each atomically."""
+    for name, data in files.items():
+        path = folder.path(algorithm, f"seed{seed}", name)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
 
 
 def summary_row(algorithm: str, seed: int, state: SimState, wall_seconds: float) -> dict[str, Any]:

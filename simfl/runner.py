@@ -1,34 +1,37 @@
-"""Runs a scenario into a result folder: the body shared by ``simfl run`` and every sweep cell.
+"""Fills result folders with runs: the body shared by ``simfl run``, every ``simfl sweep`` and the API.
 
-It runs each (algorithm, seed) not yet finished, grows its metrics.csv and
-events.csv in the staging folder at each evaluation (``tail -f`` them), feeds
-the scenario's live trackers (:mod:`simfl.tracking`), writes its files as soon as
-it ends, keeps the checkpoint session up to date, and finally writes
-summary.csv and accuracy.png and publishes the folder. A run stopped by
-``--verify`` is published with a FAILED marker and reported as
-:class:`VerifyFailed`.
+A result folder (a scenario's ``--out``, or one sweep cell) is a :class:`Target`. Its
+unfinished (entry, seed) runs become units (:mod:`simfl.units`) that a backend of
+:mod:`simfl.parallel` runs here, in worker processes or on Ray; this process alone writes
+the folders: each run's metrics.csv and events.csv grow in the staging folder at each
+evaluation (``tail -f`` them) and are written in whole as soon as the run ends, each run's
+checkpoint is kept in the staging folder, and the folder's bookkeeping
+(:class:`~simfl.checkpoint.Session`) records every finished run. When a folder's last run
+ends, summary.csv (rows in the scenario's order: seeds, then entries) and accuracy.png are
+written and the folder is published, while other folders' runs go on. So the files are the
+same, byte for byte, whatever the number of workers and wherever the runs went (only
+summary.csv's ``wall_seconds`` measures the machine). A run stopped by ``--verify`` is
+published with a FAILED marker and reported as :class:`VerifyFailed`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
-from simfl import scenario as scenario_mod
-from simfl.algorithms.base import run_name
-from simfl.checkpoint import CHECKPOINT_FILE, FAILED_FILE, FRESH, Session
+from simfl.checkpoint import FAILED_FILE, Session, parse_every
 from simfl.errors import InputError
-from simfl.experiment import RunOptions, chain, federation, load_dataset, run_one
+from simfl.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.plots import accuracy_vs_time
+from simfl.progress import Progress
 from simfl.report import add_time_to_target
-from simfl.results import SUMMARY_COLUMNS, GrowingRun, OutputFolder, read_metrics, summary_row, write_csv, write_run
+from simfl.results import SUMMARY_COLUMNS, OutputFolder, append_to, read_metrics, write_csv, write_run
 from simfl.scenario import Scenario
-from simfl.sim.engine import Progress
-from simfl.sim.verify import RunStopped
-from simfl.tracking import Tracking
+from simfl.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, unit_cpus, units_of
 
 
 @dataclass(frozen=True)
@@ -49,78 +52,246 @@ class VerifyFailed(Exception):
         self.line = line
 
 
-def run_into(
-    scn: Scenario,
-    folder: OutputFolder,
-    session: Session,
-    progress_factory: Callable[[str, int], Progress | None] | None = None,
-    keep_on_input_error: bool = False,
-) -> Completed:
-    """Run every unfinished (algorithm, seed) of ``scn`` into ``folder`` and publish it.
+@dataclass
+class Target:
+    """One result folder to fill: its scenario, staging folder and bookkeeping."""
 
-    For each seed: one federation (data shards, initial model) shared by its algorithms;
-    each run's files are written as soon as it ends.
+    scn: Scenario
+    folder: OutputFolder
+    session: Session
+    label: str = ""
+    """How progress lines name the folder (a sweep cell's name; empty for a single run)."""
+    resumed: bool = False
+    """Continued from an earlier launch: a user mistake keeps its staging folder instead of removing it."""
+    estimate: float = 1.0
+    """Estimated wall seconds of one of its runs."""
+    left: set[tuple[str, int]] = field(default_factory=set)
+    """Runs not finished yet, as (entry name, seed)."""
+    published: Completed | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How units are run: where, how many side by side, and what is shown."""
+
+    workers: int = 1
+    """Units side by side on this machine (1: one after another in this process)."""
+    ray: str | None = None
+    """Run units as Ray tasks: ``"local"`` (a local Ray instance) or a cluster's address."""
+    quiet: bool = False
+    say: Callable[[str], None] | None = None
+    """Receives the finished-unit lines (default: stderr)."""
+
+
+class _Stop(Exception):
+    """A run stopped by ``--verify``, carried out of the backend."""
+
+    def __init__(self, outcome: Stopped) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | None = None,
+                 verify: bool = False) -> Target:
+    """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote)."""
+    from simfl import estimate
+    from simfl import scenario as scenario_mod
+
+    folder = OutputFolder(out, force=force)
+    folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
+    return Target(scn, folder, Session(folder.stage, None if every is None else parse_every(every), verify),
+                  estimate=estimate.estimate(scn).wall_seconds or 1.0)
+
+
+def units_for(targets: Sequence[Target]) -> list[Unit]:
+    """The unfinished runs of every target as units, in plan order, each with its saved simulation if any."""
+    units: list[Unit] = []
+    for index, target in enumerate(targets):
+        session = target.session
+        every = None if session.every is None else session.every.text
+        for unit in units_of(index, target.scn, target.folder.out, every, session.verify, target.estimate):
+            if session.is_finished(unit.name, unit.seed):
+                continue
+            resume, prior = session.resume_data(unit.name, unit.seed)
+            units.append(replace(unit, resume=resume, prior_wall=prior,
+                                 saved_as=str(session.run_path(unit.name, unit.seed))))
+            target.left.add((unit.name, unit.seed))
+    return units
+
+
+WORKERS_ENV = "SIMFL_WORKERS"
+"""Environment variable: the default of ``--workers`` where it is not given."""
+
+
+def workers_for(requested: int | None, scenarios: Sequence[Scenario], units: int, ray: bool = False) -> int:
+    """How many units run side by side on this machine.
+
+    Each unit keeps :func:`~simfl.units.unit_cpus` cores busy (its torch threads, times the
+    executor's workers where jobs train in parallel), so by default as many units run as the
+    cores hold (at least one, at most ``units``); ``requested`` (``--workers``, else
+    ``$SIMFL_WORKERS``) is refused where it would ask for more cores than the machine has.
+    With Ray, the cluster places the units; a local Ray instance gets ``workers`` units' cores.
     """
-    session.mark_incomplete()
-    summary_rows: list[dict[str, object]] = [f["row"] for f in session.finished]
-    metrics: dict[tuple[str, int], pd.DataFrame] = {
-        (f["algorithm"], f["seed"]): read_metrics(folder.stage, f["algorithm"], f["seed"]) for f in session.finished
-    }
+    from simfl.train.executor import cores
+
+    per_unit = max((unit_cpus(s) for s in scenarios), default=1)
+    have = cores()
+    where = "--workers"
+    if requested is None and os.environ.get(WORKERS_ENV, "").strip():
+        where, text = WORKERS_ENV, os.environ[WORKERS_ENV].strip()
+        requested = int(text) if text.isdigit() else -1
+    if requested is None:
+        return max(1, min(have // per_unit, units))
+    if requested < 1:
+        given = os.environ.get(WORKERS_ENV) if where == WORKERS_ENV else requested
+        raise InputError(where, f"must be a whole number of at least 1, got {given}")
+    if not ray and requested * per_unit > have:
+        raise InputError(where, f"{requested} runs side by side would keep {requested * per_unit} cores busy ({per_unit} "
+                         f"per run: executor threads x workers) and this machine has {have}; use at most "
+                         f"{max(1, have // per_unit)}, or fewer executor threads or workers")
+    return requested
+
+
+def backend_for(launch: Launch, units: Sequence[Unit], targets: Sequence[Target]) -> Backend:
+    """Where the units run (see :class:`Launch`)."""
+    if launch.ray is not None:
+        from simfl.train.executor import cores
+
+        if launch.ray != "local":
+            _check_tracking_on_cluster([t.scn for t in targets])
+        from simfl.units import data_key, dataset_for
+
+        cells = {u.cell: targets[u.cell].scn for u in units}
+
+        def datasets() -> dict[str, object]:
+            found: dict[str, object] = {}
+            for scn in cells.values():
+                key = data_key(scn)
+                if key not in found:
+                    try:
+                        found[key] = dataset_for(scn)
+                    except InputError:
+                        pass  # the nodes must have it in their own data folder
+            return found
+
+        per_unit = max(unit_cpus(t.scn) for t in targets)
+        return RayTasks(None if launch.ray == "local" else launch.ray, max(cores(), launch.workers * per_unit),
+                        lambda u: ray_task_cpus(targets[u.cell].scn), datasets)  # type: ignore[arg-type]
+    if launch.workers > 1 and len(units) > 1:
+        return LocalWorkers(launch.workers)
+    return InProcess()
+
+
+def _check_tracking_on_cluster(scenarios: Sequence[Scenario]) -> None:
+    """Trackers write where each run goes; on a cluster's nodes only a tracking server reaches the user."""
+    for scn in scenarios:
+        tracking = scn.tracking
+        if tracking is None:
+            continue
+        served = tracking.mlflow is not None and (tracking.mlflow.uri or "").startswith(("http://", "https://"))
+        if tracking.tensorboard is not None or tracking.wandb is not None or not served:
+            raise InputError("--ray", "a tracked scenario runs on a cluster only with an MLflow tracking server "
+                             "(tracking.mlflow.uri: http://...): TensorBoard, W&B and local MLflow stores would be "
+                             "written on the cluster's nodes; run it with --workers instead, or on a local Ray "
+                             "instance (--ray without an address)")
+
+
+def ray_task_cpus(scn: Scenario) -> int:
+    """Cores a unit's Ray task is declared with: what it uses, less the executor's Ray actors (which hold their own)."""
+    return scn.executor.train_threads() if scn.executor.kind == "ray" else unit_cpus(scn)
+
+
+def run_targets(targets: Sequence[Target], launch: Launch,
+                on_published: Callable[[Target], None] | None = None) -> list[Completed]:
+    """Run every unfinished run of ``targets`` as ``launch`` says and publish each folder when complete."""
+    units = units_for(targets)
+    for target in targets:
+        target.session.write()
+    progress = Progress(units, launch.workers, launch.quiet, sum(len(t.session.finished) for t in targets),
+                        launch.say, {i: t.label for i, t in enumerate(targets) if t.label})
+
+    def complete(target: Target) -> None:
+        target.published = _publish(target)
+        if on_published is not None:
+            on_published(target)
+
+    def handle(item: Message | Done | Stopped) -> None:
+        cell, name, seed = item.key
+        target = targets[cell]
+        if isinstance(item, Grown):
+            append_to(target.folder.stage / name / f"seed{seed}")(item.file, item.text, item.fresh)
+        elif isinstance(item, Saved):
+            target.session.save_run(name, seed, item.blob, item.now, item.updates)
+        elif isinstance(item, Moved):
+            progress.moved(item.key, item.done)
+        elif isinstance(item, Done):
+            write_run(target.folder, name, seed, item.files)
+            target.session.finish(name, seed, item.row)
+            target.left.discard((name, seed))
+            progress.finished(item.key, item.wall, f"accuracy {item.row['final_accuracy']:.4f}")
+            if not target.left:
+                complete(target)
+        else:
+            raise _Stop(item)
+
+    for target in targets:
+        if not target.left:  # every run finished before (a resumed folder)
+            complete(target)
     try:
-        tracker = None if scn.tracking is None else Tracking(scn.tracking, scn.name, scenario_mod.dump(scn), folder.out)
-        dataset = load_dataset(scn)
-        for seed in scn.seeds:
-            fed = federation(scn, dataset, seed)
-            for index, config in enumerate(scn.algorithms):
-                name = run_name(config)
-                if session.is_finished(name, seed):
-                    continue
-                resume, prior_wall = session.resume_data(name, seed)
-                growing = GrowingRun(folder.stage / name / f"seed{seed}")
-                feed = None if tracker is None else tracker.open(
-                    name, index, seed, prior_wall, len(resume["state"]["events"]) if resume is not None else 0)
-                shown = progress_factory(name, seed) if progress_factory else None
-                watchers: list[Progress] = [growing] if feed is None else [growing, feed.progress]
-                progress = chain(watchers + ([shown] if shown is not None else []))
-                options = RunOptions(progress, session.verify, session.checkpointing(name, seed, prior_wall), resume,
-                                     on_update=None if feed is None else feed.on_update)
-                try:
-                    result = run_one(scn, fed, index, options)
-                except BaseException as exc:
-                    growing.close()
-                    if feed is not None:
-                        feed.finish({}, failed=True)
-                    if isinstance(exc, InputError) and resume is not None and exc.where == "checkpoint":
-                        raise InputError(str(session.stage / CHECKPOINT_FILE), f"{exc.message}; {FRESH}") from None
-                    raise
-                growing.close()
-                wall = result.wall_seconds + prior_wall
-                write_run(folder, name, seed, result.state)
-                row = summary_row(name, seed, result.state, wall)
-                if feed is not None:
-                    feed.finish(row)
-                summary_rows.append(row)
-                metrics[(name, seed)] = pd.DataFrame([m.row() for m in result.state.metrics])
-                session.finish(name, seed, row)
+        backend_for(launch, units, targets).run(units, handle)
     except InputError:
-        if not keep_on_input_error:
-            folder.discard()
+        _close_unpublished(targets, None)
+        for target in targets:
+            if target.published is None and not target.resumed:
+                target.folder.discard()
         raise
-    except RunStopped as exc:
-        write_run(folder, exc.algorithm, exc.seed, exc.state)
-        write_csv(folder.path("summary.csv"), SUMMARY_COLUMNS, summary_rows)
-        folder.path(FAILED_FILE).write_text(
-            f"status: failed (--verify)\nrun: {exc.algorithm} seed{exc.seed}\ninvariant: {exc.message}\n"
-        )
-        session.close()
-        raise VerifyFailed(folder.publish(), f"{exc.algorithm} seed{exc.seed}: {exc.message}") from None
+    except _Stop as stop:
+        raise _failed(targets, stop.outcome) from None
     except KeyboardInterrupt:
-        session.remove_tmp()
-        session.mark_incomplete("interrupted by SIGINT")
+        _close_unpublished(targets, "interrupted by SIGINT")
         raise
-    summary, target = add_time_to_target(pd.DataFrame(summary_rows, columns=SUMMARY_COLUMNS), metrics,
-                                         scn.eval.target)
-    write_csv(folder.path("summary.csv"), SUMMARY_COLUMNS, summary.to_dict("records"))
-    accuracy_vs_time(metrics, folder.path("accuracy.png"), title=scn.name)
-    session.close()
-    return Completed(folder.publish(), summary, target)
+    finally:
+        progress.close()
+    return [t.published for t in targets if t.published is not None]
+
+
+def _close_unpublished(targets: Sequence[Target], note: str | None) -> None:
+    """Leave every unpublished folder resumable: no temporary files, an INCOMPLETE that says why."""
+    for target in targets:
+        if target.published is None and target.folder.stage.is_dir():
+            target.session.remove_tmp()
+            target.session.mark_incomplete(note)
+
+
+def _summary(target: Target) -> tuple[pd.DataFrame, float]:
+    """summary.csv of a complete folder, rows in the scenario's order, and the target accuracy used."""
+    order = {(u.name, u.seed): i for i, u in enumerate(units_of(0, target.scn, target.folder.out, None, False, 1.0))}
+    finished = sorted(target.session.finished, key=lambda f: order.get((f["algorithm"], f["seed"]), len(order)))
+    rows = [f["row"] for f in finished]
+    metrics = {(f["algorithm"], f["seed"]): read_metrics(target.folder.stage, f["algorithm"], f["seed"])
+               for f in finished}
+    summary, goal = add_time_to_target(pd.DataFrame(rows, columns=SUMMARY_COLUMNS), metrics, target.scn.eval.target)
+    write_csv(target.folder.path("summary.csv"), SUMMARY_COLUMNS, summary.to_dict("records"))
+    accuracy_vs_time(metrics, target.folder.path("accuracy.png"), title=target.scn.name)
+    return summary, goal
+
+
+def _publish(target: Target) -> Completed:
+    summary, goal = _summary(target)
+    target.session.close()
+    return Completed(target.folder.publish(), summary, goal)
+
+
+def _failed(targets: Sequence[Target], outcome: Stopped) -> VerifyFailed:
+    """Publish the folder of a run stopped by ``--verify`` with a FAILED marker; the others stay resumable."""
+    cell, name, seed = outcome.key
+    target = targets[cell]
+    _close_unpublished([t for t in targets if t is not target], "stopped: another run failed --verify")
+    write_run(target.folder, name, seed, outcome.files)
+    rows = [f["row"] for f in target.session.finished]
+    write_csv(target.folder.path("summary.csv"), SUMMARY_COLUMNS, rows)
+    target.folder.path(FAILED_FILE).write_text(
+        f"status: failed (--verify)\nrun: {name} seed{seed}\ninvariant: {outcome.message}\n"
+    )
+    target.session.close()
+    return VerifyFailed(target.folder.publish(), f"{name} seed{seed}: {outcome.message}")

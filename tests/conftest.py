@@ -14,6 +14,9 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 # Scenarios without data.root read the data folder $SIMFL_DATA: the shared datasets beside the checkout
 # (as .ci/run sets it), never a user's ~/.cache/simfl. Tests that need data they do not find generate it.
 os.environ.setdefault("SIMFL_DATA", str(SHARED / "datasets"))
+# Tests run a scenario's units one after another in the test process (as `--workers 1`) unless they ask for more:
+# most check one process's behaviour (monkeypatches, signals), and the suite already uses both cores.
+os.environ["SIMFL_WORKERS"] = "1"
 
 
 def tiny_scenario(**changes: Any) -> dict[str, Any]:

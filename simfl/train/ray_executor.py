@@ -7,8 +7,10 @@ executors, so its results equal ``inline`` and ``process`` bit for bit. A job
 goes to the actor with the fewest jobs in flight; only the start weights
 travel in and the trained weights out. With ``address`` set, the actors run
 on that existing cluster (``ray.init(address=...)``); otherwise a local
-instance is started with ``num_cpus=workers`` and no dashboard, and shut
-down on :meth:`RayExecutor.close`. Needs the ``ray`` extra.
+instance is started with ``workers * threads`` CPUs and no dashboard, and shut
+down on :meth:`RayExecutor.close`. Each actor is declared with the ``threads``
+cores it trains with, so Ray never packs more actors on a node than it has cores.
+Needs the ``ray`` extra.
 """
 
 from __future__ import annotations
@@ -81,12 +83,12 @@ class RayExecutor(Executor):
         if self._owns_ray:
             try:
                 if address is None:
-                    quiet_init(ray, num_cpus=workers)
+                    quiet_init(ray, num_cpus=workers * threads)
                 else:
                     quiet_init(ray, address=address)
             except Exception as exc:
                 raise InputError("executor", f"cannot start or reach Ray: {_first_line(exc)}") from None
-        remote: Any = ray.remote(num_cpus=1)(_Trainer)
+        remote: Any = ray.remote(num_cpus=threads)(_Trainer)  # what each actor really uses
         shards_ref = ray.put(shards)
         self._actors: list[Any] = [remote.remote(model, layout, shards_ref, config, seed, threads) for _ in range(workers)]
         self._load = [0] * workers

@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from simfl import outdir
-from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE
+from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR
 from simfl.cli import main
 from simfl.grid import CELL_BYTES, plan
 from tests.conftest import tiny_scenario
@@ -206,14 +206,8 @@ def test_short_sweep_cell_names_are_unchanged(write_scenario) -> None:  # type: 
 @pytest.mark.parametrize(("damage", "expected"), [
     (lambda d: d.pop("finished"), "'finished' must be a list"),
     (lambda d: d["finished"][0].pop("seed"), "finished[0] needs"),
-    (lambda d: d["current"]["sim"].pop("state"), "current.sim needs state"),
-    (lambda d: d["current"].update(seed="zero"), "current needs algorithm"),
-    (lambda d: d["current"]["sim"]["state"].update(now="soon"), "current.sim.state needs now"),
     (lambda d: d.update(every=17), "'every' must be text"),
-    (lambda d: d["current"]["sim"]["state"]["clients"].pop(), "damaged simulation data"),
-    (lambda d: d["current"]["sim"]["latency"].pop("rngs"), "damaged simulation data"),
-    (lambda d: d["current"]["sim"]["state"]["pending"].append(["teleport", 99, 1.0, None]), "current.sim.state.pending"),
-    (lambda d: d["current"]["sim"]["state"]["pending"].append(["deliver", 99, -1.0, 0]), "current.sim.state.pending"),
+    (lambda d: d.update(format="simfl-checkpoint/9"), "not a simfl checkpoint"),
 ])
 def test_damaged_checkpoint_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any, expected: str
                                      ) -> None:
@@ -223,6 +217,26 @@ def test_damaged_checkpoint_is_named(tmp_path: Path, capsys: pytest.CaptureFixtu
     torch.save(data, stage / CHECKPOINT_FILE)
     one_line(capsys, ["run", "--resume", tmp_path / "out", "--quiet"], f"{stage / CHECKPOINT_FILE}: ", expected,
              "--force")
+
+
+@pytest.mark.parametrize(("damage", "expected"), [
+    (lambda d: d["sim"].pop("state"), "sim needs state"),
+    (lambda d: d.update(seed="zero"), "the run needs algorithm"),
+    (lambda d: d["sim"]["state"].update(now="soon"), "sim.state needs now"),
+    (lambda d: d["sim"]["state"]["clients"].pop(), "damaged simulation data"),
+    (lambda d: d["sim"]["latency"].pop("rngs"), "damaged simulation data"),
+    (lambda d: d["sim"]["state"]["pending"].append(["teleport", 99, 1.0, None]), "sim.state.pending"),
+    (lambda d: d["sim"]["state"]["pending"].append(["deliver", 99, -1.0, 0]), "sim.state.pending"),
+    (lambda d: d.update(format="simfl-checkpoint/2"), "not a simfl run checkpoint"),
+])
+def test_damaged_run_checkpoint_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any,
+                                         expected: str) -> None:
+    _, stage = interrupted(tmp_path, capsys)
+    path = stage / RUNNING_DIR / "fedbuff" / "seed0.pt"
+    data = torch.load(path, weights_only=True)
+    damage(data)
+    torch.save(data, path)
+    one_line(capsys, ["run", "--resume", tmp_path / "out", "--quiet"], f"{path}: ", expected, "--force")
 
 
 @pytest.mark.parametrize("target", ["scenario.yaml", "fedasync/seed0/metrics.csv", INCOMPLETE_FILE])

@@ -144,6 +144,7 @@ def test_fleet_scenario_runs_with_windows_and_missing_file_is_one_line(tmp_path:
     assert {c for _, c in clients} >= {0, 1, 2}
     assert all(3.0 <= t < 6.0 + 1.0 for t, c in clients if c == 1)  # client 1 only delivers around its window
     raw["latency"]["path"] = "missing.csv"
+    capsys.readouterr()
     assert main(["run", str(write_scenario(raw)), "--out", str(tmp_path / "o2")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "missing.csv: fleet trace file not found" in err

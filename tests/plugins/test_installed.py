@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from simfl import plugins
-from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, Session, load_checkpoint
+from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR, Session, load_run
 from simfl.cli import main
 from tests.conftest import tiny_scenario
 
@@ -82,19 +82,19 @@ def test_entry_point_plugin_resumes_byte_identical_with_verify(
     # Interrupted (as by Ctrl-C) after a checkpoint taken in the middle of the plugin's run ...
     out = tmp_path / "out"
     stage = tmp_path / "out.partial"
-    original = Session.write
+    original = Session.save_run
 
-    def write_then_stop(self: Session) -> None:
-        original(self)
-        if self.current is not None and self.current["algorithm"] == "fadas" and self.current["sim"]["state"]["updates"]:
+    def save_then_stop(self: Session, algorithm: str, seed: int, blob: bytes, now: float, updates: int) -> None:
+        original(self, algorithm, seed, blob, now, updates)
+        if algorithm == "fadas" and updates:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(Session, "write", write_then_stop)
+    monkeypatch.setattr(Session, "save_run", save_then_stop)
     assert main(["run", str(scn), "--out", str(out), "--quiet", "--checkpoint-every", "3"]) == 130
-    monkeypatch.setattr(Session, "write", original)
-    saved: dict[str, Any] = load_checkpoint(stage / CHECKPOINT_FILE)
-    assert saved["current"]["algorithm"] == "fadas" and (stage / INCOMPLETE_FILE).exists()
-    assert {"m", "vhat", "max_delay"} <= set(saved["current"]["sim"]["algorithm"])  # the plugin's state, as data
+    monkeypatch.setattr(Session, "save_run", original)
+    saved: dict[str, Any] = load_run(stage / RUNNING_DIR / "fadas" / "seed0.pt")
+    assert saved["algorithm"] == "fadas" and (stage / INCOMPLETE_FILE).exists() and (stage / CHECKPOINT_FILE).exists()
+    assert {"m", "vhat", "max_delay"} <= set(saved["sim"]["algorithm"])  # the plugin's state, as data
     # ... then resumed by a fresh process with --verify: the same bytes as the uninterrupted run.
     done = simfl_cli(installed, "run", "--resume", str(out), "--verify", "--quiet")
     assert done.returncode == 0, done.stderr

@@ -37,15 +37,15 @@ def interrupted_run(folder: Path, raw: dict[str, Any] | None = None) -> tuple[Pa
                             latency={"model": "exponential", "mean": 1.5}, budget={"time": 12.0})
     scn = folder / "s.yaml"
     scn.write_text(yaml.safe_dump(raw))
-    original = Session.write
+    original = Session.save_run
 
-    def write_then_stop(self: Session) -> None:
-        original(self)
-        if self.current is not None and self.finished:
+    def save_then_stop(self: Session, algorithm: str, seed: int, blob: bytes, now: float, updates: int) -> None:
+        original(self, algorithm, seed, blob, now, updates)
+        if self.finished:
             raise KeyboardInterrupt
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(Session, "write", write_then_stop)
+    mp.setattr(Session, "save_run", save_then_stop)
     try:
         assert main(["run", str(scn), "--out", str(folder / "out"), "--quiet", "--checkpoint-every", "3"]) == 130
     finally:

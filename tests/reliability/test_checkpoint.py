@@ -16,7 +16,7 @@ import torch
 import yaml
 
 from simfl import scenario as scenario_mod
-from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, load_checkpoint, parse_every
+from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR, load_checkpoint, load_run, parse_every
 from simfl.cli import main
 from simfl.errors import InputError
 from simfl.experiment import federation, load_dataset, run_one
@@ -95,17 +95,16 @@ def _wait_for_checkpoint(proc: subprocess.Popen[bytes], stage: Path, algorithm: 
     *stopped* (SIGSTOP): the child is held while the checkpoint is read, so even on a loaded machine it
     cannot finish between the check and the caller's signal (send SIGCONT after a SIGINT)."""
     deadline = time.monotonic() + 120
-    path = stage / CHECKPOINT_FILE
+    path = stage / RUNNING_DIR / algorithm / "seed0.pt"
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[1].decode()
         if path.exists():
             proc.send_signal(signal.SIGSTOP)
-            data = load_checkpoint(path)
-            cur = data["current"]
-            state = None if cur is None else cur["sim"]["state"]
+            cur = load_run(path)
+            state = cur["sim"]["state"]
             # the latest checkpoint while the child is held: it is mid-run (before 60 + 5 s of its 120 s)
-            if cur is not None and cur["algorithm"] == algorithm and state["updates"] > 0 and state["now"] <= 60:
-                return data
+            if state["updates"] > 0 and state["now"] <= 60:
+                return {**load_checkpoint(stage / CHECKPOINT_FILE), "current": cur}
             proc.send_signal(signal.SIGCONT)
         time.sleep(0.005)
     raise AssertionError("no checkpoint appeared")

@@ -129,11 +129,13 @@ def test_killed_sweep_resumes_without_redoing_finished_cells(write_scenario, tmp
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == -9, proc.stderr  # killed by SIGKILL right after publishing its first cell
     first = "latency=constant__alpha=0.3__seed=0"
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [first]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.endswith(".partial")) == [first]
     stamp = {p: p.stat().st_mtime_ns for p in (out / first).rglob("*")}
-    (out / "latency=constant__alpha=0.6__seed=0.partial").mkdir()  # as if killed mid-cell
-    (out / "latency=constant__alpha=0.6__seed=0.partial" / "junk").write_text("x")
-    (out / "latency=constant__alpha=0.6__seed=0.partial" / ".simfl").write_text("")  # simfl marks its folders
+    # the other cells wait in their staging folders; one of them lost its bookkeeping and holds junk
+    leftover = out / "latency=constant__alpha=0.6__seed=0.partial"
+    assert (leftover / "INCOMPLETE").is_file()
+    (leftover / "checkpoint.pt").unlink()
+    (leftover / "junk").write_text("x")
 
     lines: list[str] = []
     outcome = run_sweep(path, out, log=lines.append)

@@ -9,7 +9,7 @@ import yaml
 from simfl import scenario as scenario_mod
 from simfl.cli import main
 from simfl.experiment import federation, load_dataset, run_one
-from simfl.results import GrowingRun, OutputFolder, write_run
+from simfl.results import GrowingRun, OutputFolder, append_to, run_files, write_run
 from simfl.sim.engine import Progress
 from simfl.sim.state import SimState
 from tests.conftest import tiny_scenario
@@ -18,7 +18,7 @@ from tests.reliability.helpers import faulty_scenario, interrupted_run
 
 def _watch(folder: Path, seen: list[tuple[bytes, bytes]]) -> tuple[GrowingRun, Progress]:
     """A GrowingRun, and a callback reading its files back after every call, as ``tail -f`` would."""
-    growing = GrowingRun(folder)
+    growing = GrowingRun(append_to(folder))
 
     def call(state: SimState) -> None:
         growing(state)
@@ -34,11 +34,10 @@ def test_growing_files_end_byte_identical_to_the_written_ones(tmp_path: Path) ->
     for index in range(len(scn.algorithms)):
         live = tmp_path / f"live{index}"
         seen: list[tuple[bytes, bytes]] = []
-        growing, watch = _watch(live, seen)
+        _, watch = _watch(live, seen)
         state = run_one(scn, fed, index, progress=watch).state
-        growing.close()
         folder = OutputFolder(tmp_path / f"ref{index}")
-        write_run(folder, "x", 0, state)
+        write_run(folder, "x", 0, run_files(state))
         metrics = (folder.stage / "x" / "seed0" / "metrics.csv").read_bytes()
         events = (folder.stage / "x" / "seed0" / "events.csv").read_bytes()
         assert (live / "metrics.csv").read_bytes() == metrics and (live / "events.csv").read_bytes() == events

@@ -1,0 +1,291 @@
+"""A unit of work: one (cell, entry, seed) run, as plain data that runs wherever it is sent.
+
+``simfl run`` and ``simfl sweep`` split a scenario into units, one per (sweep cell,
+algorithm entry, seed), and :mod:`simfl.parallel` sends them to this process, to
+worker processes or to Ray tasks on other machines. A :class:`Unit` carries
+everything its run needs (the scenario as YAML text, the entry, the seed, the
+checkpoint schedule, the saved simulation when it resumes), so a unit shares only
+its inputs with the others and gives the same numbers wherever and beside whatever
+it runs:
+
+- the torch thread count is fixed by the scenario (:func:`unit_threads`), not by
+  the machine or the number of units side by side; the simulating process
+  (aggregation, evaluation) runs with it as well as the training;
+- the federation (shards, initial model) is rebuilt from the seed's streams.
+
+A unit never writes a file of the result folder itself: it reports what it has
+through ``emit`` as :class:`Grown` (new rows of metrics.csv and events.csv),
+:class:`Saved` (a checkpoint's bytes) and :class:`Moved` (how far it is), and
+returns :class:`Done` (its files as bytes and its summary row) or :class:`Stopped`
+(``--verify`` stopped it). The process that launched it writes them into the
+staging folder, which therefore need not exist where the unit runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from simfl import scenario as scenario_mod
+from simfl.algorithms.base import run_name
+from simfl.checkpoint import FRESH, Every, run_blob
+from simfl.data import Dataset
+from simfl.errors import InputError
+from simfl.experiment import RunOptions, chain, federation, load_dataset, run_one
+from simfl.results import GrowingRun, run_files, summary_row
+from simfl.scenario import Scenario
+from simfl.sim.engine import Checkpointing, Progress
+from simfl.sim.state import SimState
+from simfl.sim.verify import RunStopped
+from simfl.tracking import Tracking
+
+Key = tuple[int, str, int]
+"""A unit's name within one launch: (cell index, entry name, seed)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One (cell, entry, seed) run, as plain data."""
+
+    cell: int
+    """Index of the result folder (sweep cell) the run belongs to."""
+    index: int
+    """The entry's position in the cell scenario's ``algorithms``."""
+    name: str
+    """The entry's label, or its algorithm's name."""
+    seed: int
+    scenario: str
+    """The cell's scenario as YAML text (data paths resolved)."""
+    out: str
+    """The cell's output folder as an absolute path (only trackers use it, for their default places)."""
+    threads: int
+    """Torch threads of the whole run (:func:`unit_threads`), fixed where the unit was planned."""
+    workers: int | None
+    """The executor's workers, fixed where the unit was planned (None: inline's own rule)."""
+    every: str | None = None
+    """``--checkpoint-every`` as given, or None."""
+    verify: bool = False
+    resume: dict[str, Any] | None = None
+    """The saved simulation to continue, or None to start at time 0."""
+    prior_wall: float = 0.0
+    """Wall seconds the run had cost before its checkpoint."""
+    estimate: float = 1.0
+    """Estimated wall seconds of the whole run (only progress reports use it)."""
+    saved_as: str = ""
+    """Where the run's checkpoint is kept, for messages about a damaged one."""
+
+    @property
+    def key(self) -> Key:
+        return (self.cell, self.name, self.seed)
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class Grown:
+    """New rows of one of the run's growing files (:class:`~simfl.results.GrowingRun`)."""
+
+    key: Key
+    file: str
+    text: str
+    fresh: bool
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A checkpoint of the run (:func:`~simfl.checkpoint.run_blob`), at virtual time ``now``."""
+
+    key: Key
+    blob: bytes
+    now: float
+    updates: int
+
+
+@dataclass(frozen=True)
+class Moved:
+    """How far the run is: the share of its budget done, from 0 to 1."""
+
+    key: Key
+    done: float
+
+
+@dataclass(frozen=True)
+class Done:
+    """A finished run: its files by name and its summary.csv row."""
+
+    key: Key
+    files: dict[str, bytes]
+    row: dict[str, Any]
+    wall: float
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A run that ``--verify`` stopped: its files so far and the broken invariant."""
+
+    key: Key
+    files: dict[str, bytes]
+    message: str
+
+
+Message = Grown | Saved | Moved
+Emit = Callable[[Message], None]
+
+
+# -- resources ------------------------------------------------------------------------------------
+
+
+def unit_threads(scn: Scenario) -> int:
+    """Torch threads of one run: the executor's training threads (``executor.threads``, see
+    :meth:`~simfl.train.executor.ExecutorConfig.train_threads`), also used by the simulating process."""
+    return scn.executor.train_threads()
+
+
+def unit_cpus(scn: Scenario) -> int:
+    """Cores one run keeps busy: its threads, times the executor's workers where jobs train in parallel."""
+    executor = scn.executor
+    if executor.kind in ("process", "ray"):
+        return executor.pool_size() * executor.train_threads()
+    return executor.train_threads()
+
+
+def pinned_workers(scn: Scenario) -> int | None:
+    """The executor's workers as they will run (process and Ray pools default to the planning machine's cores)."""
+    executor = scn.executor
+    return executor.pool_size() if executor.kind in ("process", "ray") else executor.workers
+
+
+# -- running one unit -------------------------------------------------------------------------------
+
+_DATASETS: dict[str, Dataset] = {}
+"""Datasets loaded in this process, by their data section: a worker loads each once for all its units."""
+
+
+def data_key(scn: Scenario) -> str:
+    """The scenario's data section as text: units with the same one share their dataset."""
+    return json.dumps(scn.data.model_dump(mode="json"), sort_keys=True)
+
+
+def dataset_for(scn: Scenario, fallback: Callable[[], Dataset] | None = None) -> Dataset:
+    """The scenario's dataset, loaded once per process; ``fallback`` gives it when this machine's data
+    folder lacks it (a Ray node receives it from the launching machine)."""
+    key = data_key(scn)
+    if key not in _DATASETS:
+        try:
+            _DATASETS[key] = load_dataset(scn)
+        except InputError:
+            if fallback is None:
+                raise
+            _DATASETS[key] = fallback()
+    return _DATASETS[key]
+
+
+@dataclass
+class _Feeds:
+    """The engine callbacks of one unit: growing files, progress reports, trackers, checkpoints."""
+
+    unit: Unit
+    scn: Scenario
+    emit: Emit
+    started: float = field(default_factory=time.perf_counter)
+
+    def share(self, state: SimState) -> float:
+        budget = self.scn.budget
+        parts = [state.now / budget.time if budget.time else 0.0,
+                 state.updates / budget.updates if budget.updates else 0.0]
+        return 1.0 if state.stopped else min(1.0, max(parts))
+
+    def moved(self, state: SimState) -> None:
+        self.emit(Moved(self.unit.key, self.share(state)))
+
+    def grown(self, file: str, text: str, fresh: bool) -> None:
+        self.emit(Grown(self.unit.key, file, text, fresh))
+
+    def checkpointing(self) -> Checkpointing | None:
+        every = self.unit.every
+        if every is None:
+            return None
+        from simfl.checkpoint import parse_every
+
+        schedule: Every = parse_every(every)
+
+        def save(sim: dict[str, Any]) -> None:
+            wall = self.unit.prior_wall + time.perf_counter() - self.started
+            state = sim["state"]
+            self.emit(Saved(self.unit.key, run_blob(self.unit.name, self.unit.seed, wall, sim), float(state["now"]),
+                            int(state["updates"])))
+
+        return Checkpointing(save, every_updates=schedule.updates, every_time=schedule.seconds)
+
+
+def unit_scenario(unit: Unit) -> Scenario:
+    """The validated scenario of ``unit``, with the executor's threads and workers the planning machine fixed,
+    so that a unit sent to a machine with another core count runs with the same thread counts."""
+    scn = scenario_mod.validate(yaml.safe_load(unit.scenario), where=f"{unit.title}: scenario")
+    executor = scn.executor.model_copy(update={"threads": unit.threads, "workers": unit.workers})
+    return scn.model_copy(update={"executor": executor})
+
+
+def run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None = None) -> Done | Stopped:
+    """Run ``unit`` in this process, reporting through ``emit``; returns its files and summary row.
+
+    A user mistake raises :class:`~simfl.errors.InputError`; a run stopped by ``--verify`` returns
+    :class:`Stopped` with its files so far.
+    """
+    scn = unit_scenario(unit)
+    before = torch.get_num_threads()
+    torch.set_num_threads(unit.threads)
+    try:
+        fed = federation(scn, dataset_for(scn, fallback), unit.seed)
+        feeds = _Feeds(unit, scn, emit)
+        tracker = None if scn.tracking is None else Tracking(scn.tracking, scn.name, unit.scenario, Path(unit.out))
+        resume = unit.resume
+        feed = None if tracker is None else tracker.open(
+            unit.name, unit.index, unit.seed, unit.prior_wall, len(resume["state"]["events"]) if resume else 0)
+        watchers: list[Progress] = [GrowingRun(feeds.grown), feeds.moved]
+        if feed is not None:
+            watchers.append(feed.progress)
+        options = RunOptions(chain(watchers), unit.verify, feeds.checkpointing(), resume,
+                             on_update=None if feed is None else feed.on_update)
+        try:
+            result = run_one(scn, fed, unit.index, options)
+        except InputError as exc:
+            if feed is not None:
+                feed.finish({}, failed=True)
+            if exc.where == "checkpoint" and resume is not None:
+                raise InputError(unit.saved_as, f"{exc.message}; {FRESH}") from None
+            raise
+        except RunStopped as exc:
+            if feed is not None:
+                feed.finish({}, failed=True)
+            return Stopped(unit.key, run_files(exc.state), exc.message)
+        except BaseException:
+            if feed is not None:
+                feed.finish({}, failed=True)
+            raise
+        wall = result.wall_seconds + unit.prior_wall
+        row = summary_row(unit.name, unit.seed, result.state, wall)
+        if feed is not None:
+            feed.finish(row)
+        return Done(unit.key, run_files(result.state), row, wall)
+    finally:
+        torch.set_num_threads(before)
+
+
+def units_of(cell: int, scn: Scenario, out: Path, every: str | None, verify: bool,
+             estimate: float) -> list[Unit]:
+    """Every unit of one result folder's scenario, in the folder's order (seeds, then entries)."""
+    text = scenario_mod.dump(scn)
+    threads, workers = unit_threads(scn), pinned_workers(scn)
+    return [Unit(cell, index, run_name(config), seed, text, str(out.absolute()), threads, workers, every, verify,
+                 estimate=estimate)
+            for seed in scn.seeds for index, config in enumerate(scn.algorithms)]
