@@ -8,7 +8,8 @@
 # nine hours of one core; rerun today they list OrthoFL as the two labelled entries the scenario files now hold
 # (the committed E = 1 folders have one entry, 'orthofl', the paper's reading). The motivating study keeps
 # E = 5. Every method runs for the same virtual time (the scenario's budget, or the one set below). Each run
-# trains with one thread, so two steps can run side by side on two cores.
+# trains with one thread, and each step runs its runs side by side on every core (`simfl run --workers`), so a
+# table takes about as long as its longest run on a machine with a core per run.
 # Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|fedadam_lr|main|har|ablation|heterogeneity|delays|newsgroups|
 #   motivation|examples|report]...
 # (default: all). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
@@ -18,43 +19,35 @@ SIMFL=${SIMFL:-simfl}
 PYTHON=${PYTHON:-python}
 E1=(--set train.epochs=1)
 
-ENTRIES=(orthofl_global orthofl_chain fedasync fedbuff ca2fl fedavg fedprox fedadam)
-SEEDS=(0 1 2)
-paper_e5() {  # $1 scenario, $2 output folder, then extra `simfl run` options: one result folder per (entry, seed),
-  # so that a killed or interrupted step continues where it stopped (finished folders are kept, a .partial one is
-  # resumed)
-  local file=$1 out=$2 seed name dir
+table() {  # $1 scenario, $2 output folder, then extra `simfl run` options: the whole table in one command, its runs
+  # side by side on every core (--workers, default: all the cores hold); a killed or interrupted step continues where it
+  # stopped (a finished folder is kept, a .partial one is resumed: finished runs kept, runs with a checkpoint continued)
+  local file=$1 out=$2
   shift 2
-  for seed in "${SEEDS[@]}"; do
-    for name in "${ENTRIES[@]}"; do
-      dir="$out/$name-seed$seed"
-      if [ -d "$dir" ]; then continue; fi
-      if [ -d "$dir.partial" ]; then
-        $SIMFL run --resume "$dir" --quiet
-      else
-        $SIMFL run "$file" --seeds "$seed" --only "$name" --checkpoint-every 50 --quiet --out "$dir" "$@"
-      fi
-    done
-  done
+  if [ -d "$out" ]; then return; fi
+  if [ -d "$out.partial" ]; then
+    $SIMFL run --resume "$out" --quiet
+  else
+    $SIMFL run "$file" --checkpoint-every 50 --quiet --out "$out" "$@"
+  fi
 }
 main5() {  # MNIST main comparison at the paper's E = 5: 8 entries (OrthoFL in both readings) x 3 seeds, 12,000 s
-  paper_e5 scenarios/paper/mnist.yaml results/paper-mnist-e5
+  table scenarios/paper/mnist.yaml results/paper-mnist-e5
 }
 har5() {  # HAR main comparison at the paper's E = 5: 8 entries x 3 seeds, 11,000 virtual seconds
-  paper_e5 scenarios/paper/har.yaml results/paper-har-e5
+  table scenarios/paper/har.yaml results/paper-har-e5
 }
 ablation5() {  # MNIST ablation at E = 5, seed 0: w/o MA and pairwise. The other three rows are runs of the main
   # comparison: w/o Calib. is FedAsync with alpha = beta (its `fedasync` entry; tests/algorithms/test_orthofl.py) and
   # the two OrthoFL readings are its seed-0 entries, the very runs the ablation file would repeat (the scenario name
   # enters no random stream). The two runs take the main scenario's name, so that the report pools them with those.
-  local ENTRIES=(orthofl_no_ma orthofl_pairwise) SEEDS=(0)
-  paper_e5 scenarios/studies/ablation.yaml results/ablation-mnist-e5 --set name=paper-mnist
+  table scenarios/studies/ablation.yaml results/ablation-mnist-e5 --only orthofl_no_ma,orthofl_pairwise --seeds 0 \
+    --set name=paper-mnist
 }
 ca2fl_readings() {  # CA2FL's two readings of a repeated arrival within one buffer, MNIST at E = 5: 'latest' x 3 seeds.
   # 'round_start' (the default) is the main comparison's `ca2fl` entry, the same runs, so these take its scenario name
   # and pool with it
-  local ENTRIES=(ca2fl_latest)
-  paper_e5 scenarios/studies/ca2fl_readings.yaml results/ca2fl-readings-mnist-e5 --set name=paper-mnist
+  table scenarios/studies/ca2fl_readings.yaml results/ca2fl-readings-mnist-e5 --only ca2fl_latest --set name=paper-mnist
 }
 fedadam_lr() {  # FedAdam's server learning rate: 4 values, MNIST, E = 5, seed 0, 6,000 s (two runs side by side)
   $SIMFL run scenarios/studies/fedadam_lr.yaml --only fedadam_lr0.003,fedadam_lr0.03 --quiet --out results/fedadam-lr-mnist-e5-a
@@ -105,6 +98,9 @@ report() {
   $SIMFL report results/delays-mnist-e1-6000s --out results/report-delays --force
   $SIMFL report results/newsgroups-small --out results/report-newsgroups --force
   $SIMFL report results/paper-mnist-e5 results/paper-har-e5 --out results/report-main-e5 --force
+  # The committed E = 5 folders hold one sub-folder per (entry, seed), from the launches this script made before a
+  # table's runs went side by side in one command; the next two lines name three seed-0 runs of the main comparison
+  # there. A fresh `main5` writes one folder of all 24 runs, from which `simfl report` cannot pick single runs yet.
   $SIMFL report results/ablation-mnist-e5 results/paper-mnist-e5/fedasync-seed0 results/paper-mnist-e5/orthofl_global-seed0 results/paper-mnist-e5/orthofl_chain-seed0 --baseline fedasync --out results/report-ablation-e5 --force
   $SIMFL report results/ca2fl-readings-mnist-e5 results/paper-mnist-e5/ca2fl-seed0 --baseline ca2fl --out results/report-ca2fl-readings --force
   $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr --force

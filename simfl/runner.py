@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from simfl.checkpoint import FAILED_FILE, Session, parse_every
+from simfl.data import Dataset
 from simfl.errors import InputError
 from simfl.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.plots import accuracy_vs_time
@@ -163,8 +164,8 @@ def backend_for(launch: Launch, units: Sequence[Unit], targets: Sequence[Target]
 
         cells = {u.cell: targets[u.cell].scn for u in units}
 
-        def datasets() -> dict[str, object]:
-            found: dict[str, object] = {}
+        def datasets() -> dict[str, Dataset]:
+            found: dict[str, Dataset] = {}
             for scn in cells.values():
                 key = data_key(scn)
                 if key not in found:
@@ -176,7 +177,7 @@ def backend_for(launch: Launch, units: Sequence[Unit], targets: Sequence[Target]
 
         per_unit = max(unit_cpus(t.scn) for t in targets)
         return RayTasks(None if launch.ray == "local" else launch.ray, max(cores(), launch.workers * per_unit),
-                        lambda u: ray_task_cpus(targets[u.cell].scn), datasets)  # type: ignore[arg-type]
+                        lambda u: ray_task_cpus(targets[u.cell].scn), datasets)
     if launch.workers > 1 and len(units) > 1:
         return LocalWorkers(launch.workers)
     return InProcess()

@@ -35,7 +35,7 @@ import yaml
 
 from simfl import scenario as scenario_mod
 from simfl.algorithms.base import run_name
-from simfl.checkpoint import FRESH, Every, run_blob
+from simfl.checkpoint import FRESH, parse_every, run_blob
 from simfl.data import Dataset
 from simfl.errors import InputError
 from simfl.experiment import RunOptions, chain, federation, load_dataset, run_one
@@ -214,9 +214,7 @@ class _Feeds:
         every = self.unit.every
         if every is None:
             return None
-        from simfl.checkpoint import parse_every
-
-        schedule: Every = parse_every(every)
+        schedule = parse_every(every)
 
         def save(sim: dict[str, Any]) -> None:
             wall = self.unit.prior_wall + time.perf_counter() - self.started
