@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from simfl import __version__
-from simfl.errors import InputError
+from simfl.errors import InputError, WorkerLost
 
 if TYPE_CHECKING:
     from simfl.checkpoint import Every
@@ -375,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = ".".join(str(p) for p in first["loc"])
         print(one_line(f"simfl: {where}: {first['msg']}"), file=sys.stderr)
         return EXIT_USAGE
+    except WorkerLost as exc:
+        print(one_line(f"simfl: {exc}; what finished is kept: {_again(args)} runs the rest"), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("simfl: interrupted; what finished is in the .partial folder (see its INCOMPLETE file)", file=sys.stderr)
         return 130
@@ -392,6 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except Exception as exc:  # the last resort: a bug, reported in one line with a crash file
         return _crash(exc, argv, args)
+
+
+def _again(args: argparse.Namespace | None) -> str:
+    """The command that continues an interrupted launch."""
+    if args is not None and getattr(args, "func", None) is cmd_sweep:
+        return "the same `simfl sweep` command"
+    out = getattr(args, "resume", None) or getattr(args, "out", None)
+    return f"`simfl run --resume {out if out is not None else 'OUT'}`"
 
 
 def _crash(exc: BaseException, argv: Sequence[str], args: argparse.Namespace | None) -> int:

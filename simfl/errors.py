@@ -17,3 +17,18 @@ class InputError(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class WorkerLost(Exception):
+    """A worker process or Ray task running a unit ended without a word (killed, out of memory, node lost).
+
+    Not a bug in simfl nor a user mistake: the CLI says which run it was and that the folder resumes.
+    """
+
+    def __init__(self, title: str, how: str) -> None:
+        super().__init__(title, how)
+        self.title = title
+        self.how = how
+
+    def __str__(self) -> str:
+        return f"{self.title}: {self.how}"

@@ -31,7 +31,7 @@ from multiprocessing import get_context
 from typing import Any, Protocol
 
 from simfl.data import Dataset
-from simfl.errors import InputError
+from simfl.errors import InputError, WorkerLost
 from simfl.units import Done, Key, Message, Stopped, Unit, run_unit
 
 Outcome = Done | Stopped
@@ -49,7 +49,21 @@ class UnitCrashed(Exception):
         self.text = text
 
     def __str__(self) -> str:
-        return f"{self.title} failed:\n{self.text}"
+        """The run and the error's last line first (the one line a terminal shows), then the whole text."""
+        last = next((ln.strip() for ln in reversed(self.text.splitlines()) if ln.strip()), "")
+        return f"{self.title}: {last}\n{self.text}"
+
+
+def _ended(code: int) -> str:
+    """How a worker process ended, in words: a negative exit code is the signal that killed it."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (the system's out-of-memory killer sends it)" if -code == signal.SIGKILL else ""
+        return f"its worker process was killed by {name}{hint}"
+    return f"its worker process ended with exit code {code}"
 
 
 def _portable(unit: Unit, exc: BaseException) -> BaseException:
@@ -160,8 +174,7 @@ class LocalWorkers:
         def check() -> None:
             for proc in procs:
                 if proc.exitcode is not None and proc.pid in started:
-                    raise UnitCrashed(titles[started[proc.pid]], f"its worker process ended with exit code "
-                                      f"{proc.exitcode} (killed, or out of memory?)")
+                    raise WorkerLost(titles[started[proc.pid]], _ended(proc.exitcode))
 
         try:
             for proc in procs:
@@ -257,7 +270,7 @@ class RayTasks:
                 except Exception as exc:  # a Ray failure: the node or worker died, the task was cancelled
                     if not stop.is_set():
                         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-                        results.put((_ERROR, UnitCrashed(unit.title, f"its Ray task failed: {first}")))
+                        results.put((_ERROR, WorkerLost(unit.title, f"its Ray task failed: {first}")))
 
             for unit in units:
                 ref = refs.get(data_key(unit_scenario(unit)))

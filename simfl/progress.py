@@ -46,8 +46,8 @@ class Progress:
         if not quiet and sys.stderr.isatty() and units:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=1000, desc=f"{self.total} runs", leave=False, file=sys.stderr, dynamic_ncols=True,
-                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
+            self.bar = tqdm(total=1000, leave=False, file=sys.stderr, dynamic_ncols=True,
+                            bar_format="{percentage:3.0f}%|{bar}| {desc}")
             self._refresh()
 
     def eta(self) -> float:
@@ -65,8 +65,8 @@ class Progress:
         work = sum(self.estimates.values())
         self.bar.n = int(1000 * sum(self.estimates[k] * self.share[k] for k in self.estimates) / work)
         finished = len(self.walls) + self.done_before
-        self.bar.set_postfix_str(f"{finished}/{self.total} runs, {duration(time.perf_counter() - self.started)} "
-                                 f"elapsed, about {duration(self.eta())} left", refresh=False)
+        self.bar.set_description_str(f"{finished}/{self.total} runs, {duration(time.perf_counter() - self.started)} "
+                                     f"elapsed, about {duration(self.eta())} left", refresh=False)
         self.bar.refresh()
 
     def moved(self, key: Key, share: float) -> None:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from simfl.checkpoint import FAILED_FILE, Session, parse_every
 from simfl.data import Dataset
-from simfl.errors import InputError
+from simfl.errors import InputError, WorkerLost
 from simfl.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.plots import accuracy_vs_time
 from simfl.progress import Progress
@@ -250,6 +250,12 @@ def run_targets(targets: Sequence[Target], launch: Launch,
         raise _failed(targets, stop.outcome) from None
     except KeyboardInterrupt:
         _close_unpublished(targets, "interrupted by SIGINT")
+        raise
+    except WorkerLost as exc:
+        _close_unpublished(targets, f"stopped: {exc}")
+        raise
+    except Exception:
+        _close_unpublished(targets, "stopped by an internal error")
         raise
     finally:
         progress.close()

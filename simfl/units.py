@@ -167,7 +167,8 @@ def pinned_workers(scn: Scenario) -> int | None:
 # -- running one unit -------------------------------------------------------------------------------
 
 _DATASETS: dict[str, Dataset] = {}
-"""Datasets loaded in this process, by their data section: a worker loads each once for all its units."""
+"""The dataset last loaded in this process, by its data section: a worker loads it once for all its units
+(units come in plan order, so a sweep over datasets loads each once per worker), and only one is kept."""
 
 
 def data_key(scn: Scenario) -> str:
@@ -180,6 +181,7 @@ def dataset_for(scn: Scenario, fallback: Callable[[], Dataset] | None = None) ->
     folder lacks it (a Ray node receives it from the launching machine)."""
     key = data_key(scn)
     if key not in _DATASETS:
+        _DATASETS.clear()
         try:
             _DATASETS[key] = load_dataset(scn)
         except InputError:

@@ -13,7 +13,8 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 
 # Scenarios without data.root read the data folder $SIMFL_DATA: the shared datasets beside the checkout
 # (as .ci/run sets it), never a user's ~/.cache/simfl. Tests that need data they do not find generate it.
-os.environ.setdefault("SIMFL_DATA", str(SHARED / "datasets"))
+# made absolute, since tests start processes in other folders (.ci/run gives a path relative to the checkout).
+os.environ["SIMFL_DATA"] = str(Path(os.environ.get("SIMFL_DATA") or SHARED / "datasets").resolve())
 # Tests run a scenario's units one after another in the test process (as `--workers 1`) unless they ask for more:
 # most check one process's behaviour (monkeypatches, signals), and the suite already uses both cores.
 os.environ["SIMFL_WORKERS"] = "1"

@@ -204,3 +204,21 @@ def test_validate_shows_the_wall_time_over_workers(write_scenario: Any, capsys: 
     assert main(["validate", str(write_scenario(busy_scenario()))]) == 0
     out = capsys.readouterr().out
     assert "in all with 1 worker" in out and "with 2 workers" in out
+
+
+def test_a_worker_killed_under_a_unit_is_one_line_and_the_folder_resumes(reference: tuple[Path, Path],
+                                                                         tmp_path: Path) -> None:
+    scn, ref = reference
+    out, stage = tmp_path / "out", tmp_path / "out.partial"
+    proc = child("run", str(scn), "--out", str(out), "--workers", "2", "--checkpoint-every", "25", "--quiet")
+    wait_until(proc, lambda: any((stage / RUNNING_DIR).rglob("*.pt")), "a checkpoint")
+    workers = [p for p in children(proc.pid) if "resource_tracker" not in Path(f"/proc/{p}/cmdline").read_text()]
+    os.kill(workers[0], signal.SIGKILL)  # as the kernel's out-of-memory killer would
+    _, err = proc.communicate(timeout=60)
+    lines = err.decode().strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, err.decode()
+    assert "its worker process was killed by SIGKILL" in lines[0] and "internal error" not in lines[0]
+    assert f"`simfl run --resume {out}` runs the rest" in lines[0]
+    assert gone(workers) and (stage / INCOMPLETE_FILE).is_file()
+    assert main(["run", "--resume", str(out), "--quiet", "--workers", "2"]) == 0
+    assert result_files(out) == result_files(ref)
