@@ -45,9 +45,9 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from simfl import rng
-from simfl import scenario as scenario_mod
-from simfl.experiment import Federation, federation, load_dataset, run_one
+from simfl.launch.experiment import Federation, federation, load_dataset, run_one
 from simfl.models.flat import Layout
+from simfl.schema import scenario as scenario_mod
 from simfl.train.evaluate import Evaluator
 from simfl.train.executor import cores, torch_threads
 from simfl.train.local import channels_last_helps

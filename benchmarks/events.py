@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from simfl import scenario as scenario_mod
-from simfl.experiment import Engine, federation, load_dataset, run_one
+from simfl.launch.experiment import Engine, federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 
 CLIENTS = 1000
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from simfl import scenario as scenario_mod
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 
 SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "fleet" / "fleet10k.yaml"
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simfl.report import find_result_folders, load_groups
+from simfl.output.report import find_result_folders, load_groups
 
 RESULTS = Path(__file__).resolve().parent
 ASYNC = ["orthofl", "fedasync", "fedbuff", "ca2fl"]

@@ -1,9 +1,9 @@
 """simfl: a discrete-event simulator for asynchronous federated learning.
 
 Virtual time is simulated with SimPy (only in :mod:`simfl.sim`); training is
-real PyTorch. Scenarios are YAML files validated by :mod:`simfl.scenario` and
+real PyTorch. Scenarios are YAML files validated by :mod:`simfl.schema.scenario` and
 run with the ``simfl`` command, or from Python with :func:`simfl.run` and
-:func:`simfl.sweep` (:mod:`simfl.api`). See docs/architecture.md.
+:func:`simfl.sweep` (:mod:`simfl.launch.api`). See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from simfl.api import Results, run, sweep
+    from simfl.launch.api import Results, run, sweep
 
 __version__ = "0.1.0"
 __all__ = ["Results", "__version__", "run", "sweep"]
 
 
 def __getattr__(name: str) -> Any:
-    """``run``, ``sweep`` and ``Results`` load :mod:`simfl.api` (torch, pandas) on first use, so
+    """``run``, ``sweep`` and ``Results`` load :mod:`simfl.launch.api` (torch, pandas) on first use, so
     that importing ``simfl`` (and ``simfl --help``) stays quick."""
     if name in ("Results", "run", "sweep"):
-        from simfl import api
+        from simfl.launch import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'simfl' has no attribute {name!r}")

@@ -19,8 +19,8 @@ from simfl import __version__
 from simfl.errors import InputError, WorkerLost
 
 if TYPE_CHECKING:
-    from simfl.checkpoint import Every
-    from simfl.scenario import Scenario
+    from simfl.launch.checkpoint import Every
+    from simfl.schema.scenario import Scenario
 
 # Heavy modules (torch, pandas, matplotlib) are imported inside the commands so that
 # `simfl --help` and usage errors answer at once.
@@ -47,7 +47,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def _size(text: str) -> int:
-    from simfl.estimate import parse_size
+    from simfl.schema.estimate import parse_size
 
     try:
         return parse_size(text)
@@ -62,12 +62,12 @@ def _max_memory(parser: argparse.ArgumentParser) -> None:
 
 def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> list[str]:
     """The scenario's estimate as comment lines, after refusing it if it exceeds a limit."""
-    from simfl import estimate
+    from simfl.schema import estimate
 
     clients = getattr(scn.data.partition, "clients", None)
     if clients is not None:
         scn.check_clients(clients)
-    from simfl.runner import workers_for
+    from simfl.launch.runner import workers_for
 
     est = estimate.estimate(scn, cells)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load(args: argparse.Namespace) -> Scenario:
-    from simfl import scenario as scenario_mod
+    from simfl.schema import scenario as scenario_mod
 
     overrides = list(args.overrides)
     if getattr(args, "seeds", None):
@@ -206,9 +206,9 @@ def _only(scn: Scenario, text: str) -> list[object]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from simfl import scenario as scenario_mod
-    from simfl.estimate import check_cells
-    from simfl.tracking import check_installed
+    from simfl.output.tracking import check_installed
+    from simfl.schema import scenario as scenario_mod
+    from simfl.schema.estimate import check_cells
 
     scn = _load(args)
     check_installed(scn.tracking)  # what run would refuse, validate refuses too
@@ -220,12 +220,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from simfl import estimate
-    from simfl import scenario as scenario_mod
-    from simfl.checkpoint import Session, parse_every
-    from simfl.report import comparison_table
-    from simfl.results import OutputFolder
-    from simfl.runner import Launch, Target, VerifyFailed, fresh_target, run_targets, workers_for
+    from simfl.launch.checkpoint import Session, parse_every
+    from simfl.launch.runner import Launch, Target, VerifyFailed, fresh_target, run_targets, workers_for
+    from simfl.output.report import comparison_table
+    from simfl.output.results import OutputFolder
+    from simfl.schema import estimate
+    from simfl.schema import scenario as scenario_mod
 
     every = parse_every(args.checkpoint_every) if args.checkpoint_every is not None else None
     if args.resume is not None:
@@ -261,7 +261,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None) -> None:
     """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints)."""
-    from simfl import estimate
+    from simfl.schema import estimate
 
     est = estimate.estimate(scn)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
@@ -279,14 +279,14 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
-    from simfl.reference import reference
+    from simfl.schema.reference import reference
 
     sys.stdout.write(reference())
     return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from simfl.grid import run_sweep
+    from simfl.launch.grid import run_sweep
 
     overrides = list(args.overrides)
     if args.seeds:
@@ -299,7 +299,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from simfl.report import write_report
+    from simfl.output.report import write_report
 
     written = write_report(args.dirs, args.out, baseline=args.baseline, force=args.force)
     print(written.markdown.read_text())
@@ -332,8 +332,8 @@ def cmd_traces_import(args: argparse.Namespace) -> int:
 
 
 def cmd_traces_show(args: argparse.Namespace) -> int:
-    from simfl.estimate import check_draws, default_max_memory
     from simfl.latency.plots import show
+    from simfl.schema.estimate import check_draws, default_max_memory
 
     for name in ("clients", "rounds"):
         if getattr(args, name) < 1:

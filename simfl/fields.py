@@ -2,7 +2,7 @@
 
 Each type checks its value after pydantic's own type check and fails with a
 message that states what is allowed and what was given, e.g.
-``must be in (0, 1), got 1.5``; ``simfl.scenario`` prefixes the YAML path.
+``must be in (0, 1), got 1.5``; ``simfl.schema.scenario`` prefixes the YAML path.
 Component configs (an algorithm's, a delay model's, ...) subclass
 :class:`Section` so that unknown keys are rejected everywhere.
 """

@@ -22,7 +22,7 @@ def test_docs_build_strict(tmp_path: Path) -> None:
     assert "discrete-event simulator" in index and 'href="reference/"' in index
     assert "latency.model" in (tmp_path / "site" / "reference" / "index.html").read_text()
     assert (tmp_path / "site" / "benchmarks" / "index.html").is_file()
-    api = (tmp_path / "site" / "api" / "index.html").read_text()  # rendered from simfl.api's docstrings
+    api = (tmp_path / "site" / "api" / "index.html").read_text()  # rendered from simfl.launch.api's docstrings
     assert "Run every algorithm and seed of" in api and "Accuracy vs virtual time" in api
     components = (tmp_path / "site" / "api" / "components" / "index.html").read_text()
     for name in ("AsyncAlgorithm", "SyncAlgorithm", "on_arrival", "LatencyModel", "DataConfigBase", "SIMFL_DATA"):

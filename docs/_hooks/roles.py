@@ -1,6 +1,6 @@
 """Griffe extension for the API pages: Sphinx-style roles in docstrings become inline code.
 
-simfl's docstrings name other objects as ``:class:`~simfl.api.Results``` or
+simfl's docstrings name other objects as ``:class:`~simfl.launch.api.Results``` or
 ``:meth:`state```; the pages show them as code (``Results``, ``state``), the
 ``~`` keeping only the last dotted part, as Sphinx does.
 """

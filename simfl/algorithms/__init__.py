@@ -20,12 +20,8 @@ from simfl.algorithms.fedasync import FedAsync
 from simfl.algorithms.fedavg import FedAvg
 from simfl.algorithms.fedbuff import FedBuff
 from simfl.algorithms.fedprox import FedProx
-from simfl.algorithms.orthofl import (
-    OrthoFL,
-    OrthoFLNoCalib,
-    OrthoFLNoMA,
-    OrthoFLPairwise,
-)
+from simfl.algorithms.orthofl import OrthoFL
+from simfl.algorithms.orthofl_ablations import OrthoFLNoCalib, OrthoFLNoMA, OrthoFLPairwise
 
 ALGORITHMS: dict[str, type[Algorithm]] = {  # type: ignore[type-arg]
     "orthofl": OrthoFL,

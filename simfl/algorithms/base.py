@@ -20,6 +20,7 @@ from pydantic import AfterValidator, Field
 
 from simfl.fields import Section
 from simfl.models.flat import Layout
+from simfl.names import short_name
 
 ConfigT = TypeVar("ConfigT", bound=Section)
 
@@ -54,8 +55,6 @@ def run_name(config: Section) -> str:
     label = getattr(config, "label", None)
     if label is not None:
         return str(label)
-    from simfl.plugins import short_name
-
     return short_name(str(config.name))  # type: ignore[attr-defined]
 
 

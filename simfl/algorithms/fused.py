@@ -1,6 +1,6 @@
 """OrthoFL's arrival as one fused CPU kernel: the calibrated client model and the new global in one sweep.
 
-The same arithmetic as :meth:`simfl.algorithms.orthofl._Calibration.calibrated`
+The same arithmetic as :meth:`simfl.algorithms.calibration.Calibration.calibrated`
 followed by :func:`simfl.algorithms.ops.mix`, per element:
 
 - ``u = float32(weights - start)`` and ``s = float32(shift_to - shift_from)``;

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simfl.data.hapt_raw import write_hapt_npz
 from simfl.errors import InputError
 
 CHUNK = 1 << 20
@@ -142,8 +143,6 @@ def unzip(path: Path, root: Path) -> None:
 
 def hapt_from_zip(path: Path, root: Path) -> None:
     """Unpack the UCI HAPT zip in a temporary folder and build ``root/hapt_raw.npz`` from its RawData."""
-    from simfl.data.har import write_hapt_npz
-
     with tempfile.TemporaryDirectory(dir=root, prefix=".unpack-") as tmp:
         _unzip_into(path, Path(tmp))
         raw = sorted(p.parent for p in Path(tmp).rglob("labels.txt") if p.parent.name == "RawData")

@@ -16,7 +16,7 @@ on random scenarios). Why it is kept beside the engine: benchmarks/README.md.
 
 It covers runs without availability (failures, departures), server time, round
 rules, recording, per-update evaluation, verification or checkpoints;
-:func:`simfl.experiment.fast_unsupported` lists what a run uses beyond that, and
+:func:`simfl.launch.experiment.fast_unsupported` lists what a run uses beyond that, and
 asking for this loop then is refused in one line (docs/architecture.md).
 """
 

@@ -21,38 +21,14 @@ transient within one instant; what lasts (queue, phase, round members) is in
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import Any
 
 from simfl import rng
 from simfl.algorithms.base import Algorithm, AsyncAlgorithm, SyncAlgorithm
 from simfl.sim.clock import Wake
+from simfl.sim.server import Scheduler
 from simfl.sim.state import ClientState, Event
 from simfl.sim.world import World
-
-
-class Scheduler(Protocol):
-    """What the world asks of the server side."""
-
-    def start(self) -> None:
-        """Begin a fresh run at time 0."""
-
-    def resume(self) -> None:
-        """Continue from the state's data (its pending wake-ups are re-scheduled by the world)."""
-
-    def delivered(self, client: ClientState) -> None:
-        """``client``'s round ended with an update."""
-
-    def failed(self, client: ClientState) -> None:
-        """``client``'s round ended without an update (a failure)."""
-
-    def lost(self, client: ClientState) -> None:
-        """``client`` departed during its round."""
-
-    def returned(self, client: ClientState) -> None:
-        """``client`` is back from an absence."""
-
-    def wake(self, wake: Wake) -> None:
-        """One of the scheduler's own wake-ups (``server``, ``deadline``) fired."""
 
 
 def scheduler_for(world: World, algorithm: Algorithm[Any], seed: int, server_time: float,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -32,14 +32,12 @@ from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.clock import Clock, Wake, WakeKind
 from simfl.sim.evaluation import Recorder, next_grid_time
+from simfl.sim.server import Scheduler
 from simfl.sim.state import ClientState, Event, EventKind, SimState
 from simfl.sim.verify import Verifier
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor
 from simfl.train.local import Job
-
-if TYPE_CHECKING:
-    from simfl.sim.schedulers import Scheduler
 
 
 @dataclass(frozen=True)

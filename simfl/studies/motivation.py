@@ -29,9 +29,9 @@ import yaml
 from matplotlib.figure import Figure
 
 from simfl.errors import InputError
-from simfl.plots import save
-from simfl.recording import LAYER_CHANGES
-from simfl.report import find_result_folders
+from simfl.output.plots import save
+from simfl.output.recording import LAYER_CHANGES
+from simfl.output.report import find_result_folders
 
 
 @dataclass

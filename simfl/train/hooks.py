@@ -23,8 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from simfl import plugins
 from simfl.errors import InputError
+from simfl.names import import_object, is_import_path
 
 Penalty = Callable[[], torch.Tensor]
 """A term added to each batch's loss (it may read the parameters as they train)."""
@@ -51,9 +51,9 @@ def hook(key: str) -> Hook:
     """The hook of option ``key``: a built-in name of :data:`HOOKS` or an import path ``module:function``."""
     if key in HOOKS:
         return HOOKS[key]
-    if plugins.is_import_path(key):
+    if is_import_path(key):
         try:
-            obj = plugins.import_object(key, "local training")
+            obj = import_object(key, "local training")
         except InputError as exc:
             raise KeyError(f"local-training hook '{key}' cannot be imported: {exc.message}") from None
         if callable(obj):

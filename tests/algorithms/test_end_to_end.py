@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from simfl import scenario as scenario_mod
 from simfl.algorithms import ALGORITHMS
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yaml"
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from simfl.algorithms import fused, ops
-from simfl.algorithms.orthofl import _Calibration
+from simfl.algorithms.calibration import Calibration
 from simfl.models import MODELS, Layout
 
 
@@ -23,7 +23,7 @@ def test_fused_matches_eager(bn: str, weight: float) -> None:
     x, x0, g, a = (torch.randn(layout.size, generator=gen) for _ in range(4))
     zero = next(s for s in layout.segments[5:] if not s.bn)  # a layer the client did not change: its shift must pass unprojected
     x0[zero.offset : zero.stop] = x[zero.offset : zero.stop]
-    calibration = _Calibration(layout, bn, "tensor")  # type: ignore[arg-type]
+    calibration = Calibration(layout, bn, "tensor")  # type: ignore[arg-type]
     assert calibration._fused is not None and fused.usable(x, x0, g, a)
 
     calibrated, mixed = calibration.calibrated_and_mixed(x, x0, g, a, g, weight)
@@ -47,6 +47,6 @@ def test_other_inputs_take_the_eager_path() -> None:
     x = torch.zeros(layout.size)
     assert not fused.usable(x, x.double())
     assert not fused.usable(x, torch.zeros(2 * layout.size)[::2])
-    assert _Calibration(layout, "local", "model")._fused is None  # element mask over one segment
-    calibrated, mixed = _Calibration(layout, "local", "model").calibrated_and_mixed(x, x, x + 1, x, x, 0.5)
+    assert Calibration(layout, "local", "model")._fused is None  # element mask over one segment
+    calibrated, mixed = Calibration(layout, "local", "model").calibrated_and_mixed(x, x, x + 1, x, x, 0.5)
     assert torch.equal(mixed, x) and calibrated.shape == x.shape

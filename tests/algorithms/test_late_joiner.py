@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from simfl import scenario as scenario_mod
 from simfl.algorithms.fedbuff import FedBuff, FedBuffConfig
 from simfl.algorithms.orthofl import OrthoFL, OrthoFLConfig
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 from tests.algorithms.algo_helpers import arrival, close, linear_layout, make_setup, vec
 from tests.conftest import tiny_scenario
 

@@ -9,9 +9,8 @@ import torch
 from pydantic import ValidationError
 
 from simfl.algorithms.fedasync import FedAsync, FedAsyncConfig, PolynomialStaleness
-from simfl.algorithms.orthofl import (
-    OrthoFL,
-    OrthoFLConfig,
+from simfl.algorithms.orthofl import OrthoFL, OrthoFLConfig
+from simfl.algorithms.orthofl_ablations import (
     OrthoFLNoCalib,
     OrthoFLNoCalibConfig,
     OrthoFLNoMA,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simfl.algorithms import ops
-from simfl.algorithms.orthofl import orthogonal_shift
+from simfl.algorithms.calibration import orthogonal_shift
 
 VALUES = st.floats(-1e3, 1e3, width=32, allow_nan=False, allow_infinity=False)
 SHAPES = st.lists(st.lists(st.integers(1, 3), min_size=1, max_size=2).map(tuple), min_size=1, max_size=4)

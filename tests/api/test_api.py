@@ -10,7 +10,7 @@ import yaml
 
 import simfl
 from simfl.cli import main
-from simfl.results import SUMMARY_COLUMNS
+from simfl.output.results import SUMMARY_COLUMNS
 from simfl.sim.state import Event
 from tests.conftest import tiny_scenario
 
@@ -84,7 +84,7 @@ def test_importing_simfl_changes_no_matplotlib_state() -> None:
     import subprocess
     import sys
 
-    code = ("import matplotlib; before = matplotlib.get_backend(); import simfl, simfl.plots, simfl.api, "
+    code = ("import matplotlib; before = matplotlib.get_backend(); import simfl, simfl.output.plots, simfl.launch.api, "
             "simfl.latency.plots, simfl.studies.motivation; assert matplotlib.get_backend() == before; "
             "assert 'matplotlib.pyplot' not in __import__('sys').modules")
     subprocess.run([sys.executable, "-c", code], check=True, env={"MPLBACKEND": "svg", "PATH": ""})

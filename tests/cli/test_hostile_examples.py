@@ -17,9 +17,9 @@ import torch
 import yaml
 
 from simfl import outdir
-from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR
 from simfl.cli import main
-from simfl.grid import CELL_BYTES, plan
+from simfl.launch.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR
+from simfl.launch.grid import CELL_BYTES, plan
 from tests.conftest import tiny_scenario
 from tests.reliability.helpers import interrupted_run
 
@@ -96,21 +96,21 @@ def test_a_file_dropped_into_the_output_during_a_run_survives_publish(
     scn.write_text(yaml.safe_dump(tiny_scenario()))
     if existing:
         assert main(["run", str(scn), "--out", str(out), "--quiet"]) == 0
-    import simfl.runner
+    import simfl.launch.runner
 
-    original = simfl.runner.write_run
+    original = simfl.launch.runner.write_run
 
     def write_and_drop(*args: Any, **kwargs: Any) -> None:
         original(*args, **kwargs)
         out.mkdir(exist_ok=True)
         (out / "mine.txt").write_text("dropped while the run went")
 
-    monkeypatch.setattr(simfl.runner, "write_run", write_and_drop)
+    monkeypatch.setattr(simfl.launch.runner, "write_run", write_and_drop)
     assert main(["run", str(scn), "--out", str(out), "--quiet", "--force"]) == 0
     assert (out / "mine.txt").read_text() == "dropped while the run went"
     assert (out / "summary.csv").is_file() and not (tmp_path / "out.partial").exists()
     assert "mine.txt" not in outdir.listed(out)  # and a later --force keeps it too
-    monkeypatch.setattr(simfl.runner, "write_run", original)
+    monkeypatch.setattr(simfl.launch.runner, "write_run", original)
     assert main(["run", str(scn), "--out", str(out), "--quiet", "--force"]) == 0
     assert (out / "mine.txt").is_file()
 
@@ -183,7 +183,7 @@ def test_long_sweep_values_give_short_cell_names_and_an_index(write_scenario, tm
     assert len(cells) == 2 and all(len(c.name.encode()) <= CELL_BYTES and "~" in c.name for c in cells)
     assert len({c.name for c in cells}) == 2 and all(len(c.group.encode()) <= 240 for c in cells)
     out = tmp_path / "sw"
-    from simfl.grid import _prepare
+    from simfl.launch.grid import _prepare
 
     _prepare(out, raw, cells)
     index = pd.read_csv(out / "cells.csv")
@@ -496,12 +496,12 @@ def test_unreachable_ray_is_one_line_without_ray_noise(tmp_path: Path, capfd: py
 
 def test_a_bug_is_one_line_with_a_crash_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import simfl.estimate
+    import simfl.schema.estimate
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise ZeroDivisionError("deliberately broken")
 
-    monkeypatch.setattr(simfl.estimate, "estimate", broken)
+    monkeypatch.setattr(simfl.schema.estimate, "estimate", broken)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     assert main(["validate", str(QUICKSTART)]) == 1
     err = capsys.readouterr().err.strip()

@@ -59,8 +59,8 @@ def test_counts_partition_from_a_scenario(write_scenario, tmp_path: Path) -> Non
     raw = tiny_scenario(data={"dataset": "synthetic", "train_size": 120, "test_size": 60, "features": 8, "classes": 3,
                               "partition": {"kind": "counts", "counts": counts, "clients": 3}})
     path = write_scenario(raw)
-    from simfl import scenario as scenario_mod
-    from simfl.experiment import federation, load_dataset
+    from simfl.launch.experiment import federation, load_dataset
+    from simfl.schema import scenario as scenario_mod
 
     scn = scenario_mod.load(path)
     fed = federation(scn, load_dataset(scn), 0)

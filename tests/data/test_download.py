@@ -205,7 +205,7 @@ def write_hapt_raw(raw: Path) -> None:
 
 def test_hapt_npz_from_raw_recordings(tmp_path: Path) -> None:
     """labels.txt start and end are 0-based and inclusive; unlabelled samples are -1."""
-    from simfl.data.har import hapt_arrays
+    from simfl.data.hapt_raw import hapt_arrays
 
     write_hapt_raw(tmp_path / "RawData")
     a = hapt_arrays(tmp_path / "RawData")

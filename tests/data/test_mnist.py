@@ -120,8 +120,8 @@ def test_wrong_magic(tmp_path: Path) -> None:
 def test_scenario_root_is_relative_to_the_file_and_defaults_to_the_data_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, write_scenario  # type: ignore[no-untyped-def]
 ) -> None:
-    from simfl import scenario
     from simfl.data.files import data_root
+    from simfl.schema import scenario
 
     from ..conftest import tiny_scenario
 

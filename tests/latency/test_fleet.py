@@ -153,7 +153,7 @@ def test_fleet_scenario_runs_with_windows_and_missing_file_is_one_line(tmp_path:
 def test_committed_fleet_is_the_generator_output_and_the_scenario_loads(tmp_path: Path) -> None:
     import runpy
 
-    from simfl.scenario import load
+    from simfl.schema.scenario import load
 
     root = Path(__file__).resolve().parents[2] / "scenarios" / "fleet"
     runpy.run_path(str(root / "generate_fleet.py"), run_name="generate")["main"](["--out", str(tmp_path / "f.csv")])

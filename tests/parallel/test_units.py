@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR, load_checkpoint
 from simfl.cli import main
+from simfl.launch.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR, load_checkpoint
 from tests.conftest import tiny_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,8 +184,8 @@ def test_more_workers_than_cores_is_refused_in_one_line(tmp_path: Path, capsys: 
 
 
 def test_default_workers_fill_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    from simfl.runner import workers_for
-    from simfl.scenario import validate
+    from simfl.launch.runner import workers_for
+    from simfl.schema.scenario import validate
 
     monkeypatch.delenv("SIMFL_WORKERS")
     cores = len(os.sched_getaffinity(0))

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from simfl import scenario as scenario_mod
 from simfl.cli import main
 from simfl.errors import InputError
-from simfl.experiment import federation, load_dataset, make_executor
+from simfl.launch.experiment import federation, load_dataset, make_executor
+from simfl.schema import scenario as scenario_mod
 from simfl.train.executor import ExecutorConfig, cores
 from simfl.train.local import Job
 from tests.conftest import tiny_scenario

@@ -7,7 +7,7 @@ import torch
 
 from simfl import rng
 from simfl.algorithms import ops
-from simfl.algorithms.orthofl import _Calibration
+from simfl.algorithms.calibration import Calibration
 from simfl.models import MODELS, Layout
 
 
@@ -16,7 +16,7 @@ from simfl.models import MODELS, Layout
 def test_calibrated_equals_plain_composition(bn: str, granularity: str) -> None:
     builder = MODELS["resnet18_1d"]  # has batch norm
     layout = Layout.of(builder.build(builder.Config(), (9, 64), 6))
-    cal = _Calibration(layout, bn, granularity)  # type: ignore[arg-type]
+    cal = Calibration(layout, bn, granularity)  # type: ignore[arg-type]
     gen = rng.torch_generator(0, "perf-test-calibration")
     for scale in (1.0, 1e-3, 1e-30):
         w, start, a, b = (torch.randn(layout.size, generator=gen) for _ in range(4))

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from simfl import rng
-from simfl import scenario as scenario_mod
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 from simfl.sim.state import SimState
 from tests.conftest import tiny_scenario
 

@@ -27,8 +27,8 @@ CLIENTS = 1000
 
 CHILD = r"""
 import json, resource, sys, threading
-from simfl import scenario as scenario_mod
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
+from simfl.launch.experiment import federation, load_dataset, run_one
 
 def status_kib(field):
     with open("/proc/self/status") as f:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from simfl import scenario as scenario_mod
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 from tests.conftest import tiny_scenario
 
 

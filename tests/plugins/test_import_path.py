@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 import simfl
-from simfl import scenario as scenario_mod
 from simfl.cli import main
 from simfl.errors import InputError
+from simfl.schema import scenario as scenario_mod
 from tests.conftest import tiny_scenario
 from tests.plugins.rules import FedFoo
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from simfl import plugins
-from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR, Session, load_run
 from simfl.cli import main
+from simfl.launch.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR, Session, load_run
+from simfl.schema import plugins
 from tests.conftest import tiny_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

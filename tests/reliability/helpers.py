@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from simfl.checkpoint import Session
 from simfl.cli import main
+from simfl.launch.checkpoint import Session
 from tests.conftest import tiny_scenario
 
 

@@ -15,11 +15,11 @@ import pytest
 import torch
 import yaml
 
-from simfl import scenario as scenario_mod
-from simfl.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR, load_checkpoint, load_run, parse_every
 from simfl.cli import main
 from simfl.errors import InputError
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.launch.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DIR, load_checkpoint, load_run, parse_every
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 from simfl.sim.engine import Checkpointing
 from tests.reliability.helpers import faulty_scenario
 

@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simfl import outdir
-from simfl.checkpoint import CHECKPOINT_FILE
+from simfl.launch.checkpoint import CHECKPOINT_FILE
 from simfl.models import MODELS
 from tests.conftest import tiny_scenario
 from tests.reliability.helpers import interrupted_run

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from simfl import rng
-from simfl import scenario as scenario_mod
-from simfl.checkpoint import FAILED_FILE
 from simfl.cli import main
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.launch.checkpoint import FAILED_FILE
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 from simfl.sim.state import SimState
 from simfl.sim.verify import InvariantError
 from simfl.sim.world import World

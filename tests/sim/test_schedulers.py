@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from simfl import scenario as scenario_mod
 from simfl.errors import InputError
-from simfl.experiment import federation, load_dataset, run_one
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 from simfl.sim.clock import PRIORITY
 from simfl.sim.state import SimState
 from simfl.sim.world import Checkpointing

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from simfl import scenario as scenario_mod
-from simfl.experiment import Engine, federation, load_dataset, run_one
+from simfl.launch.experiment import Engine, federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
 from simfl.sim.state import SimState
 from tests.conftest import tiny_scenario
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from simfl.cli import main
-from simfl.report import group_table, load_groups
+from simfl.output.report import group_table, load_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from simfl.cli import main
-from simfl.grid import plan, run_sweep
+from simfl.launch.grid import plan, run_sweep
 from tests.conftest import tiny_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +117,7 @@ def test_sweep_on_a_local_ray_instance_equals_the_in_process_sweep(write_scenari
 KILL_AFTER_FIRST_CELL = """
 import os, signal, sys
 from pathlib import Path
-from simfl.grid import run_sweep
+from simfl.launch.grid import run_sweep
 run_sweep(sys.argv[1], Path(sys.argv[2]), on_published=lambda name: os.kill(os.getpid(), signal.SIGKILL))
 """
 

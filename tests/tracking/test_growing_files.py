@@ -6,10 +6,10 @@ from pathlib import Path
 
 import yaml
 
-from simfl import scenario as scenario_mod
 from simfl.cli import main
-from simfl.experiment import federation, load_dataset, run_one
-from simfl.results import GrowingRun, OutputFolder, append_to, run_files, write_run
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.output.results import GrowingRun, OutputFolder, append_to, run_files, write_run
+from simfl.schema import scenario as scenario_mod
 from simfl.sim.engine import Progress
 from simfl.sim.state import SimState
 from tests.conftest import tiny_scenario

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from simfl import scenario as scenario_mod
 from simfl.cli import main
-from simfl.reference import reference
-from simfl.tracking import run_params
+from simfl.output.tracking import run_params
+from simfl.schema import scenario as scenario_mod
+from simfl.schema.reference import reference
 from tests.conftest import tiny_scenario
 
 
@@ -57,7 +57,7 @@ def test_reference_documents_tracking() -> None:
 @pytest.mark.parametrize("engine_choice", ["fast"])
 def test_fast_engine_refuses_a_per_update_observer(engine_choice: str) -> None:
     from simfl.errors import InputError
-    from simfl.experiment import federation, load_dataset, run_one
+    from simfl.launch.experiment import federation, load_dataset, run_one
 
     scn = scenario_mod.validate(tiny_scenario(executor={"kind": "none"}))
     fed = federation(scn, load_dataset(scn), 0)

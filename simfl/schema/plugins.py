@@ -22,7 +22,7 @@ work as for built-ins.
 How the schema learns about plugins: the scenario's discriminated unions are
 built from the built-in registries at import time. :func:`scenario_plugins`
 resolves the plugin entries of a raw scenario *before* validation, and
-:mod:`simfl.scenario` validates it with a subclass of ``Scenario`` whose unions
+:mod:`simfl.schema.scenario` validates it with a subclass of ``Scenario`` whose unions
 also hold those plugins' configs. Each plugin config used there is a subclass
 of the plugin's own ``Config`` whose discriminator is the literal value written
 in the scenario (so a dumped scenario reads back the same) and which rejects
@@ -35,8 +35,6 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
-import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,6 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from simfl.errors import InputError
+from simfl.names import GIVEN, import_object, import_path, is_import_path
 
 
 @dataclass(frozen=True)
@@ -142,27 +141,6 @@ KINDS: dict[str, Kind] = {
 }
 """Every kind of component a plugin may provide."""
 
-_GIVEN: dict[str, Any] = {}
-"""Classes passed as objects through the Python API, by their import path (found without importing)."""
-
-
-def import_path(obj: Any) -> str:
-    """``module:qualname`` of a class or function (how a scenario names it)."""
-    return f"{obj.__module__}:{obj.__qualname__}"
-
-
-def is_import_path(name: str) -> bool:
-    """Whether a component name is an import path ``package.module:Attribute``."""
-    return ":" in name
-
-
-def short_name(name: str) -> str:
-    """The default run name of a component named ``name``: an import path's last attribute, else the name."""
-    if not is_import_path(name):
-        return name
-    return name.rsplit(":", 1)[1].rsplit(".", 1)[-1]
-
-
 @functools.cache
 def entry_points(group: str) -> dict[str, importlib.metadata.EntryPoint]:
     """The installed entry points of ``group`` by name (read once per process)."""
@@ -197,38 +175,6 @@ def is_plugin(kind: str, name: Any) -> bool:
     if not isinstance(name, str) or name in spec.registry():
         return False
     return is_import_path(name) or name in entry_points(spec.group)
-
-
-def import_object(name: str, where: str) -> Any:
-    """The object at import path ``module:attr.attr``; a one-line InputError when it is not there."""
-    if name in _GIVEN:
-        return _GIVEN[name]
-    module_name, _, attr = name.partition(":")
-    if not module_name or not attr:
-        raise InputError(where, f"'{name}' is not an import path of the form package.module:Class")
-    _search_working_folder()
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any failure while importing the user's module is their mistake to see
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(where, f"cannot import module '{module_name}' of '{name}': {detail}") from None
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise InputError(where, f"module '{module_name}' has no attribute '{attr}' (from '{name}')")
-        obj = getattr(obj, part)
-    return obj
-
-
-def _search_working_folder() -> None:
-    """Let import paths reach modules under the working folder, as ``python -m`` would.
-
-    The ``simfl`` command's own folder, not the working folder, heads ``sys.path``; the working
-    folder is appended (last, so it never shadows an installed package).
-    """
-    here = os.getcwd()
-    if "" not in sys.path and here not in sys.path:
-        sys.path.append(here)
 
 
 def _load_entry_point(ep: importlib.metadata.EntryPoint, where: str) -> Any:
@@ -319,7 +265,7 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
         if not (isinstance(entry, Mapping) and isinstance(entry.get(key), type)):
             return entry
         path = import_path(entry[key])
-        _GIVEN[path] = entry[key]
+        GIVEN[path] = entry[key]
         return {**entry, key: path}
 
     for spec in KINDS.values():

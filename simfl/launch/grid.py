@@ -24,10 +24,10 @@ position ``v<i>``. A name longer than :data:`CELL_BYTES` bytes is cut and ends i
 and a hash of the whole name (``...~3f2a9c0d1b7e__seed=0``); ``<out>/cells.csv``
 is the readable index of every cell: its folder, scenario name, seed and swept values.
 
-Every (cell, entry, seed) run is one unit (:mod:`simfl.units`): units run one after
+Every (cell, entry, seed) run is one unit (:mod:`simfl.launch.units`): units run one after
 another in this process, in ``workers`` spawned processes, or as Ray tasks on a local
 instance or an existing cluster (``ray_address``) that needs no shared file system; a
-cell is published as soon as its last unit ends (:mod:`simfl.runner`). A cell killed
+cell is published as soon as its last unit ends (:mod:`simfl.launch.runner`). A cell killed
 mid-way keeps its staging folder: its finished runs are kept and the rest run again.
 """
 
@@ -46,12 +46,12 @@ from typing import Any
 import yaml
 
 from simfl import outdir
-from simfl import scenario as scenario_mod
-from simfl.checkpoint import CHECKPOINT_FILE, Session
 from simfl.errors import InputError
-from simfl.results import OutputFolder
-from simfl.runner import Launch, Target, run_targets, workers_for
-from simfl.scenario import Scenario
+from simfl.launch.checkpoint import CHECKPOINT_FILE, Session
+from simfl.launch.runner import Launch, Target, run_targets, workers_for
+from simfl.output.results import OutputFolder
+from simfl.schema import scenario as scenario_mod
+from simfl.schema.scenario import Scenario
 
 SWEEP_FILE = "sweep.yaml"
 CELLS_FILE = "cells.csv"
@@ -138,7 +138,7 @@ def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None
     """Read and check a scenario file; returns its raw mapping and every cell, grid-major then seed.
 
     A scenario without ``sweep:`` gives one cell per seed. Every grid point's estimate is
-    checked against the limits of :mod:`simfl.estimate` (memory: ``max_memory``).
+    checked against the limits of :mod:`simfl.schema.estimate` (memory: ``max_memory``).
     """
     path = Path(path)
     scenario_mod.load(path, overrides)  # validates the scenario and every grid cell
@@ -151,7 +151,7 @@ def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None
 def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_memory: int | None = None
              ) -> list[Cell]:
     """Every cell of a raw scenario mapping, grid-major then seed; relative data paths are against ``base``."""
-    from simfl import estimate
+    from simfl.schema import estimate
 
     base_scn = scenario_mod.validate(raw, where=where)
     sweep: dict[str, list[Any]] = raw.get("sweep") or {}
@@ -195,7 +195,7 @@ def _fingerprint(value: Any) -> str:
 def cell_target(cell: Cell, out: Path) -> Target:
     """The result folder of ``cell``: its unfinished staging folder continued when it holds this cell's runs,
     else a fresh one (a killed cell's leftovers are removed, if simfl wrote them)."""
-    from simfl import estimate
+    from simfl.schema import estimate
 
     scn = cell.scenario()
     final = out / cell.name
@@ -242,7 +242,7 @@ def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
     tmp = existing.with_name(SWEEP_FILE + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, existing)
-    from simfl.results import write_csv
+    from simfl.output.results import write_csv
 
     keys = list(cells[0].values) if cells else []
     rows = [{"cell": c.name, "scenario": c.group, "seed": c.seed,
@@ -271,7 +271,7 @@ def run_sweep(
     ----------
     workers
         Runs side by side in worker processes (1: in this process, one after another; None: as many
-        as the cores allow, see :func:`simfl.runner.workers_for`).
+        as the cores allow, see :func:`simfl.launch.runner.workers_for`).
     on_published
         Called with a cell's name in this process after its folder is published.
     log

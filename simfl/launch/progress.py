@@ -1,7 +1,7 @@
 """What ``simfl run`` and ``simfl sweep`` show while units go: one overall bar and a line per finished unit.
 
 The bar measures work, not units: each unit weighs its estimated wall seconds
-(:mod:`simfl.estimate`), and a unit under way counts the share of its budget done. The time
+(:mod:`simfl.schema.estimate`), and a unit under way counts the share of its budget done. The time
 left is the estimate of what remains, corrected by how the finished units compared with
 their own estimates, spread over the workers (never less than the longest unit left).
 """
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from simfl.units import Key, Unit
+from simfl.launch.units import Key, Unit
 
 
 def duration(seconds: float) -> str:

@@ -1,8 +1,8 @@
 """Where units run: in this process, in local worker processes, or as Ray tasks on a cluster.
 
-Every backend takes a list of :class:`~simfl.units.Unit` and hands each message a unit
-reports (:class:`~simfl.units.Grown`, :class:`~simfl.units.Saved`, :class:`~simfl.units.Moved`)
-and each outcome (:class:`~simfl.units.Done`, :class:`~simfl.units.Stopped`) to ``handle``, in
+Every backend takes a list of :class:`~simfl.launch.units.Unit` and hands each message a unit
+reports (:class:`~simfl.launch.units.Grown`, :class:`~simfl.launch.units.Saved`, :class:`~simfl.launch.units.Moved`)
+and each outcome (:class:`~simfl.launch.units.Done`, :class:`~simfl.launch.units.Stopped`) to ``handle``, in
 this process, in the order each unit produced them. ``handle`` writes files; units never do,
 so a Ray node needs no access to the output folder. The first error of any unit (a user
 mistake, a crash, a worker that died) stops every unit and is raised here; so is Ctrl-C.
@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from simfl.data import Dataset
 from simfl.errors import InputError, WorkerLost
-from simfl.units import Done, Key, Message, Stopped, Unit, run_unit
+from simfl.launch.units import Done, Key, Message, Stopped, Unit, run_unit
 
 Outcome = Done | Stopped
 Handle = Callable[[Message | Outcome], None]
@@ -234,15 +234,15 @@ class RayTasks:
     task_cpus: Callable[[Unit], int]
     """Cores each unit's task is declared with."""
     datasets: Callable[[], dict[str, Dataset]]
-    """The datasets this process can load, by data section (see :func:`simfl.units.dataset_for`)."""
+    """The datasets this process can load, by data section (see :func:`simfl.launch.units.dataset_for`)."""
 
     def run(self, units: Sequence[Unit], handle: Handle) -> None:
         try:
             import ray
         except ImportError:
             raise InputError("--ray", "needs the 'ray' package: pip install 'simfl[ray]'") from None
+        from simfl.launch.units import data_key, unit_scenario
         from simfl.train.ray_executor import quiet_init
-        from simfl.units import data_key, unit_scenario
 
         owns = not ray.is_initialized()
         if owns:

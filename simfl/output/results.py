@@ -34,7 +34,7 @@ import pandas as pd
 
 from simfl import outdir
 from simfl.errors import InputError
-from simfl.recording import LAYER_CHANGES, LayerRecorder
+from simfl.output.recording import LAYER_CHANGES, LayerRecorder
 from simfl.sim.state import Event, SimState
 
 SUMMARY_COLUMNS = [
@@ -192,7 +192,7 @@ def write_run(folder: OutputFolder, algorithm: str, seed: int, files: dict[str, 
 
 
 def summary_row(algorithm: str, seed: int, state: SimState, wall_seconds: float) -> dict[str, Any]:
-    """The summary.csv row of one run (time_to_target is filled in by :func:`simfl.report.add_time_to_target`)."""
+    """The summary.csv row of one run (time_to_target is filled in by :func:`simfl.output.report.add_time_to_target`)."""
     accs = [m.accuracy for m in state.metrics]
     return {
         "algorithm": algorithm, "seed": seed,
@@ -205,7 +205,7 @@ def summary_row(algorithm: str, seed: int, state: SimState, wall_seconds: float)
 
 def read_metrics(out: Path, algorithm: str, seed: int) -> pd.DataFrame:
     """metrics.csv of one run as a DataFrame."""
-    from simfl.tables import read_table
+    from simfl.output.tables import read_table
 
     return read_table(out / algorithm / f"seed{seed}" / "metrics.csv", {"virtual_time": "finite", "accuracy": "number"},
                       "evaluations")

@@ -1,6 +1,6 @@
 """Checkpoints of ``simfl run`` and the markers of an unfinished output folder.
 
-Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.results`):
+Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.output.results`):
 
 ``checkpoint.pt``
     The folder's own record, written only by the process that launched the runs,
@@ -16,7 +16,7 @@ Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.result
     rounds and start weights, the pending wake-ups as ``[kind, order, time, index]``
     rows, algorithm state, latency and failure random-stream states, evaluation
     cache, metrics and events so far) and the wall seconds it had cost. Runs go on
-    side by side (:mod:`simfl.units`), so each keeps its own file; it is removed
+    side by side (:mod:`simfl.launch.units`), so each keeps its own file; it is removed
     when the run finishes. A folder of the first format (one ``current`` run inside
     ``checkpoint.pt``) is still read.
 ``INCOMPLETE``

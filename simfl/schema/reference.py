@@ -1,7 +1,7 @@
 """The scenario reference (markdown), generated from the schema so that it cannot drift from the code.
 
 ``simfl reference`` prints it; ``scenarios/REFERENCE.md`` is its committed copy,
-and a test checks the two are equal. Installed plugins (entry points, :mod:`simfl.plugins`)
+and a test checks the two are equal. Installed plugins (entry points, :mod:`simfl.schema.plugins`)
 get a section of their own at the end; the committed copy is made with none installed.
 """
 
@@ -16,12 +16,12 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from simfl import plugins
 from simfl.algorithms import ALGORITHMS
 from simfl.data import DATASETS
 from simfl.errors import InputError
 from simfl.latency import LATENCY_MODELS
 from simfl.models import MODELS
+from simfl.schema import plugins
 
 
 def _type_name(tp: Any) -> str:
@@ -132,7 +132,7 @@ def _plugin_section(seen: set[type[BaseModel]]) -> list[str]:
 
 def reference() -> str:
     """The full scenario reference as markdown."""
-    from simfl.scenario import Scenario
+    from simfl.schema.scenario import Scenario
 
     components = {"algorithms", "data", "model", "latency"}
     out = [

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, Union
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
-from simfl import plugins, yamlsafe
+from simfl import yamlsafe
 from simfl.algorithms import ALGORITHMS
 from simfl.algorithms.base import run_name
 from simfl.data import DATASETS
@@ -32,7 +32,8 @@ from simfl.latency import LATENCY_MODELS
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.models import MODELS
 from simfl.outdir import name_problem
-from simfl.tracking import TrackingConfig
+from simfl.output.tracking import TrackingConfig
+from simfl.schema import plugins
 from simfl.train.executor import ExecutorConfig
 from simfl.train.local import TrainConfig
 
@@ -67,7 +68,7 @@ _BUILTIN_CONFIGS: dict[str, tuple[tuple[type[BaseModel], ...], str]] = {
 
 def schema_for(raw: Mapping[str, Any], where: str = "scenario") -> type[Scenario]:
     """The model that validates ``raw``: :class:`Scenario`, or where ``raw`` names plugins
-    (:mod:`simfl.plugins`), a subclass whose unions also hold those plugins' configs."""
+    (:mod:`simfl.schema.plugins`), a subclass whose unions also hold those plugins' configs."""
     found = plugins.scenario_plugins(raw, where)
     if not found:
         return Scenario
@@ -290,7 +291,7 @@ def sweep_cells(raw: Mapping[str, Any], where: str = "scenario") -> list[tuple[d
     sweep = raw.get("sweep")
     if not sweep:
         return []
-    from simfl.estimate import check_cells
+    from simfl.schema.estimate import check_cells
 
     check_cells(sweep if isinstance(sweep, dict) else None, where)
     keys = list(sweep)
@@ -378,7 +379,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def validate(raw: Mapping[str, Any], where: str = "scenario") -> Scenario:
     """Validate a raw mapping; the first error becomes an InputError naming its YAML path.
 
-    Plugin entries (:mod:`simfl.plugins`) are resolved first: one that does not import or is
+    Plugin entries (:mod:`simfl.schema.plugins`) are resolved first: one that does not import or is
     not a valid component is an InputError naming the key of its name.
     """
     raw = plugins.normalize(raw)

@@ -1,12 +1,12 @@
 """Fills result folders with runs: the body shared by ``simfl run``, every ``simfl sweep`` and the API.
 
 A result folder (a scenario's ``--out``, or one sweep cell) is a :class:`Target`. Its
-unfinished (entry, seed) runs become units (:mod:`simfl.units`) that a backend of
-:mod:`simfl.parallel` runs here, in worker processes or on Ray; this process alone writes
+unfinished (entry, seed) runs become units (:mod:`simfl.launch.units`) that a backend of
+:mod:`simfl.launch.parallel` runs here, in worker processes or on Ray; this process alone writes
 the folders: each run's metrics.csv and events.csv grow in the staging folder at each
 evaluation (``tail -f`` them) and are written in whole as soon as the run ends, each run's
 checkpoint is kept in the staging folder, and the folder's bookkeeping
-(:class:`~simfl.checkpoint.Session`) records every finished run. When a folder's last run
+(:class:`~simfl.launch.checkpoint.Session`) records every finished run. When a folder's last run
 ends, summary.csv (rows in the scenario's order: seeds, then entries) and accuracy.png are
 written and the folder is published, while other folders' runs go on. So the files are the
 same, byte for byte, whatever the number of workers and wherever the runs went (only
@@ -23,16 +23,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from simfl.checkpoint import FAILED_FILE, Session, parse_every
 from simfl.data import Dataset
 from simfl.errors import InputError, WorkerLost
-from simfl.parallel import Backend, InProcess, LocalWorkers, RayTasks
-from simfl.plots import accuracy_vs_time
-from simfl.progress import Progress
-from simfl.report import add_time_to_target
-from simfl.results import SUMMARY_COLUMNS, OutputFolder, append_to, read_metrics, write_csv, write_run
-from simfl.scenario import Scenario
-from simfl.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, unit_cpus, units_of
+from simfl.launch.checkpoint import FAILED_FILE, Session, parse_every
+from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
+from simfl.launch.progress import Progress
+from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, unit_cpus, units_of
+from simfl.output.plots import accuracy_vs_time
+from simfl.output.report import add_time_to_target
+from simfl.output.results import SUMMARY_COLUMNS, OutputFolder, append_to, read_metrics, write_csv, write_run
+from simfl.schema.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,8 @@ class _Stop(Exception):
 def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | None = None,
                  verify: bool = False) -> Target:
     """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote)."""
-    from simfl import estimate
-    from simfl import scenario as scenario_mod
+    from simfl.schema import estimate
+    from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(out, force=force)
     folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
@@ -127,7 +127,7 @@ WORKERS_ENV = "SIMFL_WORKERS"
 def workers_for(requested: int | None, scenarios: Sequence[Scenario], units: int, ray: bool = False) -> int:
     """How many units run side by side on this machine.
 
-    Each unit keeps :func:`~simfl.units.unit_cpus` cores busy (its torch threads, times the
+    Each unit keeps :func:`~simfl.launch.units.unit_cpus` cores busy (its torch threads, times the
     executor's workers where jobs train in parallel), so by default as many units run as the
     cores hold (at least one, at most ``units``); ``requested`` (``--workers``, else
     ``$SIMFL_WORKERS``) is refused where it would ask for more cores than the machine has.
@@ -160,7 +160,7 @@ def backend_for(launch: Launch, units: Sequence[Unit], targets: Sequence[Target]
 
         if launch.ray != "local":
             _check_tracking_on_cluster([t.scn for t in targets])
-        from simfl.units import data_key, dataset_for
+        from simfl.launch.units import data_key, dataset_for
 
         cells = {u.cell: targets[u.cell].scn for u in units}
 

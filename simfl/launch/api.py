@@ -6,7 +6,7 @@ same result folders, the same numbers) and then read the folders into a
 per run and metrics/events row), each with ``algorithm`` and ``seed`` columns and,
 for a sweep, a ``cell`` column and one column per swept key.
 
-A scenario is a mapping (as in a YAML file), a validated :class:`~simfl.scenario.Scenario`
+A scenario is a mapping (as in a YAML file), a validated :class:`~simfl.schema.scenario.Scenario`
 or the path of a YAML file. Without ``out`` the results go to a new temporary folder.
 """
 
@@ -23,9 +23,9 @@ import pandas as pd
 import yaml
 from matplotlib.axes import Axes
 
-from simfl import plugins
-from simfl import scenario as scenario_mod
-from simfl.scenario import Scenario
+from simfl.schema import plugins
+from simfl.schema import scenario as scenario_mod
+from simfl.schema.scenario import Scenario
 
 ScenarioLike = Mapping[str, Any] | Scenario | str | Path
 
@@ -52,7 +52,7 @@ class Results:
     def plot(self, ax: Axes | None = None) -> Axes:
         """Accuracy vs virtual time on ``ax`` (default: the current pyplot axes), one line per
         algorithm (and sweep cell) with the mean and a min-max band over seeds."""
-        from simfl.plots import draw
+        from simfl.output.plots import draw
 
         if ax is None:
             import matplotlib.pyplot as plt
@@ -128,7 +128,7 @@ def run(
     ``workers`` and ``ray`` are ``--workers`` and ``--ray`` (default: runs side by side on this machine's
     cores); ``quiet=False`` shows the progress bar and a line per finished run.
     """
-    from simfl.runner import Launch, fresh_target, run_targets, workers_for
+    from simfl.launch.runner import Launch, fresh_target, run_targets, workers_for
 
     raw, base = _prepared(scenario, overrides, seeds)
     raw.pop("sweep", None)
@@ -155,7 +155,7 @@ def sweep(
     ``over`` maps dotted keys to the values to try (``{"data.partition.alpha": [0.1, 1.0]}``);
     it replaces the scenario's own ``sweep:`` block when given.
     """
-    from simfl.grid import run_sweep
+    from simfl.launch.grid import run_sweep
 
     raw, base = _prepared(scenario, overrides, seeds)
     if over is not None:
@@ -176,7 +176,7 @@ def sweep(
 def _data_columns() -> frozenset[str]:
     from dataclasses import fields
 
-    from simfl.results import SUMMARY_COLUMNS
+    from simfl.output.results import SUMMARY_COLUMNS
     from simfl.sim.state import Event, Metric
 
     return frozenset([*SUMMARY_COLUMNS, *Event.columns(), *(f.name for f in fields(Metric)), "cell"])

@@ -1,7 +1,7 @@
 """A unit of work: one (cell, entry, seed) run, as plain data that runs wherever it is sent.
 
 ``simfl run`` and ``simfl sweep`` split a scenario into units, one per (sweep cell,
-algorithm entry, seed), and :mod:`simfl.parallel` sends them to this process, to
+algorithm entry, seed), and :mod:`simfl.launch.parallel` sends them to this process, to
 worker processes or to Ray tasks on other machines. A :class:`Unit` carries
 everything its run needs (the scenario as YAML text, the entry, the seed, the
 checkpoint schedule, the saved simulation when it resumes), so a unit shares only
@@ -33,18 +33,18 @@ from typing import Any
 import torch
 import yaml
 
-from simfl import scenario as scenario_mod
 from simfl.algorithms.base import run_name
-from simfl.checkpoint import FRESH, parse_every, run_blob
 from simfl.data import Dataset
 from simfl.errors import InputError
-from simfl.experiment import RunOptions, chain, federation, load_dataset, run_one
-from simfl.results import GrowingRun, run_files, summary_row
-from simfl.scenario import Scenario
+from simfl.launch.checkpoint import FRESH, parse_every, run_blob
+from simfl.launch.experiment import RunOptions, chain, federation, load_dataset, run_one
+from simfl.output.results import GrowingRun, run_files, summary_row
+from simfl.output.tracking import Tracking
+from simfl.schema import scenario as scenario_mod
+from simfl.schema.scenario import Scenario
 from simfl.sim.engine import Checkpointing, Progress
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
-from simfl.tracking import Tracking
 
 Key = tuple[int, str, int]
 """A unit's name within one launch: (cell index, entry name, seed)."""
@@ -92,7 +92,7 @@ class Unit:
 
 @dataclass(frozen=True)
 class Grown:
-    """New rows of one of the run's growing files (:class:`~simfl.results.GrowingRun`)."""
+    """New rows of one of the run's growing files (:class:`~simfl.output.results.GrowingRun`)."""
 
     key: Key
     file: str
@@ -102,7 +102,7 @@ class Grown:
 
 @dataclass(frozen=True)
 class Saved:
-    """A checkpoint of the run (:func:`~simfl.checkpoint.run_blob`), at virtual time ``now``."""
+    """A checkpoint of the run (:func:`~simfl.launch.checkpoint.run_blob`), at virtual time ``now``."""
 
     key: Key
     blob: bytes

@@ -24,7 +24,7 @@ import yaml
 from simfl import yamlsafe
 from simfl.errors import InputError
 from simfl.outdir import name_problem
-from simfl.tables import Kind, read_table
+from simfl.output.tables import Kind, read_table
 
 SUMMARY_KINDS: dict[str, Kind] = {"algorithm": "text", "seed": "seed", "final_accuracy": "number"}
 """The summary.csv columns a report needs, and what each must hold."""
@@ -328,8 +328,8 @@ def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", forc
     and only when simfl wrote it.
     """
     from simfl import outdir
-    from simfl.plots import accuracy_panels
-    from simfl.results import OutputFolder, write_csv
+    from simfl.output.plots import accuracy_panels
+    from simfl.output.results import OutputFolder, write_csv
 
     outdir.claim(out, force)
     groups = load_groups(find_result_folders(dirs))

@@ -213,7 +213,7 @@ def data_shape(data: Any) -> DataShape:
         classes = len(data.categories) if data.categories else 20
         frac = classes / 20
         return DataShape((int(data.max_length),), classes, int(11_314 * frac), int(7_532 * frac), item_bytes=8)
-    from simfl import plugins
+    from simfl.schema import plugins
 
     loader = plugins.lookup("dataset", name)
     if callable(getattr(loader, "shape", None)):  # a plugin dataset may state its shape ahead (docs/plugins.md)
@@ -234,8 +234,8 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
     """
     import torch
 
-    from simfl import plugins
     from simfl.models.cost import training_flops_per_sample
+    from simfl.schema import plugins
 
     name = scenario.model.name
     dataset = scenario.data.dataset
@@ -275,8 +275,8 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
 
 def mean_latency(scenario: Any, clients: int, model_bytes: int, flops: int, samples: int) -> float:
     """Mean round latency over a sample of clients, from a private copy of the delay model (seed 0)."""
-    from simfl import plugins
     from simfl.latency import Workload
+    from simfl.schema import plugins
 
     cls = plugins.lookup("latency", scenario.latency.model)
     cls.check(scenario.latency, clients)
@@ -321,7 +321,7 @@ def client_count(scenario: Any) -> int:
 
 
 def estimate(scenario: Any, cells: int = 1) -> Estimate:
-    """The estimate of ``scenario`` (a validated :class:`simfl.scenario.Scenario`)."""
+    """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`)."""
     data = data_shape(scenario.data)
     clients = client_count(scenario)
     if clients > MAX_CLIENTS:

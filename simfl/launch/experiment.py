@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from simfl import plugins, rng
+from simfl import rng
 from simfl.algorithms import Setup
 from simfl.algorithms.base import run_name
 from simfl.data import Dataset
@@ -28,8 +28,9 @@ from simfl.latency import Workload
 from simfl.latency.availability import Availability, with_absences
 from simfl.models import Layout
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
-from simfl.recording import LayerRecorder
-from simfl.scenario import Scenario
+from simfl.output.recording import LayerRecorder
+from simfl.schema import plugins
+from simfl.schema.scenario import Scenario
 from simfl.sim import fast
 from simfl.sim.engine import Budget, Checkpointing, Progress, RoundRules, Simulation
 from simfl.sim.state import SimState
