@@ -22,6 +22,7 @@ from simfl.algorithms.fedbuff import FedBuff
 from simfl.algorithms.fedprox import FedProx
 from simfl.algorithms.orthofl import OrthoFL
 from simfl.algorithms.orthofl_ablations import OrthoFLNoCalib, OrthoFLNoMA, OrthoFLPairwise
+from simfl.algorithms.scaffold import Scaffold
 
 ALGORITHMS: dict[str, type[Algorithm]] = {  # type: ignore[type-arg]
     "orthofl": OrthoFL,
@@ -34,6 +35,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {  # type: ignore[type-arg]
     "fedavg": FedAvg,
     "fedprox": FedProx,
     "fedadam": FedAdam,
+    "scaffold": Scaffold,
 }
 
 __all__ = ["ALGORITHMS", "Algorithm", "Arrival", "AsyncAlgorithm", "Setup", "SyncAlgorithm"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 import torch
@@ -21,6 +22,7 @@ from pydantic import AfterValidator, Field
 from simfl.fields import Section
 from simfl.models.flat import Layout
 from simfl.names import short_name
+from simfl.train.message import Message
 
 ConfigT = TypeVar("ConfigT", bound=Section)
 
@@ -73,6 +75,10 @@ class Arrival:
     """t: the server's update counter, counting this arrival."""
     num_samples: int
     """Number of training samples the client holds (for sample-weighted means)."""
+    arrays: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    """What the client's hooks sent back besides its weights (e.g. SCAFFOLD's updated control variate)."""
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    """The round's ``steps`` (optimizer steps) and ``loss`` (mean training loss); empty when nothing trained."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +104,19 @@ class Algorithm(ABC, Generic[ConfigT]):
         self.setup = setup
 
     def local_options(self) -> dict[str, Any]:
-        """Changes to local training, keyed by :data:`simfl.train.hooks.HOOKS` entries (plain data; {}: none)."""
+        """Changes to local training, the same for every client and round, keyed by :data:`simfl.train.hooks.HOOKS`
+        entries (plain data; {}: none). The default :meth:`message` sends them."""
         return {}
+
+    def message(self, client: int, round: int) -> Message:
+        """What client ``client`` receives with its weights when its round ``round`` (0 for its first) is dispatched.
+
+        Built at dispatch, so it may read the algorithm's state then (e.g. SCAFFOLD's control
+        variates); the arrays are not copied, so an algorithm that changes a sent tensor in place
+        later must send a copy. Default: :meth:`local_options` as hooks, no arrays, no config.
+        """
+        options = self.local_options()
+        return Message(hooks=options) if options else Message()
 
     @abstractmethod
     def global_weights(self) -> torch.Tensor:

@@ -86,6 +86,7 @@ def is_missing(value: object) -> bool:
 
 METHOD_NAMES = {
     "fedavg": ("FedAvg", "FedAvg"), "fedprox": ("FedProx", "FedProx"), "fedadam": ("FedAdam", "FedAdam"),
+    "scaffold": ("SCAFFOLD", "SCAFFOLD"),
     "fedasync": ("FedAsync", "FedAsync"), "fedbuff": ("FedBuff", "FedBuff"), "ca2fl": ("CA2FL", "CA$^2$FL"),
     "orthofl_no_calib": ("OrthoFL w/o Calib.", "OrthoFL w/o Calib."),
     "orthofl_no_ma": ("OrthoFL w/o MA", "OrthoFL w/o MA"),

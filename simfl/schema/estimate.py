@@ -53,7 +53,7 @@ SAMPLE_DRAWS = 16
 CPU_FLOPS = 2e10
 """Assumed training speed of the CPU, for the rough wall time."""
 
-_PER_CLIENT_CACHE = ("ca2fl", "orthofl")
+_PER_CLIENT_CACHE = ("ca2fl", "orthofl", "scaffold")
 """Algorithms (by name prefix) that keep a model-sized tensor per client."""
 
 DATA_SHAPES: dict[str, tuple[tuple[int, ...], int, int, int]] = {

@@ -150,4 +150,4 @@ class Simulation:
         for c in self.state.clients:
             if c.handle is not None:
                 self.executor.discard(c.handle)
-                c.handle = None
+                c.handle = c.message = None

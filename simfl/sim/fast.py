@@ -104,7 +104,7 @@ class FastSimulation:
         for c in st.clients:
             if c.handle is not None:
                 self.executor.discard(c.handle)
-                c.handle = None
+                c.handle = c.message = None
         return st
 
     # -- the two loops ---------------------------------------------------------
@@ -128,9 +128,10 @@ class FastSimulation:
                 st.updates += 1
                 handle, start = client.handle, client.start
                 assert handle is not None and start is not None
-                weights = executor.collect(handle)
-                client.handle = None
-                arrival = Arrival(index, weights, start, st.updates - client.tau, st.updates, client.num_samples)
+                reply = executor.collect(handle)
+                client.handle = client.message = None
+                arrival = Arrival(index, reply.weights, start, st.updates - client.tau, st.updates, client.num_samples,
+                                  reply.arrays, reply.metrics)
                 new, weight = on_arrival(arrival)
                 client.tau = arrival.update
                 events.append(Event(arrival_at, arrival.update, index, arrival.staleness, client.latency,
@@ -159,9 +160,10 @@ class FastSimulation:
                 for c in delivered:
                     st.updates += 1
                     assert c.handle is not None and c.start is not None
-                    weights = self.executor.collect(c.handle)
-                    c.handle = None
-                    arrival = Arrival(c.index, weights, c.start, 1, st.updates, c.num_samples)
+                    reply = self.executor.collect(c.handle)
+                    c.handle = c.message = None
+                    arrival = Arrival(c.index, reply.weights, c.start, 1, st.updates, c.num_samples, reply.arrays,
+                                      reply.metrics)
                     c.tau = arrival.update
                     st.events.append(Event(c.arrival_time, arrival.update, c.index, 1, c.latency,
                                            c.dispatch_time, None))
@@ -195,9 +197,9 @@ class FastSimulation:
         client.dispatch_time = self.now
         client.latency = self.latency.sample(client.index)
         client.fails = False
-        client.handle = self.executor.submit(
-            Job(client.index, client.rounds, weights, self.algorithm.local_options()), due=self.now + client.latency
-        )
+        client.message = self.algorithm.message(client.index, client.rounds)
+        client.handle = self.executor.submit(Job(client.index, client.rounds, weights, client.message),
+                                             due=self.now + client.latency)
         client.rounds += 1
         client.seq = st.seq
         st.seq += 1

@@ -312,7 +312,7 @@ class SyncRounds:
         for c in members:
             if c.phase == "round" and c.handle is not None:  # a straggler: its update will be late
                 w.executor.discard(c.handle)
-                c.handle = None
+                c.handle = c.message = None
         arrivals = []
         for c in delivered:
             c.outcome = None

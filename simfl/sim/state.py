@@ -14,6 +14,7 @@ from typing import Any, Literal
 import torch
 
 from simfl.sim.clock import Wake
+from simfl.train.message import Message
 
 EventKind = Literal["arrival", "failure", "leave", "join", "late"]
 """``late``: a synchronous round had already closed (deadline or K arrivals) when the update came in; discarded."""
@@ -34,6 +35,8 @@ class ClientState:
     """Rounds started so far; the current round's index is ``rounds - 1``."""
     start: torch.Tensor | None = None
     """Flat weights the current round started from."""
+    message: Message | None = None
+    """What the server sent with them (kept so a resumed run resubmits the same job); None: nothing in flight."""
     dispatch_time: float = 0.0
     latency: float = 0.0
     seq: int = -1
@@ -142,7 +145,7 @@ class SimState:
     def to_data(self) -> dict[str, Any]:
         """Plain data for a checkpoint: numbers, strings, lists, dicts and tensors only (no handles)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["clients"] = [asdict(c) for c in self.clients]
+        data["clients"] = [asdict(c) for c in self.clients]  # copies; a message becomes Message.to_data's dicts
         data["events"] = [astuple(e) for e in self.events]
         data["metrics"] = [asdict(m) for m in self.metrics]
         data["pending"] = [astuple(w) for w in sorted(self.pending.values(), key=lambda w: w.order)]
@@ -152,9 +155,16 @@ class SimState:
     def from_data(data: dict[str, Any]) -> SimState:
         """Rebuild a state from :meth:`to_data` output."""
         values = dict(data)
-        values["clients"] = [ClientState(**c) for c in data["clients"]]
+        values["clients"] = [_client_from_data(c) for c in data["clients"]]
         values["events"] = [Event(*e) for e in data["events"]]
         values["metrics"] = [Metric(**m) for m in data["metrics"]]
         wakes = [Wake(*w) for w in data["pending"]]
         values["pending"] = {w.order: w for w in wakes}
         return SimState(**values)
+
+
+def _client_from_data(data: dict[str, Any]) -> ClientState:
+    """The client of ``asdict`` output (checkpoints written before messages have none)."""
+    values = dict(data)
+    message = values.pop("message", None)
+    return ClientState(**values, message=None if message is None else Message.from_data(message))

@@ -156,7 +156,8 @@ class World:
         for c in sorted(st.clients, key=lambda c: c.seq):
             if c.handle is not None:
                 assert c.start is not None
-                c.handle = self.executor.submit(Job(c.index, c.rounds - 1, c.start, self.algorithm.local_options()))
+                message = c.message if c.message is not None else self.algorithm.message(c.index, c.rounds - 1)
+                c.handle = self.executor.submit(Job(c.index, c.rounds - 1, c.start, message))
         if self.verifier is not None:
             self.verifier.last_time = st.now
         self.scheduler.resume()
@@ -178,9 +179,12 @@ class World:
         client.dispatch_time = now
         client.latency = self.latency.sample(client.index)
         client.fails = self.availability is not None and self.availability.fails(client.index)
-        client.handle = None if client.fails else self.executor.submit(
-            Job(client.index, client.rounds, weights, self.algorithm.local_options()), due=client.arrival_time
-        )
+        if client.fails:
+            client.handle = client.message = None
+        else:
+            client.message = self.algorithm.message(client.index, client.rounds)
+            client.handle = self.executor.submit(Job(client.index, client.rounds, weights, client.message),
+                                                 due=client.arrival_time)
         client.rounds += 1
         client.seq = st.seq
         client.phase = "round"
@@ -214,7 +218,7 @@ class World:
         self.note(client, "leave")
         if client.handle is not None:
             self.executor.discard(client.handle)
-            client.handle = None
+            client.handle = client.message = None
         client.fails = False
         client.outcome = False
         self.leave_until_back(client)
@@ -264,15 +268,16 @@ class World:
         )
 
     def arrival(self, client: ClientState, staleness: int) -> Arrival:
-        """Count the arrival of ``client`` (t += 1) and collect its trained weights."""
+        """Count the arrival of ``client`` (t += 1) and collect its reply: trained weights, arrays, metrics."""
         st = self.state
         st.updates += 1
         assert client.handle is not None and client.start is not None
-        weights = self.executor.collect(client.handle)
-        client.handle = None
+        reply = self.executor.collect(client.handle)
+        client.handle = client.message = None
         if self.verifier is not None:
-            self.verifier.arrival(client, staleness, st.updates, weights)
-        return Arrival(client.index, weights, client.start, staleness, st.updates, client.num_samples)
+            self.verifier.arrival(client, staleness, st.updates, reply.weights)
+        return Arrival(client.index, reply.weights, client.start, staleness, st.updates, client.num_samples,
+                       reply.arrays, reply.metrics)
 
     # -- stopping ----------------------------------------------------------------
 

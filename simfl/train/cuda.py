@@ -28,6 +28,7 @@ from simfl.errors import InputError
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
 from simfl.train.local import Job, LocalTrainer, TrainConfig
+from simfl.train.message import Reply
 
 
 class CudaExecutor(Executor):
@@ -43,8 +44,8 @@ class CudaExecutor(Executor):
             )
         self.device = torch.device(device)
         on_gpu = [(x.to(self.device), y.to(self.device)) for x, y in shards]
-        self._queue: queue.Queue[tuple[Job, Future[torch.Tensor]] | None] = queue.Queue()
-        self._futures: dict[int, Future[torch.Tensor]] = {}
+        self._queue: queue.Queue[tuple[Job, Future[Reply]] | None] = queue.Queue()
+        self._futures: dict[int, Future[Reply]] = {}
         self._next = 0
         self._threads = []
         for _ in range(streams):
@@ -61,8 +62,9 @@ class CudaExecutor(Executor):
                 continue
             try:
                 with torch.cuda.stream(stream):
-                    out = trainer.run(Job(job.client, job.round, job.start.to(self.device), job.options))
-                    result = out.to("cpu", non_blocking=False)
+                    out = trainer.run(Job(job.client, job.round, job.start.to(self.device), job.message))
+                    result = Reply(out.weights.to("cpu", non_blocking=False),
+                                   {k: v.to("cpu") for k, v in out.arrays.items()}, out.metrics)
                 stream.synchronize()
                 future.set_result(result)
             except Exception as exc:  # re-raised by collect
@@ -71,12 +73,12 @@ class CudaExecutor(Executor):
     def submit(self, job: Job, due: float | None = None) -> int:
         handle = self._next
         self._next += 1
-        future: Future[torch.Tensor] = Future()
+        future: Future[Reply] = Future()
         self._futures[handle] = future
         self._queue.put((job, future))
         return handle
 
-    def collect(self, handle: int) -> torch.Tensor:
+    def collect(self, handle: int) -> Reply:
         return self._futures.pop(handle).result()
 
     def discard(self, handle: int) -> None:

@@ -41,6 +41,7 @@ from pydantic import Field, model_validator
 from simfl import rng
 from simfl.fields import PositiveFloat, PositiveInt, Section
 from simfl.train.local import Job, LocalTrainer
+from simfl.train.message import Reply
 
 ExecutorKind = Literal["inline", "process", "ray", "cuda", "none"]
 
@@ -130,8 +131,8 @@ class Executor(ABC):
         """
 
     @abstractmethod
-    def collect(self, handle: int) -> torch.Tensor:
-        """The trained flat weights of the job behind ``handle`` (blocks until done)."""
+    def collect(self, handle: int) -> Reply:
+        """The client's reply to the job behind ``handle``: trained weights, arrays, metrics (blocks until done)."""
 
     @abstractmethod
     def discard(self, handle: int) -> None:
@@ -154,15 +155,15 @@ class LazyExecutor(Executor):
         self.pending[handle] = job
         return handle
 
-    def collect(self, handle: int) -> torch.Tensor:
+    def collect(self, handle: int) -> Reply:
         return self.compute(self.pending.pop(handle))
 
     def discard(self, handle: int) -> None:
         self.pending.pop(handle, None)
 
     @abstractmethod
-    def compute(self, job: Job) -> torch.Tensor:
-        """The trained flat weights of ``job``."""
+    def compute(self, job: Job) -> Reply:
+        """The reply to ``job``."""
 
 
 class InlineExecutor(LazyExecutor):
@@ -177,7 +178,7 @@ class InlineExecutor(LazyExecutor):
         self.trainer = trainer
         self.threads = threads
 
-    def compute(self, job: Job) -> torch.Tensor:
+    def compute(self, job: Job) -> Reply:
         if self.threads is None:
             return self.trainer.run(job)
         with torch_threads(self.threads):
@@ -190,7 +191,8 @@ class NullExecutor(LazyExecutor):
     The pseudo-update of client m's round k is ``scale * D[(m + k) % K]``, one of
     ``K`` fixed random directions drawn once from the stream ``(seed, "null")``,
     so results are deterministic, algorithms see non-zero, non-parallel updates
-    and keep real state, and each job costs one vector addition.
+    and keep real state, and each job costs one vector addition. No hook runs, so the
+    reply carries no arrays and no metrics.
     """
 
     DIRECTIONS = 8
@@ -200,5 +202,5 @@ class NullExecutor(LazyExecutor):
         gen = rng.torch_generator(seed, "null")
         self.directions = list((torch.randn(self.DIRECTIONS, size, generator=gen) * scale).unbind())
 
-    def compute(self, job: Job) -> torch.Tensor:
-        return torch.add(job.start, self.directions[(job.client + job.round) % self.DIRECTIONS])
+    def compute(self, job: Job) -> Reply:
+        return Reply(torch.add(job.start, self.directions[(job.client + job.round) % self.DIRECTIONS]))

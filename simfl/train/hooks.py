@@ -1,34 +1,94 @@
-"""Changes an algorithm makes to local training, applied by the local trainer through one small hook.
+"""Changes an algorithm makes to local training, applied by the local trainer through one small seam.
 
-An algorithm asks for them with :meth:`simfl.algorithms.base.Algorithm.local_options`: a
-mapping of plain data (it travels to worker processes and Ray actors) that
-:class:`~simfl.train.local.Job` carries opaquely. For each key, :data:`HOOKS` holds a
-function that the trainer calls once per job with the trainable parameters (at the
-round's start weights) and the option's value; it returns a term added to every batch's
-loss. FedProx's proximal term is the first such hook; an algorithm that changes local
-training adds its own entry here and touches no executor (docs/architecture.md).
+An algorithm asks for them in the :class:`~simfl.train.message.Message` it sends each
+client (:meth:`simfl.algorithms.base.Algorithm.message`; the plain
+:meth:`~simfl.algorithms.base.Algorithm.local_options` fills its ``hooks``). For each
+hook key, :func:`hook` finds what implements it, and the trainer builds it once per job:
 
-A plugin algorithm (docs/plugins.md) names its own hook by import path instead: an option
-key ``package.module:function`` is imported where the job trains (worker processes and Ray
-actors import it too, so the module must be importable there) and called like the
-built-in hooks.
+- a :class:`LocalHook` subclass is built as ``cls(round, value)`` with the job's
+  :class:`Round`; per batch it may add a term to the loss (:meth:`LocalHook.loss`) and
+  change the gradients before the optimizer step (:meth:`LocalHook.correct`), and after
+  training it may send arrays back in the reply (:meth:`LocalHook.reply`);
+- a plain function ``hook(params, value)`` returns a penalty, a term added to every
+  batch's loss (the original, smaller seam, kept for plugins written against it).
+
+Built in: FedProx's proximal term (``prox_mu``) and SCAFFOLD's control-variate correction
+(``control_variate``). An algorithm that changes local training adds its hook here, or
+names a plugin's by import path ``package.module:name`` (worker processes and Ray actors
+import it too, so the module must be importable there), and touches no executor
+(docs/architecture.md, "Adding an algorithm").
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from simfl.errors import InputError
+from simfl.models.flat import Layout
 from simfl.names import import_object, is_import_path
+from simfl.train.message import Message
 
 Penalty = Callable[[], torch.Tensor]
 """A term added to each batch's loss (it may read the parameters as they train)."""
 Hook = Callable[[list[nn.Parameter], Any], Penalty]
+"""A plain-function hook: ``(trainable parameters at the round's start, value) -> penalty``."""
+
+
+@dataclass(frozen=True)
+class Round:
+    """What a hook sees of the round it changes."""
+
+    params: list[nn.Parameter]
+    """The trainable parameters, in the layout's order, at the round's start weights."""
+    layout: Layout
+    start: torch.Tensor
+    """The flat weights the round starts from."""
+    message: Message
+    lr: float
+    """The local SGD learning rate."""
+
+    def param_views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """Views of ``flat`` shaped like :attr:`params`, in their order (buffers left out)."""
+        views = [flat[s.offset : s.stop].view(s.shape) for s in self.layout.segments if s.kind == "param"]
+        if len(views) != len(self.params):
+            raise ValueError(f"layout has {len(views)} trainable tensors, the model {len(self.params)}")
+        return views
+
+
+class LocalHook:
+    """A change to one job's local training with a view of the whole round (override what it changes)."""
+
+    def __init__(self, round: Round, value: Any) -> None:
+        self.round = round
+        self.value = value
+
+    def loss(self) -> torch.Tensor | None:
+        """A term added to each batch's loss (None: none)."""
+        return None
+
+    def correct(self) -> None:
+        """Change the parameters' gradients after each backward pass, before the optimizer step."""
+
+    def reply(self, trained: torch.Tensor, steps: int) -> dict[str, torch.Tensor]:
+        """Arrays to send back with the trained flat weights after ``steps`` optimizer steps."""
+        return {}
+
+
+class _Penalty(LocalHook):
+    """A plain-function hook as a :class:`LocalHook`: its penalty is the loss term."""
+
+    def __init__(self, round: Round, value: Any, function: Hook) -> None:
+        super().__init__(round, value)
+        self.penalty = function(round.params, value)
+
+    def loss(self) -> torch.Tensor | None:
+        return self.penalty()
 
 
 def proximal(params: list[nn.Parameter], mu: Any) -> Penalty:
@@ -43,12 +103,44 @@ def proximal(params: list[nn.Parameter], mu: Any) -> Penalty:
     return penalty
 
 
-HOOKS: dict[str, Hook] = {"prox_mu": proximal}
+class ControlVariate(LocalHook):
+    """SCAFFOLD's client side (Karimireddy et al., ICML 2020, Algorithm 1, lines 9-12, option II).
+
+    The message carries the server variate ``c`` and this client's ``c_i`` (flat, laid out
+    like the weights). Each step descends ``g_i(y) - c_i + c`` instead of ``g_i(y)``: the
+    correction is added to the gradients after the backward pass, so momentum and weight
+    decay, if set, act on the corrected gradient. The reply carries the updated variate,
+    option II: ``c_i+ = c_i - c + (x - y_i) / (K lr)`` with ``K`` the steps taken; on buffer
+    entries (batch-norm statistics, which have no gradient) it is 0.
+    """
+
+    def __init__(self, round: Round, value: Any) -> None:
+        super().__init__(round, value)
+        arrays = round.message.arrays
+        self.shift = arrays["c_i"] - arrays["c"]
+        """c_i - c: the correction is ``g <- g - shift``."""
+        self.views = [v.to(p.device) for v, p in zip(round.param_views(self.shift), round.params, strict=True)]
+
+    def correct(self) -> None:
+        for p, v in zip(self.round.params, self.views, strict=True):
+            if p.grad is not None:
+                p.grad.sub_(v)
+
+    def reply(self, trained: torch.Tensor, steps: int) -> dict[str, torch.Tensor]:
+        if steps == 0:  # nothing trained: the variate stays as it was
+            return {"c_i": self.round.message.arrays["c_i"].clone()}
+        drift = (self.round.start - trained.to(self.round.start.device)) / (steps * self.round.lr)
+        new = drift + self.shift.to(drift.device)
+        new[~self.round.layout.mask("param").to(new.device)] = 0.0
+        return {"c_i": new.cpu()}
+
+
+HOOKS: dict[str, Hook | type[LocalHook]] = {"prox_mu": proximal, "control_variate": ControlVariate}
 
 
 @functools.cache
-def hook(key: str) -> Hook:
-    """The hook of option ``key``: a built-in name of :data:`HOOKS` or an import path ``module:function``."""
+def hook(key: str) -> Hook | type[LocalHook]:
+    """The hook of key ``key``: a built-in name of :data:`HOOKS` or an import path ``module:name``."""
     if key in HOOKS:
         return HOOKS[key]
     if is_import_path(key):
@@ -58,9 +150,22 @@ def hook(key: str) -> Hook:
             raise KeyError(f"local-training hook '{key}' cannot be imported: {exc.message}") from None
         if callable(obj):
             return obj  # type: ignore[no-any-return]
-    raise KeyError(f"no local-training hook '{key}'; known: {sorted(HOOKS)} or an import path module:function")
+    raise KeyError(f"no local-training hook '{key}'; known: {sorted(HOOKS)} or an import path module:name")
 
 
-def penalties(params: list[nn.Parameter], options: Mapping[str, Any]) -> list[Penalty]:
-    """The loss terms of a job's options, in the options' order."""
-    return [hook(key)(params, value) for key, value in options.items()]
+def build(round: Round, hooks: Mapping[str, Any]) -> list[LocalHook]:
+    """The hooks of one job, built for its round, in the message's order."""
+    built: list[LocalHook] = []
+    for key, value in hooks.items():
+        found = hook(key)
+        if isinstance(found, type) and issubclass(found, LocalHook):
+            built.append(found(round, value))
+        else:
+            built.append(_Penalty(round, value, found))  # type: ignore[arg-type]
+    return built
+
+
+def overrides(hooks: list[LocalHook], method: str) -> list[LocalHook]:
+    """The hooks whose class overrides ``method`` of :class:`LocalHook` (the trainer calls only those)."""
+    base = getattr(LocalHook, method)
+    return [h for h in hooks if getattr(type(h), method) is not base]

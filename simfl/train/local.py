@@ -7,9 +7,7 @@ is what lets executors train in-flight clients in any order or in parallel.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from pydantic import Field
@@ -19,6 +17,7 @@ from simfl import rng
 from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section
 from simfl.models.flat import Layout
 from simfl.train import hooks
+from simfl.train.message import Message, Reply
 
 
 class TrainConfig(Section):
@@ -40,8 +39,8 @@ class Job:
     """k: the client's round index (0 for its first), which names its batch-order stream."""
     start: torch.Tensor
     """Flat weights the client starts from."""
-    options: Mapping[str, Any] = field(default_factory=dict)
-    """The algorithm's changes to local training (:mod:`simfl.train.hooks`), plain data; empty: plain SGD."""
+    message: Message = field(default_factory=Message)
+    """What the server sent with the weights (:mod:`simfl.train.message`); empty: plain SGD."""
 
 
 def channels_last_helps(model: nn.Module) -> bool:
@@ -74,15 +73,18 @@ class LocalTrainer:
         if channels_last_helps(model):
             model.to(memory_format=torch.channels_last)
 
-    def run(self, job: Job) -> torch.Tensor:
-        """Train ``job`` and return the client's new flat weights."""
+    def run(self, job: Job) -> Reply:
+        """Train ``job``: the client's new flat weights, the arrays its hooks send back, its steps and mean loss."""
         cfg = self.config
         model = self.model
         self.layout.load(model, job.start)
         model.train()
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-        extra = hooks.penalties(params, job.options) if job.options else []
+        message = job.message
+        built = hooks.build(hooks.Round(params, self.layout, job.start, message, cfg.lr), message.hooks) \
+            if message.hooks else []
+        terms, corrections = hooks.overrides(built, "loss"), hooks.overrides(built, "correct")
         x, y = self.shards[job.client]
         device = params[0].device if params else x.device
         if x.device != device:  # shards normally live on the model's device already
@@ -90,14 +92,26 @@ class LocalTrainer:
         n = len(y)
         stop = n - 1 if self.has_bn and n > 1 and n % cfg.batch_size == 1 else n
         gen = rng.torch_generator(self.seed, "train", job.client, job.round)
+        steps = 0
+        total = torch.zeros((), device=device)
         for _ in range(cfg.epochs):
             order = torch.randperm(n, generator=gen).to(device)
             for i in range(0, stop, cfg.batch_size):
                 idx = order[i : i + cfg.batch_size]
                 loss = self.loss_fn(model(x[idx]), y[idx])
-                for penalty in extra:
-                    loss = loss + penalty()
+                total += loss.detach()
+                for h in terms:
+                    term = h.loss()
+                    if term is not None:
+                        loss = loss + term
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
+                for h in corrections:
+                    h.correct()
                 opt.step()
-        return self.layout.flatten(model)
+                steps += 1
+        trained = self.layout.flatten(model)
+        arrays: dict[str, torch.Tensor] = {}
+        for h in hooks.overrides(built, "reply"):
+            arrays.update(h.reply(trained, steps))
+        return Reply(trained, arrays, {"steps": float(steps), "loss": float(total) / steps if steps else float("nan")})

@@ -33,6 +33,7 @@ from torch import nn
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
 from simfl.train.local import Job, LocalTrainer, TrainConfig
+from simfl.train.message import Message, Reply, from_numpy, to_numpy
 
 _STOP = None
 
@@ -41,13 +42,16 @@ def _worker(
     conn: Connection, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
     config: TrainConfig, seed: int, threads: int, slots: torch.Tensor, index: int,
 ) -> None:
-    """Worker main loop: train each (handle, client, round, options) from ``slots[0, index]`` into ``slots[1, index]``."""
+    """Worker main loop: train each (handle, client, round, message) from ``slots[0, index]`` into ``slots[1, index]``.
+
+    The message's arrays come and the reply's go as numpy copies through the pipe (SCAFFOLD's
+    control variates, for one); the weights through the slots."""
     torch.set_num_threads(threads)
     slot_in, slot_out = slots[0, index], slots[1, index]
     # tensors passed to a child arrive in shared memory, so every worker would otherwise train the
     # same parameter storage in place: each worker trains its own private copy
     trainer = LocalTrainer(copy.deepcopy(model), layout, shards, config, seed)
-    conn.send(("ready", -1, ""))
+    conn.send(("ready", -1, "", {}, {}))
     while True:
         try:
             msg = conn.recv()
@@ -55,12 +59,13 @@ def _worker(
             return
         if msg is _STOP:
             return
-        handle, client, round_, options = msg
+        handle, client, round_, hooks, arrays, config = msg
         try:
-            slot_out.copy_(trainer.run(Job(client, round_, slot_in, options)))
-            conn.send(("done", handle, ""))
+            reply = trainer.run(Job(client, round_, slot_in, Message(hooks, from_numpy(arrays), config)))
+            slot_out.copy_(reply.weights)
+            conn.send(("done", handle, "", to_numpy(reply.arrays), dict(reply.metrics)))
         except Exception:  # the parent re-raises it when the job is collected
-            conn.send(("error", handle, traceback.format_exc()))
+            conn.send(("error", handle, traceback.format_exc(), {}, {}))
 
 
 class ProcessExecutor(Executor):
@@ -80,7 +85,7 @@ class ProcessExecutor(Executor):
         self._pending: dict[int, Job] = {}
         self._queue: list[tuple[float, int]] = []
         """(due, handle) heap over the pending jobs; entries of jobs no longer pending are skipped."""
-        self._results: dict[int, torch.Tensor] = {}
+        self._results: dict[int, Reply] = {}
         self._errors: dict[int, str] = {}
         self._dropped: set[int] = set()
         self._next = 0
@@ -125,7 +130,7 @@ class ProcessExecutor(Executor):
             self._fill()
             return handle
 
-    def collect(self, handle: int) -> torch.Tensor:
+    def collect(self, handle: int) -> Reply:
         with self._lock:
             if handle in self._pending:  # wanted now: train it next
                 heapq.heappush(self._queue, (-math.inf, handle))
@@ -179,7 +184,8 @@ class ProcessExecutor(Executor):
             handle = heapq.heappop(self._queue)[1]
             job = self._pending.pop(handle)
             self._slots[w][0].copy_(job.start)
-            self._conns[w].send((handle, job.client, job.round, dict(job.options)))
+            m = job.message
+            self._conns[w].send((handle, job.client, job.round, dict(m.hooks), to_numpy(m.arrays), dict(m.config)))
             self._busy[w] = handle
 
     def _dispatch(self) -> None:
@@ -190,7 +196,7 @@ class ProcessExecutor(Executor):
                 conn = cast(Connection, ready)
                 w = live[conn]
                 try:
-                    msg: tuple[str, int, str] = conn.recv()
+                    msg: tuple[str, int, str, dict[str, Any], dict[str, float]] = conn.recv()
                 except (EOFError, OSError):
                     del live[conn]
                     with self._lock:
@@ -201,13 +207,13 @@ class ProcessExecutor(Executor):
                             self._errors[lost] = f"worker {w} exited while training this job"
                         self._lock.notify_all()
                     continue
-                status, handle, text = msg
+                status, handle, text, arrays, metrics = msg
                 with self._lock:
                     self._busy[w] = None
                     if handle in self._dropped:
                         self._dropped.discard(handle)
                     elif status == "done":
-                        self._results[handle] = self._slots[w][1].clone()
+                        self._results[handle] = Reply(self._slots[w][1].clone(), from_numpy(arrays), metrics)
                     else:
                         self._errors[handle] = text
                     self._fill()

@@ -29,6 +29,7 @@ from simfl.errors import InputError
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
 from simfl.train.local import Job, LocalTrainer, TrainConfig
+from simfl.train.message import Message, Reply, from_numpy, to_numpy
 
 
 def _first_line(exc: BaseException) -> str:
@@ -62,9 +63,13 @@ class _Trainer:
         torch.set_num_threads(threads)
         self.trainer = LocalTrainer(model, layout, shards, config, seed)
 
-    def train(self, client: int, round_: int, start: np.ndarray, options: dict[str, Any]) -> np.ndarray:
-        job = Job(client, round_, torch.from_numpy(start.copy()), options)
-        return self.trainer.run(job).numpy()
+    def train(
+        self, client: int, round_: int, start: np.ndarray, hooks: dict[str, Any], arrays: dict[str, np.ndarray],
+        config: dict[str, Any],
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, float]]:
+        job = Job(client, round_, torch.from_numpy(start.copy()), Message(hooks, from_numpy(arrays), config))
+        reply = self.trainer.run(job)
+        return reply.weights.numpy(), to_numpy(reply.arrays), dict(reply.metrics)
 
 
 class RayExecutor(Executor):
@@ -99,18 +104,20 @@ class RayExecutor(Executor):
         handle = self._next
         self._next += 1
         a = min(range(len(self._actors)), key=self._load.__getitem__)
-        ref = self._actors[a].train.remote(job.client, job.round, job.start.numpy(), dict(job.options))
+        m = job.message
+        ref = self._actors[a].train.remote(job.client, job.round, job.start.numpy(), dict(m.hooks), to_numpy(m.arrays),
+                                           dict(m.config))
         self._load[a] += 1
         self._jobs[handle] = (ref, a)
         return handle
 
-    def collect(self, handle: int) -> torch.Tensor:
+    def collect(self, handle: int) -> Reply:
         ref, a = self._jobs.pop(handle)
         try:
-            out = self.ray.get(ref)
+            weights, arrays, metrics = self.ray.get(ref)
         finally:
             self._load[a] -= 1
-        return torch.from_numpy(np.array(out, copy=True))
+        return Reply(torch.from_numpy(np.array(weights, copy=True)), from_numpy(arrays), metrics)
 
     def discard(self, handle: int) -> None:
         job = self._jobs.pop(handle, None)

@@ -27,6 +27,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("fedavg", {"clients_per_round": 2}),
     ("fedprox", {"clients_per_round": 2, "mu": 0.1}),
     ("fedadam", {"clients_per_round": 2}),
+    ("scaffold", {"clients_per_round": 2}),
 ]
 
 
@@ -58,7 +59,12 @@ class AsyncDriver:
 def _sync_round(alg: SyncAlgorithm, gen: torch.Generator, r: int) -> torch.Tensor:  # type: ignore[type-arg]
     picked = torch.randperm(CLIENTS, generator=gen)[: alg.clients_per_round].tolist()
     w = alg.round_weights()
-    alg.aggregate([arrival(c, w + 0.1 * torch.randn(w.shape, generator=gen), w, 1, r, n=c + 1) for c in picked])
+    arrivals = []
+    for c in picked:
+        a = arrival(c, w + 0.1 * torch.randn(w.shape, generator=gen), w, 1, r, n=c + 1)
+        a.arrays = {"c_i": torch.randn(w.shape, generator=gen)}  # what SCAFFOLD's clients send back; others ignore it
+        arrivals.append(a)
+    alg.aggregate(arrivals)
     return alg.global_weights()
 
 

@@ -10,6 +10,7 @@ from torch import nn
 from simfl.models import MODELS, Layout
 from simfl.train.evaluate import Evaluator
 from simfl.train.local import Job, LocalTrainer, TrainConfig
+from simfl.train.message import Message
 
 
 class Fixed(nn.Module):
@@ -45,7 +46,9 @@ def test_trainer_bn_model_with_singleton_batch() -> None:
     shards = [(torch.randn(9, 6, 32, generator=gen), torch.randint(0, 3, (9,), generator=gen))]
     trainer = LocalTrainer(model, layout, shards, TrainConfig(epochs=1, batch_size=4, lr=0.1), seed=0)
     start = layout.flatten(model)
-    out = trainer.run(Job(client=0, round=0, start=start, options={"prox_mu": 0.1}))
-    assert out.shape == start.shape and not torch.equal(out, start)
-    again = trainer.run(Job(client=0, round=0, start=start, options={"prox_mu": 0.1}))
-    assert torch.equal(out, again)
+    message = Message(hooks={"prox_mu": 0.1})
+    out = trainer.run(Job(client=0, round=0, start=start, message=message))
+    assert out.weights.shape == start.shape and not torch.equal(out.weights, start)
+    assert out.metrics["steps"] == 2  # 9 samples in batches of 4: the trailing batch of one is skipped
+    again = trainer.run(Job(client=0, round=0, start=start, message=message))
+    assert torch.equal(out.weights, again.weights) and out.metrics == again.metrics

@@ -23,7 +23,7 @@ HAS_TEXT = all(importlib.util.find_spec(m) is not None for m in ("transformers",
 def centralised(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, config: TrainConfig) -> torch.Tensor:
     layout = Layout.of(model)
     trainer = LocalTrainer(model, layout, [(x, y)], config, seed=0)
-    return trainer.run(Job(client=0, round=0, start=layout.flatten(model)))
+    return trainer.run(Job(client=0, round=0, start=layout.flatten(model))).weights
 
 
 @pytest.mark.skipif(not (SHARED / "mnist").is_dir(), reason=f"real MNIST not found at {SHARED / 'mnist'}")

@@ -13,9 +13,10 @@ from simfl.launch.experiment import federation, load_dataset, make_executor
 from simfl.schema import scenario as scenario_mod
 from simfl.train.executor import ExecutorConfig, cores
 from simfl.train.local import Job
+from simfl.train.message import Message
 from tests.conftest import tiny_scenario
 
-ALGORITHMS = [{"name": "orthofl"}, {"name": "fedavg", "clients_per_round": 2}]
+ALGORITHMS = [{"name": "orthofl"}, {"name": "fedavg", "clients_per_round": 2}, {"name": "scaffold", "clients_per_round": 2}]
 
 
 def _files(out: Path) -> dict[str, bytes]:
@@ -47,12 +48,17 @@ def test_process_pool_trains_out_of_order_and_discards(start_method: str) -> Non
     ref = make_executor(ref_scn, fed)
     pool = make_executor(scn, fed)
     try:
-        jobs = [Job(m % 3, m // 3, fed.init + 0.01 * m) for m in range(7)]
+        size = fed.init.numel()
+        variates = Message({"control_variate": None}, {"c": torch.full((size,), 0.01), "c_i": torch.zeros(size)})
+        jobs = [Job(m % 3, m // 3, fed.init + 0.01 * m, variates if m % 2 else Message()) for m in range(7)]
         handles = [pool.submit(j) for j in jobs]
         pool.discard(handles[1])
         for i in (6, 0, 3, 2, 5, 4):
             want = ref.collect(ref.submit(jobs[i]))
-            assert torch.equal(pool.collect(handles[i]), want)
+            got = pool.collect(handles[i])
+            assert torch.equal(got.weights, want.weights) and got.metrics == want.metrics
+            assert got.arrays.keys() == want.arrays.keys() == ({"c_i"} if i % 2 else set())
+            assert all(torch.equal(got.arrays[k], want.arrays[k]) for k in want.arrays)
     finally:
         pool.close()
 

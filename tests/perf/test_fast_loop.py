@@ -18,6 +18,7 @@ from tests.conftest import tiny_scenario
 ALGORITHMS: list[dict[str, Any]] = [
     {"name": "orthofl"}, {"name": "fedasync", "alpha": 0.5}, {"name": "fedbuff", "buffer": 2},
     {"name": "ca2fl", "buffer": 3}, {"name": "fedavg", "clients_per_round": 2}, {"name": "fedadam", "clients_per_round": 1},
+    {"name": "scaffold", "clients_per_round": 2},
 ]
 
 

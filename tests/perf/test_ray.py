@@ -10,9 +10,11 @@ from simfl.schema import scenario as scenario_mod
 from tests.conftest import tiny_scenario
 
 
-def test_ray_local_instance_equals_inline() -> None:
+@pytest.mark.parametrize("algorithm", [{"name": "orthofl"}, {"name": "scaffold", "clients_per_round": 2}])
+def test_ray_local_instance_equals_inline(algorithm: dict[str, object]) -> None:
+    """OrthoFL, and SCAFFOLD whose messages and replies carry control variates to and from the actors."""
     ray = pytest.importorskip("ray", reason="the ray extra is not installed")
-    base = tiny_scenario(algorithms=[{"name": "orthofl"}], budget={"time": 6.0})
+    base = tiny_scenario(algorithms=[algorithm], budget={"time": 6.0})
     results = {}
     for kind in ("inline", "ray"):
         scn = scenario_mod.validate({**base, "executor": {"kind": kind, "workers": 2}})

@@ -26,10 +26,15 @@ from tests.reliability.helpers import faulty_scenario
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("server_time", [0.0, 0.4])
-def test_resuming_from_every_checkpoint_reproduces_the_run(server_time: float) -> None:
-    """Async (FedAsync, FedBuff) and sync (FedAvg with deadline and over-selection), failures and a departure."""
-    scn = scenario_mod.validate(faulty_scenario(server_time=server_time))
+SCAFFOLD = [{"name": "scaffold", "clients_per_round": 2}]
+
+
+@pytest.mark.parametrize(("server_time", "algorithms"), [(0.0, None), (0.4, None), (0.4, SCAFFOLD)])
+def test_resuming_from_every_checkpoint_reproduces_the_run(server_time: float, algorithms: Any) -> None:
+    """Async (FedAsync, FedBuff) and sync (FedAvg, SCAFFOLD's messages both ways, with deadline and
+    over-selection), failures and a departure."""
+    changes = {} if algorithms is None else {"algorithms": algorithms}
+    scn = scenario_mod.validate(faulty_scenario(server_time=server_time, **changes))
     fed = federation(scn, load_dataset(scn), 0)
     for i in range(len(scn.algorithms)):
         saved: list[bytes] = []
