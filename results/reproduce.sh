@@ -11,7 +11,7 @@
 # trains with one thread, and each step runs its runs side by side on every core (`simfl run --workers`), so a
 # table takes about as long as its longest run on a machine with a core per run.
 # Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|fedadam_lr|main|har|ablation|heterogeneity|delays|newsgroups|
-#   motivation|examples|report]...
+#   motivation|examples|scaffold|report]...
 # (default: all). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +90,9 @@ examples() {  # small examples of the file formats on the quickstart scenario (s
     --set "sweep={latency: [{model: exponential, mean: 10.0, floor: 5.0}, {model: uniform, low: 5.0, high: 25.0}]}" \
     --out results/quickstart-delays-300s
 }
+scaffold() {  # SCAFFOLD beside FedAvg and FedProx, MNIST at E = 1, seed 0, 12,000 virtual seconds
+  table scenarios/studies/scaffold_mnist.yaml results/scaffold-mnist-e1
+}
 report() {
   $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report --force
   $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main --force
@@ -104,9 +107,10 @@ report() {
   $SIMFL report results/ablation-mnist-e5 results/paper-mnist-e5/fedasync-seed0 results/paper-mnist-e5/orthofl_global-seed0 results/paper-mnist-e5/orthofl_chain-seed0 --baseline fedasync --out results/report-ablation-e5 --force
   $SIMFL report results/ca2fl-readings-mnist-e5 results/paper-mnist-e5/ca2fl-seed0 --baseline ca2fl --out results/report-ca2fl-readings --force
   $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr --force
+  $SIMFL report results/scaffold-mnist-e1 --baseline fedavg --out results/report-scaffold --force
 }
 
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 ca2fl_readings main har ablation heterogeneity delays newsgroups
-  motivation examples report)
+  motivation examples scaffold report)
 for step in "${steps[@]}"; do "$step"; done
