@@ -59,9 +59,9 @@ def _worker(
             return
         if msg is _STOP:
             return
-        handle, client, round_, hooks, arrays, config = msg
+        handle, client, round_, hooks, arrays, plain = msg
         try:
-            reply = trainer.run(Job(client, round_, slot_in, Message(hooks, from_numpy(arrays), config)))
+            reply = trainer.run(Job(client, round_, slot_in, Message(hooks, from_numpy(arrays), plain)))
             slot_out.copy_(reply.weights)
             conn.send(("done", handle, "", to_numpy(reply.arrays), dict(reply.metrics)))
         except Exception:  # the parent re-raises it when the job is collected
