@@ -255,6 +255,8 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
             model = plugins.lookup("model", name).build(scenario.model, data.shape, data.classes)
             model.eval()
             out = model(torch.zeros((2, *data.shape)))
+    except InputError:
+        raise
     except (RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError, AssertionError) as exc:
         raise misfit() from exc
     if tuple(out.shape) != (2, data.classes):
