@@ -292,6 +292,8 @@ def mean_latency(scenario: Any, clients: int, model_bytes: int, flops: int, samp
             n = clients
             latency = cls(scenario.latency, clients, 0, workload)
         draws = [latency.sample(m) for m in range(n) for _ in range(SAMPLE_DRAWS)]
+    except InputError:
+        raise
     except (OverflowError, ZeroDivisionError, ValueError, FloatingPointError) as exc:
         raise InputError(f"latency.model {scenario.latency.model}", "its parameters overflow or give no usable "
                          f"latencies ({type(exc).__name__}); use values of a sane size") from None
