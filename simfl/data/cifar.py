@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from simfl import unpickle
 from simfl.data.base import DataConfigBase, Dataset
 from simfl.data.files import data_root, missing
-from simfl import unpickle
 from simfl.errors import InputError
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
-
-import numpy as np
 
 from simfl.data.cifar import CIFAR10, CIFAR100, Cifar10, Cifar100, read_own
 from simfl.errors import InputError

@@ -161,3 +161,87 @@ def test_a_downloaded_bundle_with_os_system_in_a_cifar_file_runs_nothing(
     assert "refusing posix.system" in err or "refusing os.system" in err, err
     assert not marker.exists() and scenario.read_bytes() == before
     assert not (tmp_path / "out").exists()
+
+
+# -- import paths ----------------------------------------------------------------------------------------------
+
+FIELDS = ["algorithm", "dataset", "model", "latency"]
+MODULES = ["evil", "evil_pkg.mod", "evil2"]
+
+
+def _evil_scenario(folder: Path, field: str, path: str) -> Path:
+    raw: dict[str, Any] = {"name": "evil", "seeds": [0],
+                           "data": {"dataset": "synthetic", "train_size": 60, "test_size": 30, "features": 4,
+                                    "classes": 3, "partition": {"kind": "iid", "clients": 3}},
+                           "model": {"name": "mlp", "hidden": [4]}, "train": {"epochs": 1, "batch_size": 16},
+                           "latency": {"model": "constant", "seconds": [1.0, 2.0, 3.0]}, "budget": {"time": 4.0},
+                           "eval": {"every": 2.0}, "algorithms": [{"name": "fedasync"}]}
+    if field == "algorithm":
+        raw["algorithms"] = [{"name": path}]
+    elif field == "dataset":
+        raw["data"] = {"dataset": path, "partition": {"kind": "iid", "clients": 3}}
+    elif field == "model":
+        raw["model"] = {"name": path}
+    else:
+        raw["latency"] = {"model": path}
+    scenario = folder / "s.yaml"
+    scenario.write_text(yaml.safe_dump(raw))
+    return scenario
+
+
+def _plant_module(folder: Path, module: str, marker: Path) -> None:
+    parts = module.split(".")
+    for i in range(len(parts) - 1):
+        pkg = folder.joinpath(*parts[: i + 1])
+        pkg.mkdir(exist_ok=True)
+        (pkg / "__init__.py").write_text(f"open({str(marker)!r}, 'a').close()\n")
+    folder.joinpath(*parts[:-1], f"{parts[-1]}.py").write_text(
+        f"open({str(marker)!r}, 'a').close()\n\nclass X:\n    pass\n")
+
+
+@pytest.mark.parametrize("command", ["validate", "run", "sweep"])
+@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize("module", MODULES)
+def test_an_import_path_in_a_scenario_runs_nothing_without_permission(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: str, field: str,
+        module: str) -> None:
+    """The issue's `algorithms[0].name: evil:X`: evil.py's top-level code ran on `simfl validate`."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SIMFL_ALLOW_IMPORTS", raising=False)
+    marker = tmp_path / "PWNED"
+    _plant_module(tmp_path, module, marker)
+    scenario = _evil_scenario(tmp_path, field, f"{module}:X")
+    args = [command, scenario] + ([] if command == "validate" else ["--out", tmp_path / "out", "--quiet"])
+    if command == "sweep":
+        args += ["--set", "sweep={train.lr: [0.1, 0.2]}"]
+    _code, err = cli(capsys, args, "import paths", expect=2)
+    assert f"'{module}:X' is an import path" in err and "--allow-imports" in err, err
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_with_permission_the_module_is_imported_and_its_class_checked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], field: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SIMFL_ALLOW_IMPORTS", raising=False)
+    marker = tmp_path / "PWNED"
+    _plant_module(tmp_path, f"evil_{field}", marker)
+    scenario = _evil_scenario(tmp_path, field, f"evil_{field}:X")
+    _code, err = cli(capsys, ["validate", scenario, "--allow-imports"], "import paths", expect=2)
+    assert "is not a valid" in err and marker.exists()  # imported on the user's word, then refused as no component
+    assert "SIMFL_ALLOW_IMPORTS" not in os.environ  # the permission ends with the command
+
+
+def test_the_environment_variable_and_the_api_keyword_allow_import_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import simfl
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SIMFL_ALLOW_IMPORTS", raising=False)
+    raw = yaml.safe_load(_evil_scenario(tmp_path, "algorithm", "tests.plugins.rules:FedFoo").read_text())
+    with pytest.raises(InputError, match="is an import path"):
+        simfl.run(raw, out=tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+    assert simfl.run(raw, out=tmp_path / "b", allow_imports=True).summary.shape[0] == 1
+    monkeypatch.setenv("SIMFL_ALLOW_IMPORTS", "1")
+    assert simfl.run(raw, out=tmp_path / "c").summary.shape[0] == 1
