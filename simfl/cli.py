@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from simfl import __version__
 from simfl.errors import InputError, WorkerLost
+from simfl.names import allowing_imports
 
 if TYPE_CHECKING:
     from simfl.launch.checkpoint import Every
@@ -94,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   help="override a scenario value (repeatable), e.g. --set train.lr=0.05")
     scenario_options.add_argument("--seeds", type=_seeds, default=None,
                                   help="comma-separated seeds, replacing the scenario's")
+    scenario_options.add_argument("--allow-imports", action="store_true",
+                                  help="let the scenario name components by import path package.module:Class "
+                                  "(importing runs that module's code; also SIMFL_ALLOW_IMPORTS=1)")
 
     p_val = sub.add_parser("validate", help="check a scenario file and print it resolved", parents=[scenario_options])
     p_val.add_argument("file", type=Path, help="scenario YAML file")
@@ -366,7 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args: argparse.Namespace | None = None
     try:
         args = parser.parse_args(argv)
-        return int(args.func(args))
+        with allowing_imports(bool(getattr(args, "allow_imports", False))):
+            return int(args.func(args))
     except InputError as exc:
         print(f"simfl: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE

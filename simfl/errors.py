@@ -7,8 +7,12 @@ code 2; anything else that escapes is a bug and keeps its traceback.
 from __future__ import annotations
 
 
-class InputError(Exception):
-    """A user mistake: ``where`` names the file, field or option; ``message`` says what is wrong."""
+class InputError(ValueError):
+    """A user mistake: ``where`` names the file, field or option; ``message`` says what is wrong.
+
+    A ``ValueError``, so that ``except ValueError`` around the Python API catches a bad scenario too;
+    code inside simfl that catches ``ValueError`` from a library re-raises it first.
+    """
 
     def __init__(self, where: str, message: str) -> None:
         super().__init__(where, message)  # both in args: the error survives pickling and copying

@@ -7,15 +7,46 @@ local-training hooks (a plugin's own hook) and the plugin resolver of the schema
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from simfl.errors import InputError
 
 GIVEN: dict[str, Any] = {}
 """Classes passed as objects through the Python API, by their import path (found without importing)."""
+
+ALLOW_IMPORTS = "SIMFL_ALLOW_IMPORTS"
+"""Environment variable that lets files name import paths (``1``); worker processes inherit it."""
+HOW_TO_ALLOW = f"--allow-imports, {ALLOW_IMPORTS}=1, or allow_imports=True in the Python API"
+
+
+def imports_allowed() -> bool:
+    """Whether import paths named by files (scenarios, checkpoints) may be imported in this process."""
+    return os.environ.get(ALLOW_IMPORTS, "").strip().lower() in ("1", "true", "yes")
+
+
+@contextlib.contextmanager
+def allowing_imports(allow: bool) -> Iterator[None]:
+    """Within the block, import paths may be imported when ``allow`` (or the environment already allows them).
+
+    Importing a module runs its top-level code, so a scenario or checkpoint that names
+    ``evil:X`` would run ``evil.py`` from the working folder: it is done only on the user's word.
+    Set through the environment so that worker processes started meanwhile inherit it.
+    """
+    before = os.environ.get(ALLOW_IMPORTS)
+    if allow:
+        os.environ[ALLOW_IMPORTS] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ALLOW_IMPORTS, None)
+        else:
+            os.environ[ALLOW_IMPORTS] = before
 
 
 def import_path(obj: Any) -> str:
@@ -36,12 +67,19 @@ def short_name(name: str) -> str:
 
 
 def import_object(name: str, where: str) -> Any:
-    """The object at import path ``module:attr.attr``; a one-line InputError when it is not there."""
+    """The object at import path ``module:attr.attr``; a one-line InputError when it is not there.
+
+    Refused, before anything is imported, unless the user allowed import paths
+    (:func:`imports_allowed`); classes passed through the API (:data:`GIVEN`) need no permission.
+    """
     if name in GIVEN:
         return GIVEN[name]
     module_name, _, attr = name.partition(":")
     if not module_name or not attr:
         raise InputError(where, f"'{name}' is not an import path of the form package.module:Class")
+    if not imports_allowed():
+        raise InputError(where, f"'{name}' is an import path: importing it runs module '{module_name}''s code, "
+                         f"which simfl does only when told to ({HOW_TO_ALLOW}); installed plugins need no permission")
     _search_working_folder()
     try:
         module = importlib.import_module(module_name)

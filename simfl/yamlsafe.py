@@ -6,7 +6,9 @@ lines (``a: &a [x, x]``, ``b: &b [*a, *a]``, ...) describe a document with
 billions of nodes once expanded, which every later step (validation, copies,
 dumping) would walk. :func:`load` refuses nesting deeper than
 :data:`MAX_DEPTH` and documents whose expanded size exceeds :data:`MAX_NODES`,
-quickly and with a one-line :class:`ValueError`-style message.
+quickly and with a one-line :class:`ValueError`-style message. It also refuses a
+key repeated in one mapping, which PyYAML would silently resolve to its last value
+(a sweep listing ``train.lr`` twice would run only the second list).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ MAX_ALIASES = 1_000
 
 
 class LimitError(yaml.YAMLError):
-    """A document over a size limit; ``problem`` says which."""
+    """A document refused: over a size limit, or a key repeated in one mapping; ``problem`` says which."""
 
     def __init__(self, problem: str) -> None:
         super().__init__(problem)
@@ -53,6 +55,24 @@ class _Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)  # type: ignore[no-any-return, misc]
         finally:
             self._depth -= 1
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping, refusing a key that appears twice in it (merge keys ``<<`` aside, which may repeat by design)."""
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+                seen.setdefault(key, line)
+            except TypeError:  # an unhashable key: PyYAML's own constructor names it
+                continue
+            if first is not None:
+                where = f"line {line}" if first == line else f"lines {first} and {line}"
+                raise LimitError(f"key {key!r} appears twice in one mapping ({where}); give it once")
+        return super().construct_mapping(node, deep=deep)
 
 
 def _expanded(node: Node, memo: dict[int, int], depth: int = 0) -> int:

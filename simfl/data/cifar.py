@@ -1,21 +1,19 @@
 """CIFAR-10 and CIFAR-100 from the standard python pickled batches (folder or .tar.gz).
 
-Parsing: the extracted folder (``cifar-10-batches-py/`` or ``cifar-100-python/``,
-as ``simfl data fetch`` leaves it) is read by ``torchvision.datasets.CIFAR10`` /
-``CIFAR100``, with two of torchvision's checks left out: the MD5 of every batch
-(simfl checks checksums when it downloads, and accepts any batches in the
-standard format, e.g. a smaller set made for a test) and the ``batches.meta``
-class names (simfl numbers classes by label). torchvision does not read the
-``.tar.gz`` without extracting it, so an archive alone goes through simfl's own
-reader (``_read_batches``), which gives the same arrays (``tests/data/test_cifar.py``
-compares the two). When torchvision refuses a batch, simfl's reader reads the
-files again, so a damaged batch ends in simfl's one-line error naming the file.
+Parsing: every batch, from the extracted folder (``cifar-10-batches-py/`` or
+``cifar-100-python/``, as ``simfl data fetch`` leaves it) or straight from the
+``.tar.gz``, is read by simfl's own reader through the restricted unpickler of
+:mod:`simfl.unpickle`: a batch can rebuild only dicts, lists, strings, numbers and
+numpy arrays, so a data folder a user was given cannot run code when it is read
+(torchvision's reader unpickles without restriction and is not used). Any batches in
+the standard format are accepted, e.g. a smaller set made for a test; downloads are
+checked against the published checksum (``simfl data fetch``). The arrays are those
+torchvision reads from the same files (``tests/data/test_cifar.py`` compares them).
+A damaged or refused batch ends in one line naming the file.
 """
 
 from __future__ import annotations
 
-import os
-import pickle
 import tarfile
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +22,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
+from simfl import unpickle
 from simfl.data.base import DataConfigBase, Dataset
 from simfl.data.files import data_root, missing
 from simfl.errors import InputError
@@ -55,9 +54,11 @@ CIFAR100 = _Spec("cifar100", "cifar-100-python", "cifar-100-python.tar.gz",
 def _unpickle(raw: bytes, where: str, key: str) -> tuple[np.ndarray, np.ndarray]:
     """Images (n, 3, 32, 32) uint8 and labels of one pickled batch."""
     try:
-        batch: dict[Any, Any] = pickle.loads(raw, encoding="bytes")
-    except Exception as exc:  # pickle raises many types on corrupt input
-        raise InputError(where, f"not a CIFAR python batch: {exc}") from exc
+        batch: dict[Any, Any] = unpickle.loads(raw, arrays=True, encoding="bytes")
+    except unpickle.Refused as exc:
+        raise InputError(where, f"not a CIFAR python batch of plain data: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - pickle raises many types on corrupt input
+        raise InputError(where, f"not a CIFAR python batch: {exc}") from None
     if not isinstance(batch, dict):
         raise InputError(where, "not a CIFAR python batch (no dict inside)")
     batch = {k.decode() if isinstance(k, bytes) else k: v for k, v in batch.items()}
@@ -111,60 +112,13 @@ def read_own(root: Path, spec: _Spec) -> Arrays:
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), x_test, y_test
 
 
-_READERS: dict[int, type[Any]] = {}
-
-
-def _torchvision_reader(classes: int) -> type[Any]:
-    """torchvision's CIFAR class without its per-file MD5 and metadata checks (see the module docstring)."""
-    if classes not in _READERS:
-        from torchvision.datasets import CIFAR10 as TV10
-        from torchvision.datasets import CIFAR100 as TV100
-
-        base: type[Any] = TV10 if classes == 10 else TV100
-
-        class Reader(base):  # type: ignore[misc,valid-type]
-            def _check_integrity(self) -> bool:
-                return all(os.path.isfile(os.path.join(self.root, self.base_folder, name))
-                           for name, _ in [*self.train_list, *self.test_list])
-
-            def _load_meta(self) -> None:
-                self.classes: list[str] = []
-                self.class_to_idx: dict[str, int] = {}
-
-        _READERS[classes] = Reader
-    return _READERS[classes]
-
-
-def read_torchvision(root: Path, spec: _Spec) -> Arrays:
-    """The arrays as torchvision reads them from the extracted folder (images back to channels first)."""
-    reader = _torchvision_reader(spec.classes)
-    out: list[np.ndarray] = []
-    for train in (True, False):
-        ds = reader(str(root), train=train, download=False)
-        out += [np.ascontiguousarray(np.asarray(ds.data, dtype=np.uint8).transpose(0, 3, 1, 2)),
-                np.asarray(ds.targets, dtype=np.int64)]
-    return out[0], out[1], out[2], out[3]
-
-
-def _read(root: Path, spec: _Spec) -> Arrays:
-    """torchvision's reading of the extracted folder when it succeeds and is consistent, else simfl's own."""
-    if (root / spec.folder).is_dir():
-        try:
-            arrays = read_torchvision(root, spec)
-            if len(arrays[0]) == len(arrays[1]) and len(arrays[2]) == len(arrays[3]):
-                return arrays
-        except Exception:  # noqa: BLE001 - torchvision raises many types on bad files; simfl's reader names the fault
-            pass
-    return read_own(root, spec)
-
-
 def _load(config: DataConfigBase, spec: _Spec, normalize: bool) -> Dataset:
     root = data_root(config.root)
     if config.download and not (root / spec.folder).is_dir() and not (root / spec.archive).is_file():
         from simfl.data.download import fetch
 
         fetch(spec.name, root, progress=True)
-    x_train, y_train, x_test, y_test = _read(root, spec)
+    x_train, y_train, x_test, y_test = read_own(root, spec)
     for where, y in ((spec.folder, y_train), (spec.test, y_test)):
         if len(y) and (y.min() < 0 or y.max() >= spec.classes):
             raise InputError(str(root / where), f"labels outside 0..{spec.classes - 1}")

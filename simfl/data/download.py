@@ -250,6 +250,9 @@ def download(remote: Remote, folder: Path, progress: bool = True) -> Path:
         tmp = folder / f"{remote.name}.part{os.getpid()}"
         try:
             got = _stream(url, tmp, remote.digest, progress, remote.name)
+        except InputError:
+            tmp.unlink(missing_ok=True)
+            raise
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             tmp.unlink(missing_ok=True)
             reason = getattr(exc, "reason", None) or exc

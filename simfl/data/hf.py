@@ -112,6 +112,8 @@ def _features(table: Any, config: HfConfig, split: str) -> torch.Tensor:
         for c in config.features:
             try:
                 cols.append(np.asarray(_column(table, c, "data.features"), dtype=np.float64))
+            except InputError:
+                raise
             except (ValueError, TypeError):
                 raise InputError("data.features", f"column {c!r} of split {split!r} is not numeric") from None
         if any(c.ndim != 1 for c in cols):

@@ -11,20 +11,19 @@ availability (behaviour) trace, ``{id: {"active": [s], "inactive": [s],
 Clients take the capacity entries in sorted id order and the availability
 entries likewise, each cycling when the fleet has more clients than entries.
 
-The pickles are read with an unpickler that admits only plain containers and
-numbers (never arbitrary objects), so a trace file cannot run code.
+The pickles are read with the restricted unpickler of :mod:`simfl.unpickle`, which admits
+only plain containers and numbers (never arbitrary objects), so a trace file cannot run code.
 """
 
 from __future__ import annotations
 
-import io
-import pickle
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
+from simfl import unpickle
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat
 from simfl.latency.fleet import Device, FleetModel, FleetOptions
@@ -49,22 +48,13 @@ class FedScaleConfig(FleetOptions):
     )
 
 
-class _PlainUnpickler(pickle.Unpickler):
-    """Refuses every global: only dicts, lists, tuples, strings and numbers come back."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "builtins" and name in {"dict", "list", "tuple", "set", "frozenset"}:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refusing {module}.{name}")
-
-
 def load_plain_pickle(path: str) -> dict[Any, Any]:
     """A pickled dict of plain data, or a one-line InputError."""
     file = Path(path)
     if not file.is_file():
         raise InputError(path, "trace file not found")
     try:
-        data = _PlainUnpickler(io.BytesIO(file.read_bytes())).load()
+        data = unpickle.loads(file.read_bytes())
     except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad input file
         raise InputError(path, f"not a FedScale trace pickle of plain data ({exc})") from None
     if not isinstance(data, dict) or not data:

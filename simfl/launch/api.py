@@ -23,6 +23,7 @@ import pandas as pd
 import yaml
 from matplotlib.axes import Axes
 
+from simfl.names import allowing_imports
 from simfl.schema import plugins
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
@@ -121,13 +122,21 @@ def run(
     workers: int | None = None,
     ray: str | None = None,
     quiet: bool = True,
+    allow_imports: bool = False,
 ) -> Results:
     """Run every algorithm and seed of ``scenario`` into ``out`` (as ``simfl run``) and read the results.
 
     ``overrides`` are ``KEY=VALUE`` strings as for ``--set``; ``seeds`` replaces the scenario's seeds.
     ``workers`` and ``ray`` are ``--workers`` and ``--ray`` (default: runs side by side on this machine's
-    cores); ``quiet=False`` shows the progress bar and a line per finished run.
+    cores); ``quiet=False`` shows the progress bar and a line per finished run. ``allow_imports`` lets the
+    scenario name components by import path (``--allow-imports``; classes passed as objects need no permission).
     """
+    with allowing_imports(allow_imports):
+        return _run(scenario, out, seeds, overrides, force, workers, ray, quiet)
+
+
+def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | None, overrides: Iterable[str],
+         force: bool, workers: int | None, ray: str | None, quiet: bool) -> Results:
     from simfl.launch.runner import Launch, fresh_target, run_targets, workers_for
 
     raw, base = _prepared(scenario, overrides, seeds)
@@ -149,12 +158,20 @@ def sweep(
     workers: int | None = None,
     ray: str | None = None,
     quiet: bool = True,
+    allow_imports: bool = False,
 ) -> Results:
     """Run every cell of a sweep (as ``simfl sweep``, resumable in ``out``) and read the results.
 
     ``over`` maps dotted keys to the values to try (``{"data.partition.alpha": [0.1, 1.0]}``);
-    it replaces the scenario's own ``sweep:`` block when given.
+    it replaces the scenario's own ``sweep:`` block when given. ``allow_imports`` as for :func:`run`.
     """
+    with allowing_imports(allow_imports):
+        return _sweep(scenario, over, out, seeds, overrides, workers, ray, quiet)
+
+
+def _sweep(scenario: ScenarioLike, over: Mapping[str, Sequence[Any]] | None, out: str | Path | None,
+           seeds: Sequence[int] | None, overrides: Iterable[str], workers: int | None, ray: str | None,
+           quiet: bool) -> Results:
     from simfl.launch.grid import run_sweep
 
     raw, base = _prepared(scenario, overrides, seeds)

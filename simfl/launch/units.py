@@ -38,6 +38,7 @@ from simfl.data import Dataset
 from simfl.errors import InputError
 from simfl.launch.checkpoint import FRESH, parse_every, run_blob
 from simfl.launch.experiment import RunOptions, chain, federation, load_dataset, run_one
+from simfl.names import allowing_imports, imports_allowed
 from simfl.output.results import GrowingRun, run_files, summary_row
 from simfl.output.tracking import Tracking
 from simfl.schema import scenario as scenario_mod
@@ -76,6 +77,8 @@ class Unit:
     """The saved simulation to continue, or None to start at time 0."""
     prior_wall: float = 0.0
     """Wall seconds the run had cost before its checkpoint."""
+    allow_imports: bool = False
+    """Whether the launching process allowed import paths (a Ray task does not inherit its environment)."""
     estimate: float = 1.0
     """Estimated wall seconds of the whole run (only progress reports use it)."""
     saved_as: str = ""
@@ -241,6 +244,11 @@ def run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None = No
     A user mistake raises :class:`~simfl.errors.InputError`; a run stopped by ``--verify`` returns
     :class:`Stopped` with its files so far.
     """
+    with allowing_imports(unit.allow_imports):
+        return _run_unit(unit, emit, fallback)
+
+
+def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) -> Done | Stopped:
     scn = unit_scenario(unit)
     before = torch.get_num_threads()
     torch.set_num_threads(unit.threads)
@@ -287,5 +295,5 @@ def units_of(cell: int, scn: Scenario, out: Path, every: str | None, verify: boo
     text = scenario_mod.dump(scn)
     threads, workers = unit_threads(scn), pinned_workers(scn)
     return [Unit(cell, index, run_name(config), seed, text, str(out.absolute()), threads, workers, every, verify,
-                 estimate=estimate)
+                 allow_imports=imports_allowed(), estimate=estimate)
             for seed in scn.seeds for index, config in enumerate(scn.algorithms)]

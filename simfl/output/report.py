@@ -152,6 +152,8 @@ def load_groups(folders: Sequence[Path]) -> list[RunGroup]:
         scenario_file = folder / "scenario.yaml"
         try:
             name = str(yamlsafe.load(scenario_file.read_text(encoding="utf-8"))["name"])
+        except InputError:
+            raise
         except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, IndexError):
             name = folder.name
         summary = read_table(folder / "summary.csv", SUMMARY_KINDS, "result rows")

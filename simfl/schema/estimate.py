@@ -255,6 +255,8 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
             model = plugins.lookup("model", name).build(scenario.model, data.shape, data.classes)
             model.eval()
             out = model(torch.zeros((2, *data.shape)))
+    except InputError:
+        raise
     except (RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError, AssertionError) as exc:
         raise misfit() from exc
     if tuple(out.shape) != (2, data.classes):
@@ -290,6 +292,8 @@ def mean_latency(scenario: Any, clients: int, model_bytes: int, flops: int, samp
             n = clients
             latency = cls(scenario.latency, clients, 0, workload)
         draws = [latency.sample(m) for m in range(n) for _ in range(SAMPLE_DRAWS)]
+    except InputError:
+        raise
     except (OverflowError, ZeroDivisionError, ValueError, FloatingPointError) as exc:
         raise InputError(f"latency.model {scenario.latency.model}", "its parameters overflow or give no usable "
                          f"latencies ({type(exc).__name__}); use values of a sane size") from None

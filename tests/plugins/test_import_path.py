@@ -21,6 +21,12 @@ from tests.plugins.rules import FedFoo
 RULES = "tests.plugins.rules"
 
 
+@pytest.fixture(autouse=True)
+def _imports_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests name plugins by import path, which simfl imports only when allowed."""
+    monkeypatch.setenv("SIMFL_ALLOW_IMPORTS", "1")
+
+
 def plugin_scenario(**changes: Any) -> dict[str, Any]:
     """The tiny scenario with a plugin of every kind next to a built-in algorithm."""
     raw = tiny_scenario(
@@ -93,9 +99,9 @@ def test_the_simfl_command_finds_modules_under_the_working_folder(tmp_path: Path
         "from simfl.algorithms.fedasync import FedAsync\n\n\nclass Mine(FedAsync):\n    pass\n")
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(tiny_scenario(algorithms=[{"name": "mylab.rules:Mine"}])))
     command = Path(sys.executable).with_name("simfl")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([str(command), "validate", "s.yaml"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SIMFL_ALLOW_IMPORTS")}
+    done = subprocess.run([str(command), "validate", "s.yaml", "--allow-imports"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "name: mylab.rules:Mine" in done.stdout
 
