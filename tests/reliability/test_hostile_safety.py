@@ -238,7 +238,10 @@ def test_the_environment_variable_and_the_api_keyword_allow_import_paths(
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SIMFL_ALLOW_IMPORTS", raising=False)
-    raw = yaml.safe_load(_evil_scenario(tmp_path, "algorithm", "tests.plugins.rules:FedFoo").read_text())
+    # A module of this test's own: one another test passed as a class object would already be known (and allowed).
+    (tmp_path / "api_own_rule.py").write_text(
+        "from simfl.algorithms.fedasync import FedAsync\n\n\nclass Mine(FedAsync):\n    pass\n")
+    raw = yaml.safe_load(_evil_scenario(tmp_path, "algorithm", "api_own_rule:Mine").read_text())
     with pytest.raises(InputError, match="is an import path"):
         simfl.run(raw, out=tmp_path / "a")
     assert not (tmp_path / "a").exists()
