@@ -114,11 +114,13 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
         for node in reversed(nodes):
             if node.poll() is None:
                 os.killpg(node.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5  # one grace period for all nodes, then they are killed
         for node in nodes:
             try:
-                node.wait(timeout=10)
+                node.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, signal.SIGKILL)
+                node.wait()
         for temp in temps:
             shutil.rmtree(temp, ignore_errors=True)
 
