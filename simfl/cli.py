@@ -7,20 +7,25 @@ exit code 2; nothing is left half-written in the output folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from simfl import __version__
-from simfl.errors import InputError, WorkerLost
+from simfl.errors import FULL_ERRNOS, InputError, NoSpace, Terminated, WorkerLost
 from simfl.names import allowing_imports
 
 if TYPE_CHECKING:
     from simfl.launch.checkpoint import Every
+    from simfl.launch.runner import Target
     from simfl.schema.scenario import Scenario
 
 # Heavy modules (torch, pandas, matplotlib) are imported inside the commands so that
@@ -56,9 +61,22 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(exc.message) from None
 
 
-def _max_memory(parser: argparse.ArgumentParser) -> None:
+def _max_memory(parser: argparse.ArgumentParser, hours: bool = True) -> None:
     parser.add_argument("--max-memory", type=_size, default=None, metavar="SIZE",
                         help="refuse scenarios estimated to need more memory, e.g. 8G (default: 80%% of the RAM)")
+    if hours:
+        parser.add_argument("--max-hours", type=_hours, default=None, metavar="H",
+                            help="refuse scenarios whose runs are each estimated to take longer (default: 168, a week)")
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a number of hours > 0, got {text!r}")
+    return value
 
 
 def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> list[str]:
@@ -71,7 +89,7 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     from simfl.launch.runner import workers_for
 
     est = estimate.estimate(scn, cells)
-    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     return est.lines(workers_for(None, [scn], est.runs * est.cells))
 
 
@@ -150,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_rep.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report)")
     p_rep.add_argument("--baseline", default="fedavg", help="method whose time to target is 1x (default: fedavg)")
     p_rep.add_argument("--force", action="store_true", help="replace an existing report folder simfl wrote")
+    p_rep.add_argument("--apart", action="store_true",
+                       help="report runs of one scenario name whose settings differ as separate rows labelled by "
+                            "folder (without it they are refused, never pooled as seeds)")
     p_rep.set_defaults(func=cmd_report)
 
     p_models = sub.add_parser("models", help="trainable and total parameter counts and sizes of every model")
@@ -169,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_show.add_argument("--rounds", type=int, default=10000, help="rounds per client")
     p_show.add_argument("--seed", type=int, default=0, help="seed of the draws")
     p_show.add_argument("--force", action="store_true", help="replace an existing figure simfl wrote")
-    _max_memory(p_show)
+    _max_memory(p_show, hours=False)
     p_show.set_defaults(func=cmd_traces_show)
 
     p_data = sub.add_parser("data", help="datasets in the data folder ($SIMFL_DATA, default ~/.cache/simfl)")
@@ -224,35 +245,52 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from simfl.launch.checkpoint import Session, parse_every
-    from simfl.launch.runner import Launch, Target, VerifyFailed, fresh_target, run_targets, workers_for
-    from simfl.output.report import comparison_table
-    from simfl.output.results import OutputFolder
-    from simfl.schema import estimate
-    from simfl.schema import scenario as scenario_mod
+    from simfl import outdir
+    from simfl.launch.checkpoint import parse_every
+    from simfl.launch.runner import fresh_target, workers_for
 
     every = parse_every(args.checkpoint_every) if args.checkpoint_every is not None else None
     if args.resume is not None:
         if args.file is not None or args.overrides or args.seeds or args.only or args.out is not None:
             raise InputError("--resume", "takes no scenario file, --out, --set, --seeds or --only: it continues OUT as "
                              "it was")
-        folder = OutputFolder(args.resume, force=args.force, reopen=True)
-        scn = scenario_mod.load(folder.path("scenario.yaml"))
-        saved_every, saved_verify, saved = Session.reopen(folder.stage)
-        session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved)
-        target = Target(scn, folder, session, resumed=True, estimate=estimate.estimate(scn).wall_seconds or 1.0)
-    else:
-        if args.file is None:
-            raise InputError("run", "needs a scenario file (or --resume OUT)")
-        scn = _load(args)
-        if scn.record is not None and every is not None:
-            raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
-        _check_run(scn, args, every)
-        target = None
+        with outdir.hold(args.resume):
+            return _run_resumed(args, every)
+    if args.file is None:
+        raise InputError("run", "needs a scenario file (or --resume OUT)")
+    scn = _load(args)
+    if scn.record is not None and every is not None:
+        raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
+    _check_run(scn, args, every)
+    out = args.out if args.out is not None else Path("runs") / scn.name
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
-    if target is None:
-        target = fresh_target(scn, args.out if args.out is not None else Path("runs") / scn.name, args.force,
-                              None if every is None else every.text, args.verify)
+    with outdir.hold(out):
+        target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify)
+        return _launch(args, target, workers)
+
+
+def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
+    """``simfl run --resume OUT``: the unfinished runs of OUT, as its scenario and checkpoints say."""
+    from simfl.launch.checkpoint import Session
+    from simfl.launch.runner import Target, workers_for
+    from simfl.output.results import OutputFolder
+    from simfl.schema import estimate
+    from simfl.schema import scenario as scenario_mod
+
+    folder = OutputFolder(args.resume, force=args.force, reopen=True)
+    scn = scenario_mod.load(folder.path("scenario.yaml"))
+    saved_every, saved_verify, saved = Session.reopen(folder.stage)
+    session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved)
+    target = Target(scn, folder, session, resumed=True, estimate=estimate.estimate(scn).wall_seconds or 1.0)
+    workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
+    return _launch(args, target, workers)
+
+
+def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
+    """Run the target's unfinished runs, then print its comparison table and folder."""
+    from simfl.launch.runner import Launch, VerifyFailed, run_targets
+    from simfl.output.report import comparison_table
+
     try:
         done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet))[0]
     except VerifyFailed as exc:
@@ -268,7 +306,7 @@ def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None) -> 
     from simfl.schema import estimate
 
     est = estimate.estimate(scn)
-    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate")
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:
         estimate.check_checkpoints(est, every.updates, every.seconds)
 
@@ -296,7 +334,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
     outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
-                        max_memory=args.max_memory, quiet=args.quiet)
+                        max_memory=args.max_memory, quiet=args.quiet, max_hours=args.max_hours)
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
     return 0
@@ -305,7 +343,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from simfl.output.report import write_report
 
-    written = write_report(args.dirs, args.out, baseline=args.baseline, force=args.force)
+    written = write_report(args.dirs, args.out, baseline=args.baseline, force=args.force, apart=args.apart)
     print(written.markdown.read_text())
     print(f"wrote {', '.join(str(p) for p in written.files())}")
     return 0
@@ -351,9 +389,14 @@ def cmd_traces_show(args: argparse.Namespace) -> int:
 def cmd_data_fetch(args: argparse.Namespace) -> int:
     from simfl.data.download import fetch
     from simfl.data.files import data_root
+    from simfl.data.verify import verify
 
     root = data_root(args.root.absolute() if args.root is not None else None)
     fetch(args.name, root, progress=not args.quiet, force=args.force)
+    checked = verify(args.name, root)  # files already present are checked as fresh downloads are
+    if not args.quiet:
+        for line in checked:
+            print(f"{args.name}: {line}", file=sys.stderr)
     print(f"{args.name}: ready in {root}")
     return 0
 
@@ -370,8 +413,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args: argparse.Namespace | None = None
     try:
         args = parser.parse_args(argv)
-        with allowing_imports(bool(getattr(args, "allow_imports", False))):
+        with allowing_imports(bool(getattr(args, "allow_imports", False))), _sigterm_as_interrupt():
             return int(args.func(args))
+    except NoSpace as exc:
+        print(one_line(f"simfl: {exc}; what finished is kept: free some room, then {_again(args)} continues"),
+              file=sys.stderr)
+        return EXIT_USAGE
     except InputError as exc:
         print(f"simfl: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
@@ -383,6 +430,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WorkerLost as exc:
         print(one_line(f"simfl: {exc}; what finished is kept: {_again(args)} runs the rest"), file=sys.stderr)
         return 1
+    except Terminated:
+        print("simfl: terminated by SIGTERM; what finished is in the .partial folder (see its INCOMPLETE file)",
+              file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("simfl: interrupted; what finished is in the .partial folder (see its INCOMPLETE file)", file=sys.stderr)
         return 130
@@ -394,12 +445,33 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
+        if exc.errno in FULL_ERRNOS:  # a write this module did not name: still the machine's limit, not a bug
+            print(one_line(f"simfl: {exc.filename or 'a file being written'}: {exc.strerror} (the disk or quota is "
+                           "full, or a file-size limit was reached)"), file=sys.stderr)
+            return EXIT_USAGE
         if exc.filename is None:
             return _crash(exc, argv, args)
         print(one_line(f"simfl: {exc.filename}: {exc.strerror or exc}"), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # the last resort: a bug, reported in one line with a crash file
         return _crash(exc, argv, args)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (as Ctrl-C raises KeyboardInterrupt)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(_signum: int, _frame: object) -> None:
+        raise Terminated()
+
+    before = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def _again(args: argparse.Namespace | None) -> str:

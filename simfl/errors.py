@@ -6,6 +6,8 @@ code 2; anything else that escapes is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import errno
+
 
 class InputError(ValueError):
     """A user mistake: ``where`` names the file, field or option; ``message`` says what is wrong.
@@ -36,3 +38,32 @@ class WorkerLost(Exception):
 
     def __str__(self) -> str:
         return f"{self.title}: {self.how}"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that ``kill PID`` stops a command exactly as Ctrl-C does.
+
+    A ``KeyboardInterrupt``: every place that leaves a resumable folder on Ctrl-C does so here too.
+    """
+
+    signal_name = "SIGTERM"
+
+
+class NoSpace(InputError):
+    """A write failed for want of room: the disk or quota is full, or a file-size limit (``ulimit -f``) was hit.
+
+    A problem of the machine, not a bug: ``where`` names the file being written, which is left as it
+    was before the write (a temporary file removed, an appended file cut back), so the folder resumes.
+    """
+
+
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+"""The errors a full disk, a file-size limit or a full quota give."""
+
+
+def no_space(exc: OSError, path: object) -> NoSpace | None:
+    """The :class:`NoSpace` for an OSError that says the disk, quota or file-size limit is full (else None)."""
+    if exc.errno not in FULL_ERRNOS:
+        return None
+    return NoSpace(str(path), f"cannot be written: {exc.strerror or exc} (the disk or quota is full, or a file-size "
+                   "limit was reached)")

@@ -8,6 +8,17 @@ carries that marker, and only the files the marker lists are removed: a file
 a user added to the folder (before or during a run) is kept. A folder without
 the marker is never removed; the message names it.
 
+In a staging folder (``<out>.partial``) simfl writes only names of its own
+layout (:func:`simfl_name`: ``scenario.yaml``, ``<algorithm>/seed<k>/metrics.csv``,
+``running/<algorithm>/seed<k>.pt``, ...); any other file there is a user's, which
+``--force`` keeps and the published marker never lists. A marker entry that is
+absolute, climbs out with ``..`` or passes through a symbolic link is refused:
+the marker was tampered with.
+
+One command at a time owns an output folder (:func:`hold`): an OS file lock on
+``<out>.lock`` beside it, naming the holder (pid, command, start time). The OS
+releases it when the process ends, so a crash leaves no stale lock.
+
 Output paths are checked before anything is written (:func:`check_path`): no
 NUL bytes, no component over 255 bytes, not the current folder or one of its
 parents, not under ``/proc``, ``/sys`` or ``/dev``, not under a file, not a
@@ -18,12 +29,15 @@ symbolic link. A scenario ``name`` must be one safe path component
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
-import shutil
-from collections.abc import Callable, Iterable
+import re
+import shlex
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from simfl.errors import InputError
+from simfl.errors import InputError, no_space
 
 MARKER = ".simfl"
 """Marker file of a folder simfl wrote; in a complete folder it lists the files simfl put there."""
@@ -33,6 +47,12 @@ MAX_COMPONENT = 255
 MAX_PATH = 4095
 """Bytes in a whole path (Linux PATH_MAX less the terminating NUL)."""
 SYSTEM_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
+LOCK_SUFFIX = ".lock"
+"""Suffix of the lock file beside an output folder (``<out>.lock``)."""
+_OWN_NAMES = re.compile(
+    r"(?:scenario\.yaml|summary\.csv|accuracy(?:\.png\.tmp)?\.png|FAILED|INCOMPLETE|checkpoint\.pt|crash\.txt|table\.(?:csv|md|tex)"
+    r"|running/[^/]+/seed[0-9]+\.pt|[^/]+/seed[0-9]+/(?:metrics\.csv|events\.csv|layer_changes\.npy))(?:\.tmp)?")
+"""Every name simfl writes in a run or report folder (see :mod:`simfl.output.results`), and its temporary file."""
 
 
 def name_problem(name: str) -> str | None:
@@ -98,22 +118,54 @@ def is_ours(folder: Path) -> bool:
     return folder.is_dir() and not folder.is_symlink() and marker.is_file() and not marker.is_symlink()
 
 
+def simfl_name(rel: str) -> bool:
+    """Whether ``rel`` (a relative POSIX path) is a name simfl writes in a run or report folder."""
+    return _OWN_NAMES.fullmatch(rel) is not None
+
+
+def _entry_problem(folder: Path, rel: str) -> str | None:
+    """Why the marker entry ``rel`` does not name a file inside ``folder`` (None when it does)."""
+    if not rel or "\x00" in rel or "\\" in rel or rel.startswith("/") or Path(rel).is_absolute():
+        return "is not a relative name"
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return "climbs out of the folder or is not a plain name"
+    here = folder
+    for part in parts:
+        here = here / part
+        if here.is_symlink():
+            return "is or passes through a symbolic link"
+    return None
+
+
 def listed(folder: Path) -> set[str]:
-    """The files the marker of ``folder`` lists (relative POSIX paths); empty without a marker."""
+    """The files the marker of ``folder`` lists (relative POSIX paths); empty without a marker.
+
+    An entry that is absolute, climbs out with ``..`` or passes through a symbolic link is
+    refused in one line: such a marker was not written by simfl, and trusting it could remove
+    a file outside the folder.
+    """
     if not is_ours(folder):
         return set()
     try:
         lines = (folder / MARKER).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return set()
-    return {ln for ln in lines if ln and not ln.startswith("#") and ".." not in ln.split("/")}
+    entries = {ln for ln in lines if ln and not ln.startswith("#")}
+    for rel in sorted(entries):
+        problem = _entry_problem(folder, rel)
+        if problem is not None:
+            raise InputError(str(folder / MARKER), f"lists {rel[:80]!r}, which {problem}; simfl does not write such "
+                             "entries, so the marker was edited: check the folder and remove it yourself")
+    return entries
 
 
 def mark(folder: Path, files: Iterable[str] = ()) -> None:
     """Write the marker of ``folder`` listing ``files`` (relative POSIX paths)."""
     body = "\n".join([MARKER_HEAD, *sorted(files)]) + "\n"
     tmp = folder / (MARKER + ".tmp")
-    tmp.write_text(body, encoding="utf-8")
+    with room(folder / MARKER, tmp):
+        tmp.write_text(body, encoding="utf-8")
     os.replace(tmp, folder / MARKER)
 
 
@@ -128,8 +180,8 @@ def files_under(folder: Path) -> list[str]:
 
 
 def mark_complete(folder: Path) -> None:
-    """Write the marker of a complete folder, listing every file now in it."""
-    mark(folder, [f for f in files_under(folder) if f not in (MARKER, MARKER + ".tmp")])
+    """Write the marker of a complete folder, listing the files of simfl's layout now in it (not a user's)."""
+    mark(folder, [f for f in files_under(folder) if simfl_name(f) and not (folder / f).is_symlink()])
 
 
 def not_ours(folder: Path, what: str = "--force") -> InputError:
@@ -138,16 +190,37 @@ def not_ours(folder: Path, what: str = "--force") -> InputError:
                       "simfl wrote: move it away yourself or choose another --out")
 
 
-def remove(folder: Path) -> None:
-    """Remove ``folder``, which simfl wrote, keeping it if anything in it is not listed by its marker.
+def _prune(folder: Path, root: bool = True) -> bool:
+    """Remove the empty folders below (and, with ``root``, including) ``folder``; whether ``folder`` is gone."""
+    for here, _dirs, _files in sorted(os.walk(folder, topdown=False), key=lambda t: -len(t[0])):
+        if root or Path(here) != folder:
+            with contextlib.suppress(OSError):
+                os.rmdir(here)
+    return not folder.exists()
 
-    A staging folder's marker lists nothing yet; everything in it is simfl's own.
+
+def remove_own(folder: Path, names: Iterable[str], root: bool = False) -> None:
+    """Remove the files ``names`` of ``folder`` (relative paths simfl wrote) and the folders they leave empty
+    (``folder`` itself too with ``root``)."""
+    for rel in names:
+        if _entry_problem(folder, rel) is None:
+            with contextlib.suppress(FileNotFoundError):
+                (folder / rel).unlink()
+    _prune(folder, root)
+
+
+def remove(folder: Path) -> bool:
+    """Remove the staging folder ``folder``, which simfl wrote, except the files in it that are not simfl's.
+
+    simfl writes only names of its layout there (:func:`simfl_name`); anything else, a user's file
+    dropped in during a run, stays with the folders holding it. Returns whether the folder is gone.
     """
     if folder.is_symlink() or not folder.exists():
         raise not_ours(folder)
     if not is_ours(folder):
         raise not_ours(folder)
-    shutil.rmtree(folder)
+    remove_own(folder, [f for f in files_under(folder) if simfl_name(f) or f in (MARKER, MARKER + ".tmp")], root=True)
+    return not folder.exists()
 
 
 def replace(new: Path, old: Path) -> None:
@@ -175,14 +248,11 @@ def replace(new: Path, old: Path) -> None:
         os.replace(old / rel, target)
     for rel in ours | {MARKER}:
         p = old / rel
-        if p.is_symlink() or p.is_file():
+        if p.is_file() and not p.is_symlink():
             p.unlink()
-    for root, _dirs, _files in sorted(os.walk(old, topdown=False), key=lambda t: -len(t[0])):
-        try:
-            os.rmdir(root)
-        except OSError:
-            raise InputError(root, f"gained files during the run that simfl did not write; they are kept and the new "
-                             f"results are in {new}") from None
+    if not _prune(old):
+        raise InputError(str(old), f"gained files during the run that simfl did not write; they are kept and the new "
+                         f"results are in {new}")
     os.replace(new, old)
 
 
@@ -202,10 +272,13 @@ def claim(out: Path, force: bool, where: str | None = None) -> None:
             raise not_ours(out)
 
 
-def make_dir(folder: Path) -> None:
-    """Create ``folder`` (and its parents) with simfl's marker; OS errors become one-line InputErrors."""
+def make_dir(folder: Path, exist_ok: bool = False) -> None:
+    """Create ``folder`` (and its parents) with simfl's marker; OS errors become one-line InputErrors.
+
+    ``exist_ok`` takes over a folder that :func:`remove` had to keep for a user's files.
+    """
     try:
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=exist_ok)
         mark(folder)
     except FileExistsError:
         raise InputError(str(folder), "appeared while simfl was preparing it; try again") from None
@@ -236,6 +309,27 @@ def claim_files(files: dict[Path, Callable[[bytes], bool]], force: bool) -> None
                              "move it away yourself or choose another --out")
 
 
+@contextlib.contextmanager
+def room(path: Path, tmp: Path | None = None, size: int | None = None) -> Iterator[None]:
+    """Within the block, a write to ``path`` that fails for want of room (disk, quota, ``ulimit -f``) is undone
+    and raised as one-line :class:`~simfl.errors.NoSpace`: ``tmp`` is removed, or ``path`` cut back to ``size``
+    bytes (removed when ``size`` is None and no ``tmp`` is given)."""
+    try:
+        yield
+    except OSError as exc:
+        full = no_space(exc, path)
+        if full is None:
+            raise
+        with contextlib.suppress(OSError):
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            elif size is None:
+                path.unlink(missing_ok=True)
+            else:
+                os.truncate(path, size)
+        raise full from None
+
+
 def write_file(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename; OS errors become InputErrors."""
     tmp = path.with_name(path.name + ".tmp")
@@ -247,3 +341,82 @@ def write_file(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise InputError(str(path), f"cannot write ({exc.strerror or exc})") from None
+
+
+# -- one owner per output folder ------------------------------------------------------------
+
+
+def lock_path(out: Path) -> Path:
+    """The lock file of the output folder ``out``: ``<out>.lock`` beside it."""
+    return out.with_name(out.name + LOCK_SUFFIX)
+
+
+def _holder_line() -> str:
+    command = shlex.join([Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:]])
+    since = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    return f"pid {os.getpid()}, `{command[:200]}`, since {since}"
+
+
+@contextlib.contextmanager
+def hold(out: Path) -> Iterator[None]:
+    """Own the output folder ``out`` for the block: a second command on it is refused in one line.
+
+    An exclusive ``flock`` on ``<out>.lock`` (created beside ``out``, with its parents), holding
+    the holder's pid, command and start time. The OS drops the lock when the process ends, so
+    after a crash the next command takes it over; the file is removed on release.
+    """
+    check_path(out)
+    path = lock_path(out)
+    check_path(path, str(out))
+    made = [p for p in [path.parent, *path.parent.parents] if not p.exists()]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(str(out), f"cannot create the folder that holds it ({exc.strerror or exc})") from None
+    try:
+        with _locked(path, out):
+            yield
+    finally:
+        for folder in made:  # deepest first: the folders made for the lock alone go again
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+@contextlib.contextmanager
+def _locked(path: Path, out: Path) -> Iterator[None]:
+    """Hold the flock on ``path`` (the lock file of ``out``) for the block; see :func:`hold`."""
+    import fcntl
+
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _attempt in range(20):
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise InputError(str(path), f"cannot open the folder's lock file ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.pread(fd, 1024, 0).decode("utf-8", "replace").strip() or "another process"
+            finally:
+                os.close(fd)
+            raise InputError(str(out), f"is in use by another simfl command ({holder}); wait for it to end or stop "
+                             "it, or choose another --out") from None
+        try:
+            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder removed the file as we opened it: take the new one
+    else:
+        raise InputError(str(path), "the lock file keeps changing; is another simfl command starting on it?")
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (_holder_line() + "\n").encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                path.unlink()
+        os.close(fd)

@@ -13,10 +13,13 @@ key repeated in one mapping, which PyYAML would silently resolve to its last val
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
+
+from simfl.errors import InputError
 
 MAX_DEPTH = 64
 """Deepest nesting of collections accepted (a scenario needs fewer than 10)."""
@@ -112,3 +115,41 @@ def load(text: str) -> Any:
         raise LimitError("nested too deeply") from None
     finally:
         loader.dispose()
+
+
+def check_value(value: Any, where: str) -> None:
+    """Hold a Python value given in place of YAML (a dict passed to the API) to the same limits as a document.
+
+    Nested at most :data:`MAX_DEPTH` levels and at most :data:`MAX_NODES` values once shared
+    references are counted at every place they appear (a list holding itself is too big);
+    raises :class:`simfl.errors.InputError` naming ``where``.
+    """
+    memo: dict[int, int] = {}
+    busy: set[int] = set()
+
+    def size(item: Any, depth: int) -> int:
+        if depth > MAX_DEPTH:
+            raise InputError(where, f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(item, Mapping):
+            children: list[Any] = [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            children = list(item)
+        else:
+            return 1
+        key = id(item)
+        if key in memo:
+            return memo[key]
+        if key in busy:
+            raise InputError(where, "contains itself (a list or mapping that refers back to itself)")
+        busy.add(key)
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_NODES:
+                raise InputError(where, f"holds more than {MAX_NODES} values (shared references counted where "
+                                 "they appear), the limit of a scenario")
+        busy.discard(key)
+        memo[key] = total
+        return total
+
+    size(value, 0)

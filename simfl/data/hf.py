@@ -21,7 +21,11 @@ Splits: ``train_split`` and ``test_split``; with ``test_split: null`` a
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +38,7 @@ from simfl.data.base import DataConfigBase, Dataset
 from simfl.data.partition import ByColumnConfig
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat, PositiveInt, UnitOpen
+from simfl.network import check_reachable
 
 FILE_BUILDERS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json", ".arrow": "arrow"}
 """File suffix to the ``datasets`` builder that reads it."""
@@ -70,6 +75,24 @@ def _datasets() -> Any:
         raise InputError(
             "data.dataset", "hf needs the Hugging Face datasets package: pip install 'simfl[hf]'"
         ) from None
+
+
+@contextlib.contextmanager
+def _as_input_error(where: str, what: str, hint: str) -> Iterator[None]:
+    """A failure of the datasets library inside the block (a corrupt file, no network, an unknown hub id) is one
+    line naming ``where``: each is a problem of the user's files or machine, not of simfl."""
+    library = logging.getLogger("datasets")
+    level = library.level
+    library.setLevel(logging.CRITICAL)  # its own ERROR lines would repeat the one line below
+    try:
+        yield
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything the library raises on bad input or no network
+        detail = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise InputError(where, f"{what} ({type(exc).__name__}{': ' + detail if detail else ''}); {hint}") from None
+    finally:
+        library.setLevel(level)
 
 
 def _load_local(lib: Any, root: Path, cache_dir: str | None) -> Any:
@@ -155,7 +178,9 @@ class Hf:
         lib = _datasets()
         cache = None if config.cache_dir is None else str(config.cache_dir)
         if config.root is not None:
-            data = _load_local(lib, Path(config.root), cache)
+            root = Path(config.root)
+            with _as_input_error(f"data.root {root}", "cannot be read as a dataset", "check the files"):
+                data = _load_local(lib, root, cache)
         elif config.name is None:
             raise InputError("data.root", "hf needs data.root (a local copy) or data.name (a hub id with download: true)")
         elif not config.download:
@@ -164,7 +189,13 @@ class Hf:
                 "(or data.root pointing at a local copy)"
             )
         else:
-            data = lib.load_dataset(config.name, config.subset, cache_dir=cache)
+            if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes"):
+                check_reachable(os.environ.get("HF_ENDPOINT", "https://huggingface.co"), f"data.name {config.name}",
+                                "download: true needs the Hugging Face hub; check the network, or point data.root "
+                                "at a local copy")
+            with _as_input_error(f"data.name {config.name}", "could not be loaded from the Hugging Face hub",
+                                 "check the name and the network, or point data.root at a local copy"):
+                data = lib.load_dataset(config.name, config.subset, cache_dir=cache)
         train = _split(data, config.train_split, "data.train_split")
         if config.test_split is not None:
             test = _split(data, config.test_split, "data.test_split")

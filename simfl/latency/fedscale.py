@@ -68,6 +68,13 @@ def _number(value: Any, where: str) -> float:
     return float(value)
 
 
+def _time(value: Any, where: str) -> float:
+    """A window bound: a finite number of seconds >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise InputError(where, f"must hold finite numbers of seconds >= 0, got {value!r}")
+    return float(value)
+
+
 def _sorted_items(data: dict[Any, Any]) -> list[tuple[Any, Any]]:
     return sorted(data.items(), key=lambda kv: (not isinstance(kv[0], int), kv[0] if isinstance(kv[0], int) else str(kv[0])))
 
@@ -81,7 +88,7 @@ def _windows(entry: Any, where: str) -> tuple[tuple[tuple[float, float], ...], f
     period = _number(entry["finish_time"], f"{where}.finish_time")
     out: list[tuple[float, float]] = []
     for a, b in zip(active, inactive, strict=True):
-        start, end = float(a), min(float(b), period)
+        start, end = _time(a, f"{where}.active"), min(_time(b, f"{where}.inactive"), period)
         if start < 0 or end < start or (out and start < out[-1][1]):
             raise InputError(where, f"active/inactive must give sorted, disjoint intervals, got {a}-{b}")
         if end > start:

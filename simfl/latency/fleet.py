@@ -21,6 +21,7 @@ pickles). Both give :class:`Device` rows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,21 @@ def round_seconds(device: Device, workload: Workload, client: int, transfers: in
     return compute_scale * per_sample * work + transfers * workload.model_bytes / device.bandwidth
 
 
+MAX_WINDOWS = 10_000_000
+"""Most availability windows a fleet trace may unroll over the scenario's clients (periodic windows x repeats)."""
+
+
+def unrolled_windows(devices: list[Device], num_clients: int, horizon: float) -> int:
+    """How many availability windows the clients' devices unroll up to ``horizon`` (what :func:`absences` builds)."""
+    n = len(devices)
+    total = 0
+    for index, device in enumerate(devices):
+        users = num_clients // n + (1 if index < num_clients % n else 0)
+        repeats = 1 if device.period is None else math.ceil(horizon / device.period) + 1
+        total += users * len(device.windows) * repeats
+    return total
+
+
 def absences(device: Device, horizon: float | None, where: str) -> list[tuple[float, float | None]]:
     """The complement of the device's windows on [0, inf): where it is away."""
     if not device.windows:
@@ -115,6 +131,13 @@ class FleetModel(LatencyModel[FleetOptions]):
         devices = cls.read(config)
         if config.availability and config.horizon is None and any(d.period is not None for d in devices):
             raise InputError("latency.horizon", "the trace's windows repeat; set horizon (e.g. to budget.time)")
+        if config.availability and config.horizon is not None:
+            unrolled = unrolled_windows(devices, num_clients, config.horizon)
+            if unrolled > MAX_WINDOWS:
+                shortest = min(d.period for d in devices if d.period is not None)
+                raise InputError(f"latency.path {config.path}", f"its windows repeat every {shortest!r} s, which up to "
+                                 f"horizon {config.horizon!r} s unrolls into {unrolled:,} availability windows; the limit "
+                                 f"is {MAX_WINDOWS:,}: check the trace's period or lower horizon")
 
     def __init__(self, config: FleetOptions, num_clients: int, seed: int, workload: Workload) -> None:
         super().__init__(config, num_clients, seed, workload)

@@ -69,6 +69,16 @@ def read_fleet_csv(path: str) -> tuple[Device, ...]:
 
 @lru_cache(maxsize=8)
 def _read(path: str, mtime_ns: int, size: int) -> tuple[Device, ...]:
+    try:
+        return _parse(path)
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"is not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}): "
+                         "save the fleet CSV as UTF-8") from None
+    except csv.Error as exc:
+        raise InputError(path, f"is not a readable CSV file ({exc})") from None
+
+
+def _parse(path: str) -> tuple[Device, ...]:
     file = Path(path)
     with file.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)

@@ -31,11 +31,11 @@ Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.output
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import os
 import re
-import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from simfl import outdir
 from simfl.errors import InputError
 from simfl.sim.clock import PRIORITY
 
@@ -87,7 +88,7 @@ def parse_every(text: str) -> Every:
 def write_atomic(path: Path, data: bytes | None = None, obj: Any = None) -> None:
     """Write ``data`` (or ``torch.save(obj)``) to ``path`` via a temporary file, fsync and rename."""
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as fh:
+    with outdir.room(path, tmp), tmp.open("wb") as fh:
         if data is not None:
             fh.write(data)
         else:
@@ -215,6 +216,14 @@ def _is_wake(row: Any, now: float) -> bool:
             and _is_int(row[1]) and _is_time(row[2]) and row[2] >= now and (row[3] is None or _is_int(row[3])))
 
 
+def scenario_digest(stage: Path) -> str | None:
+    """SHA-256 (hex) of ``stage/scenario.yaml``; None when it cannot be read."""
+    try:
+        return hashlib.sha256((stage / "scenario.yaml").read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 class Session:
     """The bookkeeping of one result folder in its staging folder: finished runs, run checkpoints, markers.
 
@@ -224,6 +233,12 @@ class Session:
 
     def __init__(self, stage: Path, every: Every | None, verify: bool, saved: dict[str, Any] | None = None) -> None:
         self.stage = stage
+        self.digest = scenario_digest(stage)
+        """SHA-256 of the folder's scenario.yaml as the runs began, kept in checkpoint.pt (see :meth:`reopen`)."""
+        if saved is not None and saved.get("scenario_sha256") not in (None, self.digest):
+            raise InputError(str(stage / "scenario.yaml"), "changed after the runs began (its digest differs from "
+                             f"the one in {CHECKPOINT_FILE}); resuming would mix two scenarios in one folder: restore "
+                             "the file, or start a new run with --out")
         self.every = every
         self.verify = verify
         self.finished: list[dict[str, Any]] = list(saved["finished"]) if saved else []
@@ -286,7 +301,7 @@ class Session:
     def write(self) -> None:
         """Save the folder's record and refresh the INCOMPLETE marker."""
         data: dict[str, Any] = {"format": FORMAT, "every": self.every.text if self.every else None,
-                                "verify": self.verify, "finished": self.finished}
+                                "verify": self.verify, "finished": self.finished, "scenario_sha256": self.digest}
         if self.legacy is not None:
             data["current"] = self.legacy
         write_atomic(self.stage / CHECKPOINT_FILE, obj=data)
@@ -309,13 +324,14 @@ class Session:
         write_atomic(self.stage / INCOMPLETE_FILE, text.encode())
 
     def remove_tmp(self) -> None:
-        """Delete temporary files a write cut short left behind (the real files are renamed in whole)."""
-        for tmp in self.stage.rglob("*.tmp"):
-            tmp.unlink(missing_ok=True)
+        """Delete temporary files a write cut short left behind (the real files are renamed in whole).
+
+        Only simfl's own (:func:`simfl.outdir.simfl_name`): a user's ``.tmp`` file in the folder stays.
+        """
+        outdir.remove_own(self.stage, [f for f in outdir.files_under(self.stage)
+                                       if f.endswith(".tmp") and outdir.simfl_name(f)])
 
     def close(self) -> None:
         """The folder is complete: remove the checkpoints and the INCOMPLETE marker before publishing."""
-        for name in (CHECKPOINT_FILE, INCOMPLETE_FILE):
-            (self.stage / name).unlink(missing_ok=True)
-        shutil.rmtree(self.stage / RUNNING_DIR, ignore_errors=True)
-        self.remove_tmp()
+        outdir.remove_own(self.stage, [f for f in outdir.files_under(self.stage) if outdir.simfl_name(f) and (
+            f in (CHECKPOINT_FILE, INCOMPLETE_FILE) or f.startswith(RUNNING_DIR + "/") or f.endswith(".tmp"))])

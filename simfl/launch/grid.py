@@ -133,7 +133,8 @@ def _value_labels(values: Sequence[Any]) -> list[str]:
     return labels
 
 
-def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None = None
+def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None = None,
+         max_hours: float | None = None
          ) -> tuple[dict[str, Any], list[Cell]]:
     """Read and check a scenario file; returns its raw mapping and every cell, grid-major then seed.
 
@@ -145,10 +146,11 @@ def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None
     raw = scenario_mod.read_yaml(path)
     for text in overrides:
         scenario_mod.apply_override(raw, text)
-    return raw, plan_raw(raw, path.parent, str(path), max_memory)
+    return raw, plan_raw(raw, path.parent, str(path), max_memory, max_hours)
 
 
-def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_memory: int | None = None
+def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_memory: int | None = None,
+             max_hours: float | None = None
              ) -> list[Cell]:
     """Every cell of a raw scenario mapping, grid-major then seed; relative data paths are against ``base``."""
     from simfl.schema import estimate
@@ -163,7 +165,8 @@ def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_me
         pairs = [f"{key_labels[k]}={value_labels[k][_fingerprint(v)]}" for k, v in values.items()]
         group = _fit(f"{base_scn.name}[{','.join(pairs)}]", GROUP_BYTES) if pairs else base_scn.name
         point = scenario_mod.validate(cell_raw, where=f"sweep cell {group}")
-        estimate.check(estimate.estimate(point), max_memory or estimate.default_max_memory(), f"sweep cell {group}")
+        estimate.check(estimate.estimate(point), max_memory or estimate.default_max_memory(), f"sweep cell {group}",
+                       max_hours)
         for seed in base_scn.seeds:
             one = {k: v for k, v in cell_raw.items() if k != "sweep"}
             one["name"] = group
@@ -212,11 +215,10 @@ def cell_target(cell: Cell, out: Path) -> Target:
         folder = OutputFolder(final, reopen=True)
         session = Session(folder.stage, None, False, saved[2])
     else:
-        if stage.exists() or stage.is_symlink():
-            outdir.remove(stage)  # refused if simfl did not write it
-        folder = OutputFolder(final)
+        folder = OutputFolder(final, force=True)  # a killed cell's leftovers go, if simfl wrote them; a user's stay
         folder.path("scenario.yaml").write_text(text)
         session = Session(folder.stage, None, False)
+        session.write()
     wall = estimate.estimate(scn).wall_seconds or 1.0
     return Target(scn, folder, session, label=cell.name, resumed=saved is not None, estimate=wall)
 
@@ -232,7 +234,11 @@ def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
         raise InputError(str(out), "exists and is not a folder")
     existing = out / SWEEP_FILE
     if existing.is_file():
-        if existing.read_text() != text:
+        try:
+            same = existing.read_bytes() == text.encode()
+        except OSError as exc:
+            raise InputError(str(existing), f"cannot be read ({exc.strerror or exc})") from None
+        if not same:
             raise InputError(str(out), f"holds a different sweep ({SWEEP_FILE} differs); use another --out "
                              "or remove the folder to start over")
     elif out.is_dir() and any(p for p in out.iterdir() if not p.name.endswith(".partial")):
@@ -261,6 +267,7 @@ def run_sweep(
     base: Path | None = None,
     max_memory: int | None = None,
     quiet: bool = False,
+    max_hours: float | None = None,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
@@ -285,16 +292,23 @@ def run_sweep(
         raw = copy.deepcopy(dict(path))
         for text in overrides:
             scenario_mod.apply_override(raw, text)
-        cells = plan_raw(raw, base if base is not None else Path.cwd(), max_memory=max_memory)
+        cells = plan_raw(raw, base if base is not None else Path.cwd(), max_memory=max_memory, max_hours=max_hours)
     else:
-        raw, cells = plan(path, overrides, max_memory)
+        raw, cells = plan(path, overrides, max_memory, max_hours)
     out = Path(out) if out is not None else Path("runs") / f"{raw['name']}-sweep"
     say = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     scenarios = [c.scenario() for c in cells]
     count = workers_for(workers, scenarios, len(cells) * max((len(s.algorithms) for s in scenarios), default=1),
                         ray=ray_address is not None)
+    with outdir.hold(out):
+        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published)
+
+
+def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count: int, ray_address: str | None,
+                quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None) -> SweepOutcome:
+    """Run the unfinished cells into ``out``, which this command holds."""
     _prepare(out, raw, cells)
-    outcome = SweepOutcome(out, cells)
+    outcome = SweepOutcome(out, list(cells))
     targets: list[Target] = []
     for cell in cells:
         if (out / cell.name).is_dir():

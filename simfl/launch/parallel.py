@@ -9,7 +9,7 @@ mistake, a crash, a worker that died) stops every unit and is raised here; so is
 
 - :class:`InProcess`: one unit after another in this process (``--workers 1``).
 - :class:`LocalWorkers`: ``workers`` spawned processes taking units from one queue in plan
-  order. They ignore SIGINT (this process stops them) and die with this process (Linux's
+  order. They ignore SIGINT and SIGTERM (this process stops them) and die with this process (Linux's
   parent-death signal), so a killed ``simfl run`` leaves no worker writing anywhere.
 - :class:`RayTasks`: one Ray task per unit, declared with the cores the unit uses, on a local
   Ray instance or the cluster at an address. A task streams its messages back (a Ray
@@ -140,7 +140,8 @@ def _die_with_parent() -> None:
 def _worker(tasks: Any, results: Any) -> None:
     """A worker process: run units from ``tasks`` until the end marker, reporting on ``results``."""
     _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops its workers on Ctrl-C or SIGTERM
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while True:
         unit: Unit | None = tasks.get()
         if unit is None:

@@ -16,6 +16,7 @@ published with a FAILED marker and reported as :class:`VerifyFailed`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from simfl.data import Dataset
-from simfl.errors import InputError, WorkerLost
+from simfl.errors import InputError, NoSpace, WorkerLost
 from simfl.launch.checkpoint import FAILED_FILE, Session, parse_every
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
@@ -100,8 +101,9 @@ def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | Non
 
     folder = OutputFolder(out, force=force)
     folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
-    return Target(scn, folder, Session(folder.stage, None if every is None else parse_every(every), verify),
-                  estimate=estimate.estimate(scn).wall_seconds or 1.0)
+    session = Session(folder.stage, None if every is None else parse_every(every), verify)
+    session.write()  # the scenario's digest, from the start: --resume refuses an edited scenario.yaml
+    return Target(scn, folder, session, estimate=estimate.estimate(scn).wall_seconds or 1.0)
 
 
 def units_for(targets: Sequence[Target]) -> list[Unit]:
@@ -240,6 +242,10 @@ def run_targets(targets: Sequence[Target], launch: Launch,
             complete(target)
     try:
         backend_for(launch, units, targets).run(units, handle)
+    except NoSpace as exc:  # the machine's limit, not the scenario's: what finished stays, and resumes
+        with contextlib.suppress(OSError):
+            _close_unpublished(targets, f"stopped: {exc}")
+        raise
     except InputError:
         _close_unpublished(targets, None)
         for target in targets:
@@ -248,8 +254,8 @@ def run_targets(targets: Sequence[Target], launch: Launch,
         raise
     except _Stop as stop:
         raise _failed(targets, stop.outcome) from None
-    except KeyboardInterrupt:
-        _close_unpublished(targets, "interrupted by SIGINT")
+    except KeyboardInterrupt as exc:
+        _close_unpublished(targets, f"interrupted by {getattr(exc, 'signal_name', 'SIGINT')}")
         raise
     except WorkerLost as exc:
         _close_unpublished(targets, f"stopped: {exc}")

@@ -20,6 +20,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from simfl import outdir
+
 Metrics = Mapping[tuple[str, int], pd.DataFrame]
 
 
@@ -42,7 +44,8 @@ def draw(ax: Axes, metrics: Metrics, colors: Mapping[str, str] | None = None) ->
 def save(fig: Figure, out: Path) -> None:
     """Write ``fig`` to ``out`` through a temporary file and close it."""
     tmp = out.with_name(out.name + ".tmp" + out.suffix)
-    fig.savefig(tmp)
+    with outdir.room(out, tmp):
+        fig.savefig(tmp)
     tmp.replace(out)
 
 

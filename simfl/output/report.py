@@ -23,6 +23,7 @@ import yaml
 
 from simfl import yamlsafe
 from simfl.errors import InputError
+from simfl.names import short_name
 from simfl.outdir import name_problem
 from simfl.output.tables import Kind, read_table
 
@@ -145,17 +146,82 @@ def find_result_folders(dirs: Sequence[Path]) -> list[Path]:
     return found
 
 
-def load_groups(folders: Sequence[Path]) -> list[RunGroup]:
-    """Read summary.csv and every run's metrics.csv, grouped by the scenario name in scenario.yaml."""
+POOL_IGNORED = ("name", "seeds", "algorithms", "tracking")
+"""Scenario keys in which runs pooled as seeds of one setting may differ (entries compare by run name; ``data.root``
+may differ too)."""
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as ``{"train.lr": 0.05, ...}`` (lists stay whole)."""
+    if not isinstance(value, Mapping):
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def pooled_settings(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """What runs of one scenario must share to be pooled as seeds: every setting but the seeds, the tracking
+    and the list of entries; each entry's own settings under ``algorithms[<run name>]``."""
+    flat = _flat({k: v for k, v in scenario.items() if k not in POOL_IGNORED})
+    flat.pop("data.root", None)  # where the data lie on the machine that ran them, not which data
+    if "workload" not in (flat.get("latency.scaling.compute"), flat.get("latency.scaling.comm")):
+        # the reference workload only scales latencies by a workload ratio; its default's FLOP count changed once
+        for key in [k for k in flat if k.startswith("latency.scaling.reference.")]:
+            del flat[key]
+    for entry in scenario.get("algorithms") or []:
+        if isinstance(entry, Mapping):
+            label = entry.get("label") or short_name(str(entry.get("name")))
+            flat.update(_flat({k: v for k, v in entry.items() if k != "label"}, f"algorithms[{label}]"))
+    return flat
+
+
+def _first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+    """The first key (in sorted order) whose value differs, entries compared only where both folders have them."""
+    for key in sorted(set(a) | set(b)):
+        if key.startswith("algorithms[") and (key not in a or key not in b):
+            continue
+        if a.get(key, "<absent>") != b.get(key, "<absent>"):
+            return key
+    return None
+
+
+def load_groups(folders: Sequence[Path], apart: bool = False) -> list[RunGroup]:
+    """Read summary.csv and every run's metrics.csv, grouped by the scenario name in scenario.yaml.
+
+    Folders of one name are pooled as seeds only when their settings agree (:func:`pooled_settings`);
+    otherwise one line names both folders and the first differing key, unless ``apart``, which
+    reports each setting as its own group, labelled ``name [folder]``.
+    """
     groups: dict[str, RunGroup] = {}
+    seen: dict[str, list[tuple[dict[str, Any], str, Path]]] = {}
     for folder in folders:
         scenario_file = folder / "scenario.yaml"
         try:
-            name = str(yamlsafe.load(scenario_file.read_text(encoding="utf-8"))["name"])
+            scenario = yamlsafe.load(scenario_file.read_text(encoding="utf-8"))
+            name = str(scenario["name"])
+            settings = pooled_settings(scenario)
         except InputError:
             raise
-        except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, IndexError):
-            name = folder.name
+        except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, IndexError, AttributeError):
+            name, settings = folder.name, {}
+        label = name
+        for other, other_label, where in seen.get(name, []):
+            differs = _first_difference(other, settings)
+            if differs is None:
+                label = other_label
+                break
+            if not apart:
+                raise InputError(str(folder), f"holds runs of '{name}' whose settings differ from those in {where} "
+                                 f"({differs}: {_show(settings.get(differs))} vs {_show(other.get(differs))}), so "
+                                 "they are not seeds of one setting: report them separately, or pass --apart to label "
+                                 "them apart")
+        else:
+            if name in seen:
+                label = f"{name} [{folder.name}]"
+            seen.setdefault(name, []).append((settings, label, folder))
+        name = label
         summary = read_table(folder / "summary.csv", SUMMARY_KINDS, "result rows")
         group = groups.setdefault(name, RunGroup(name, [], summary.iloc[0:0], {}))
         group.folders.append(folder)
@@ -172,6 +238,11 @@ def load_groups(folders: Sequence[Path]) -> list[RunGroup]:
             group.metrics[key] = read_table(path, METRICS_KINDS, "evaluations")
         group.summary = pd.concat([group.summary, summary], ignore_index=True) if len(group.summary) else summary
     return list(groups.values())
+
+
+def _show(value: Any) -> str:
+    text = "absent" if value is None else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def accuracy_at(metrics: pd.DataFrame, time: float) -> float:
@@ -323,7 +394,8 @@ def latex_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg") -> str
     return "\n".join(lines) + "\n"
 
 
-def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", force: bool = False) -> ReportFiles:
+def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", force: bool = False,
+                 apart: bool = False) -> ReportFiles:
     """Tables (CSV, markdown, LaTeX) and the accuracy-vs-time figure of every result folder under ``dirs``.
 
     ``out`` follows the rules of ``simfl run``'s output folder (:mod:`simfl.outdir`): written in
@@ -331,12 +403,20 @@ def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", forc
     and only when simfl wrote it.
     """
     from simfl import outdir
+
+    outdir.check_path(out)
+    groups = load_groups(find_result_folders(dirs), apart)
+    tables = [group_table(g, baseline) for g in groups]
+    with outdir.hold(out):
+        outdir.claim(out, force)
+        return _write(groups, tables, out, baseline, force)
+
+
+def _write(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame], out: Path, baseline: str,
+           force: bool) -> ReportFiles:
     from simfl.output.plots import accuracy_panels
     from simfl.output.results import OutputFolder, write_csv
 
-    outdir.claim(out, force)
-    groups = load_groups(find_result_folders(dirs))
-    tables = [group_table(g, baseline) for g in groups]
     folder = OutputFolder(out, force=force)
     try:
         stage = ReportFiles(*(folder.path(n) for n in ("table.csv", "table.md", "table.tex", "accuracy.png")))

@@ -21,10 +21,10 @@ wrote, and of those only the files simfl put there.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
-import shutil
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -65,8 +65,10 @@ class OutputFolder:
             if (self.stage / "scenario.yaml").is_file() and not force:
                 raise InputError(str(self.stage), f"holds an unfinished run: continue it with `simfl run --resume {out}`, "
                                  "or pass --force to discard it and start afresh")
-            outdir.remove(self.stage)
-        outdir.make_dir(self.stage)
+            kept = not outdir.remove(self.stage)  # a user's files in it stay
+        else:
+            kept = False
+        outdir.make_dir(self.stage, exist_ok=kept)
 
     def path(self, *parts: str) -> Path:
         target = self.stage.joinpath(*parts)
@@ -76,7 +78,8 @@ class OutputFolder:
     def discard(self) -> None:
         """Remove the staged folder (after a user mistake: nothing is left behind), if it is simfl's."""
         if outdir.is_ours(self.stage):
-            shutil.rmtree(self.stage, ignore_errors=True)
+            with contextlib.suppress(OSError, InputError):
+                outdir.remove(self.stage)
 
     def publish(self) -> Path:
         """Move the finished folder into place, keeping any file in an old ``<out>`` that simfl did not write."""
@@ -97,7 +100,7 @@ def _cells(row: dict[str, Any]) -> dict[str, Any]:
 def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
     """Write rows to ``path`` through a temporary file and an atomic rename."""
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as fh:
+    with outdir.room(path, tmp), tmp.open("w", newline="") as fh:
         writer = _csv_writer(fh, columns)
         writer.writeheader()
         for row in rows:
@@ -160,9 +163,11 @@ def append_to(folder: Path) -> Append:
     """An :data:`Append` writing into ``folder`` (the run's folder in the staging folder)."""
 
     def append(name: str, text: str, fresh: bool) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        with (folder / name).open("w" if fresh else "a", newline="") as fh:
-            fh.write(text)
+        target = folder / name
+        with outdir.room(target, size=None if fresh or not target.is_file() else target.stat().st_size):
+            folder.mkdir(parents=True, exist_ok=True)
+            with target.open("w" if fresh else "a", newline="") as fh:
+                fh.write(text)
 
     return append
 
@@ -187,7 +192,8 @@ def write_run(folder: OutputFolder, algorithm: str, seed: int, files: dict[str, 
     for name, data in files.items():
         path = folder.path(algorithm, f"seed{seed}", name)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
+        with outdir.room(path, tmp):
+            tmp.write_bytes(data)
         os.replace(tmp, path)
 
 

@@ -44,8 +44,11 @@ import contextlib
 import importlib.util
 import json
 import math
+import netrc
+import os
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +59,7 @@ from pydantic import Field
 
 from simfl.errors import InputError
 from simfl.fields import Section
+from simfl.network import CONNECT_TIMEOUT, check_reachable
 from simfl.sim.state import SimState
 
 try:
@@ -188,6 +192,27 @@ def _store_lock(uri: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "30", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2"}
+"""MLflow's request timeout and retries unless the user set them (MLflow's own defaults wait minutes)."""
+
+
+def _sqlite_problem(uri: str) -> str | None:
+    """Why the file of a ``sqlite:///`` store is not an SQLite database (None when it is, or is absent)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri.removeprefix("sqlite:///"))
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if head and head != b"SQLite format 3\x00":
+        return "exists and is not an SQLite database (an MLflow store)"
+    return None
+
+
 class MlflowBackend:
     """One MLflow run, through an ``MlflowClient`` (no global active run)."""
 
@@ -201,6 +226,13 @@ class MlflowBackend:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
+        problem = _sqlite_problem(uri)
+        if problem is not None:
+            raise InputError("tracking.mlflow.uri", f"{uri.removeprefix('sqlite:///')} {problem}: move it away, or "
+                             "set tracking.mlflow.uri to another store")
+        check_reachable(uri, "tracking.mlflow.uri", "start the tracking server or correct the address")
+        for key, value in HTTP_DEFAULTS.items():
+            os.environ.setdefault(key, value)
         with _store_lock(uri):  # parallel sweep workers would each create the schema of a new store
             try:
                 self.client = MlflowClient(tracking_uri=uri)
@@ -234,6 +266,17 @@ class MlflowBackend:
         self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")
 
 
+def _wandb_key() -> bool:
+    """Whether a W&B API key is at hand: WANDB_API_KEY, or a login saved in ~/.netrc (``wandb login``)."""
+    if os.environ.get("WANDB_API_KEY", "").strip():
+        return True
+    host = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or "api.wandb.ai"
+    try:
+        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
 class WandbBackend:
     """One W&B run (offline by default); evaluation and update values on their own step axes."""
 
@@ -241,11 +284,19 @@ class WandbBackend:
                  params: Mapping[str, Any]) -> None:
         import wandb
 
+        if config.mode == "online" and not _wandb_key():
+            raise InputError("tracking.wandb.mode", "online needs a W&B login: run `wandb login` or set WANDB_API_KEY, "
+                             "or use mode: offline and `wandb sync` later")
         root.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(
-            project=project, entity=config.entity, group=group, name=name, dir=str(root), mode=config.mode,
-            config=dict(params), reinit="create_new", settings=wandb.Settings(console="off", quiet=True),
-        )
+        try:
+            self.run = wandb.init(
+                project=project, entity=config.entity, group=group, name=name, dir=str(root), mode=config.mode,
+                config=dict(params), reinit="create_new", settings=wandb.Settings(console="off", quiet=True,
+                                                                                  init_timeout=6 * CONNECT_TIMEOUT),
+            )
+        except wandb.errors.Error as exc:  # no network, a rejected key, an unknown entity: the user's setting
+            detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise InputError("tracking.wandb", f"W&B refused to start the run ({detail})") from None
         self.run.define_metric("eval/index")
         self.run.define_metric("eval/*", step_metric="eval/index")
         self.run.define_metric("update/t")

@@ -32,6 +32,8 @@ from typing import Any
 
 from simfl.errors import InputError
 
+DEFAULT_MAX_HOURS = 168.0
+"""Default of ``--max-hours``: the longest estimated wall time of one run that is started (a week)."""
 MAX_EVALUATIONS = 1_000_000
 """Evaluations of the global model in one run."""
 MAX_CHECKPOINTS = 100_000
@@ -354,8 +356,12 @@ def estimate(scenario: Any, cells: int = 1) -> Estimate:
                     arrivals, evaluations, len(scenario.algorithms) * len(scenario.seeds), cells, wall)
 
 
-def check(est: Estimate, max_memory: int, where: str = "estimate") -> None:
-    """Refuse a scenario over a limit, in one line giving the estimate and the limit."""
+def check(est: Estimate, max_memory: int, where: str = "estimate", max_hours: float | None = None) -> None:
+    """Refuse a scenario over a limit, in one line giving the estimate and the limit.
+
+    ``max_hours`` bounds the estimated wall time of one run (default :data:`DEFAULT_MAX_HOURS`): a
+    run that would never end in practice (``train.epochs: 1e12``) is refused as memory is.
+    """
     if est.evaluations is not None and est.evaluations > MAX_EVALUATIONS:
         raise InputError(where, f"would evaluate about {_num(est.evaluations)} times per run (horizon "
                          f"{_num(est.horizon)} s of virtual time); the limit is {MAX_EVALUATIONS:,}: raise eval.every "
@@ -367,6 +373,11 @@ def check(est: Estimate, max_memory: int, where: str = "estimate") -> None:
         raise InputError(where, f"needs about {_bytes(est.memory)} of memory (dataset {_bytes(est.dataset_bytes)}, "
                          f"model and client state {_bytes(4 * est.model_bytes + est.client_state_bytes)}, records "
                          f"{_bytes(est.record_bytes)}); the limit is {_bytes(max_memory)} (--max-memory)")
+    hours = DEFAULT_MAX_HOURS if max_hours is None else max_hours
+    if est.wall_seconds is not None and est.wall_seconds > hours * 3600:
+        raise InputError(where, f"one run would take about {_duration(est.wall_seconds)} of wall time; the limit is "
+                         f"{_duration(hours * 3600)} (--max-hours): lower train.epochs or the budget, or raise the "
+                         "limit")
 
 
 def check_checkpoints(est: Estimate, updates: int | None, seconds: float | None) -> None:
