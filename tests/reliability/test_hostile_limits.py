@@ -61,6 +61,7 @@ CHANGES: dict[str, tuple[list[str], Any]] = {
                                                           "staleness": {"kind": "polynomial", "a": 0.9}}]),
     "train.momentum": (["train", "momentum"], 0.9),
     "budget.updates": (["budget"], {"time": 8.0, "updates": 5}),
+    "algorithms[orthofl].beta": (["algorithms"], [{"name": "fedasync", "alpha": 0.6}, {"name": "orthofl", "beta": 0.9}]),
 }
 
 
@@ -88,9 +89,10 @@ def _fake_folder(folder: Path, scenario: dict[str, Any], seed: int) -> Path:
 def test_runs_with_different_settings_are_never_pooled_as_seeds(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, apart: bool) -> None:
     """The issue: `simfl report A B` pooled runs whose lr, budget, partition or beta differed as seeds of one."""
-    base = _resolved(tmp_path, tiny_scenario())
+    first = tiny_scenario(algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "orthofl"}])
+    base = _resolved(tmp_path, first)
     path, value = CHANGES[change]
-    edited = yaml.safe_load(yaml.safe_dump(tiny_scenario()))
+    edited = yaml.safe_load(yaml.safe_dump(first))
     target = edited
     for key in path[:-1]:
         target = target[key]
