@@ -201,12 +201,24 @@ def _prune(folder: Path, root: bool = True) -> bool:
 
 def remove_own(folder: Path, names: Iterable[str], root: bool = False) -> None:
     """Remove the files ``names`` of ``folder`` (relative paths simfl wrote) and the folders they leave empty
-    (``folder`` itself too with ``root``)."""
+    (``folder`` itself too with ``root``). A name that is a symbolic link loses the link, never its target;
+    a name reached through a linked folder is left alone."""
     for rel in names:
-        if _entry_problem(folder, rel) is None:
+        parent = rel.rpartition("/")[0]
+        if not parent or _entry_problem(folder, parent) is None:
             with contextlib.suppress(FileNotFoundError):
                 (folder / rel).unlink()
     _prune(folder, root)
+
+
+def writable(folder: Path, rel: str) -> Path:
+    """``folder / rel`` after refusing a path through or onto a symbolic link (simfl never writes through
+    one: a link planted in a result folder must not redirect a write to a file elsewhere)."""
+    problem = _entry_problem(folder, rel)
+    if problem is not None:
+        raise InputError(str(folder / rel), f"{problem}; simfl writes its results only to plain files inside "
+                         f"{folder}: remove the link")
+    return folder / rel
 
 
 def remove(folder: Path) -> bool:
@@ -219,7 +231,8 @@ def remove(folder: Path) -> bool:
         raise not_ours(folder)
     if not is_ours(folder):
         raise not_ours(folder)
-    remove_own(folder, [f for f in files_under(folder) if simfl_name(f) or f in (MARKER, MARKER + ".tmp")], root=True)
+    remove_own(folder, [f for f in files_under(folder)  # simfl's names, and every link (the link, not its target)
+                        if simfl_name(f) or f in (MARKER, MARKER + ".tmp") or (folder / f).is_symlink()], root=True)
     return not folder.exists()
 
 
@@ -313,7 +326,10 @@ def claim_files(files: dict[Path, Callable[[bytes], bool]], force: bool) -> None
 def room(path: Path, tmp: Path | None = None, size: int | None = None) -> Iterator[None]:
     """Within the block, a write to ``path`` that fails for want of room (disk, quota, ``ulimit -f``) is undone
     and raised as one-line :class:`~simfl.errors.NoSpace`: ``tmp`` is removed, or ``path`` cut back to ``size``
-    bytes (removed when ``size`` is None and no ``tmp`` is given)."""
+    bytes (removed when ``size`` is None and no ``tmp`` is given). A link planted at ``tmp`` is removed
+    first, so the write cannot follow it elsewhere."""
+    if tmp is not None and tmp.is_symlink():
+        tmp.unlink()
     try:
         yield
     except OSError as exc:

@@ -279,7 +279,7 @@ class Session:
 
     def save_run(self, algorithm: str, seed: int, blob: bytes, now: float, updates: int) -> None:
         """Write one run's checkpoint (:func:`run_blob`), which stands at virtual time ``now``."""
-        path = self.run_path(algorithm, seed)
+        path = outdir.writable(self.stage, f"{RUNNING_DIR}/{algorithm}/seed{seed}.pt")
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, blob)
         self.held[(algorithm, seed)] = f"at virtual time {now!r}, {updates} updates"

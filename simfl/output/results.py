@@ -71,7 +71,7 @@ class OutputFolder:
         outdir.make_dir(self.stage, exist_ok=kept)
 
     def path(self, *parts: str) -> Path:
-        target = self.stage.joinpath(*parts)
+        target = outdir.writable(self.stage, "/".join(parts))
         target.parent.mkdir(parents=True, exist_ok=True)
         return target
 
@@ -163,7 +163,8 @@ def append_to(folder: Path) -> Append:
     """An :data:`Append` writing into ``folder`` (the run's folder in the staging folder)."""
 
     def append(name: str, text: str, fresh: bool) -> None:
-        target = folder / name
+        stage = folder.parent.parent  # <stage>/<algorithm>/seed<k>
+        target = outdir.writable(stage, f"{folder.parent.name}/{folder.name}/{name}")
         with outdir.room(target, size=None if fresh or not target.is_file() else target.stat().st_size):
             folder.mkdir(parents=True, exist_ok=True)
             with target.open("w" if fresh else "a", newline="") as fh:

@@ -236,6 +236,40 @@ def test_a_user_file_in_the_staging_folder_survives_and_is_never_listed(
     assert (out / name).read_bytes() == b"mine"  # a later --force keeps it too
 
 
+LINKS = {"a result file": "fedasync/seed0/metrics.csv", "a run folder": "fedasync",
+         "a temporary file": "checkpoint.pt.tmp", "a checkpoint folder": "running"}
+
+
+@pytest.mark.parametrize("how", ["run --force", "resume"])
+@pytest.mark.parametrize("link", sorted(LINKS))
+def test_a_link_planted_in_a_staging_folder_never_redirects_a_write(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], link: str, how: str) -> None:
+    """A symbolic link named like one of simfl's files or folders in `.partial` must not make simfl write
+    (or truncate) a file elsewhere: `--force` removes the link (never its target), `--resume` refuses it."""
+    victim_dir = tmp_path / "elsewhere"
+    victim_dir.mkdir()
+    (victim_dir / "victim.txt").write_text("the user's own file\n")
+    scenario = _write(tmp_path, tiny_scenario())
+    out, stage = tmp_path / "o", tmp_path / "o.partial"
+    outdir.make_dir(stage)
+    (stage / "scenario.yaml").write_text(yaml.safe_dump(tiny_scenario()))
+    rel = LINKS[link]
+    (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+    target = victim_dir if "folder" in link else victim_dir / "victim.txt"
+    (stage / rel).symlink_to(target, target_is_directory="folder" in link)
+    if how == "run --force":
+        cli(capsys, ["run", scenario, "--out", out, "--force", "--quiet", "--workers", "1", "--checkpoint-every", "2"],
+            "planted links", expect=0)
+        assert not (out / rel).is_symlink()
+    else:
+        _code, err = cli(capsys, ["run", "--resume", out, "--quiet", "--workers", "1", "--checkpoint-every", "2"],
+                         "planted links")
+        if _code == 2:
+            assert "symbolic link" in err, err
+    assert sorted(p.name for p in victim_dir.iterdir()) == ["victim.txt"]
+    assert (victim_dir / "victim.txt").read_text() == "the user's own file\n"
+
+
 # -- a resumed folder whose scenario changed -------------------------------------------------------------------------
 
 EDITS = {"train.lr": ("train", "lr", 0.05), "budget.time": ("budget", "time", 16.0),
