@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.engine
 	$(PY) -m benchmarks.events
 	$(PY) -m benchmarks.fleet
+	$(PY) -m benchmarks.population
 	$(PY) -m benchmarks.runs
 
 reference: $(STAMP)

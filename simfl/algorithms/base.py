@@ -151,12 +151,21 @@ class AsyncAlgorithm(Algorithm[ConfigT]):
 
     mode = "async"
 
+    keeps_client_models: ClassVar[bool] = False
+    """Cross-device serving (scenario ``server:``), where a client waits idle between its rounds:
+    True when the weights :meth:`on_arrival` returns are the client's own model, which it keeps
+    and trains from when it is sampled again, its staleness counted from that arrival (OrthoFL's
+    calibrated model); False when a sampled client downloads the server's current weights
+    (:meth:`on_join`) and its staleness counts from that dispatch (FedAsync, FedBuff, CA2FL).
+    A client never seen before gets :meth:`on_join` either way."""
+
     @abstractmethod
     def initial_weights(self, client: int) -> torch.Tensor:
         """The weights client ``client`` starts its first round from (time 0)."""
 
     def on_join(self, client: int) -> torch.Tensor:
-        """The weights a client absent since time 0 starts from when it first joins, now.
+        """The weights a client absent since time 0 starts from when it first joins, now (and, under
+        cross-device serving, a sampled client that has no model of its own to keep).
 
         The engine counts its staleness from here (``tau`` = the current update count);
         an algorithm that remembers per-client anchors or versions sets them to the

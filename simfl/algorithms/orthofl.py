@@ -88,6 +88,7 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
     """Moving-average global model; each client gets the global shift made orthogonal to its update."""
 
     Config = OrthoFLConfig
+    keeps_client_models = True
 
     def __init__(self, config: OrthoFLConfig, setup: Setup) -> None:
         super().__init__(config, setup)

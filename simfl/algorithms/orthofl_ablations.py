@@ -113,6 +113,7 @@ class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
     """OrthoFL-Pairwise: the incoming update is projected off the other clients' latest updates."""
 
     Config = OrthoFLPairwiseConfig
+    keeps_client_models = True
 
     def __init__(self, config: OrthoFLPairwiseConfig, setup: Setup) -> None:
         super().__init__(config, setup)

@@ -44,7 +44,10 @@ class LatencyModel(ABC, Generic[ConfigT]):
 
     Config: ClassVar[type[Section]]
     AHEAD: ClassVar[int] = 64
-    """Latencies drawn at once per client when its drawn-ahead values run out."""
+    """Latencies drawn at once per client when its drawn-ahead values run out (populations: see :attr:`ahead_n`)."""
+    DRAWN_AHEAD: ClassVar[int] = 64_000
+    """About how many latencies a model keeps drawn ahead over all its clients: a large population,
+    whose clients each train a few times, draws fewer per client (never under 4)."""
 
     def __init__(self, config: ConfigT, num_clients: int, seed: int, workload: Workload) -> None:
         self.config = config
@@ -54,6 +57,8 @@ class LatencyModel(ABC, Generic[ConfigT]):
         self.rngs = [rng.stream(seed, "latency", m) for m in range(num_clients)]
         self.ahead: list[list[float]] = [[] for _ in range(num_clients)]
         """Per client, drawn but not yet used latencies, the next one last."""
+        self.ahead_n = max(4, min(self.AHEAD, self.DRAWN_AHEAD // max(num_clients, 1)))
+        """Block size per client: AHEAD up to 1,000 clients; the values drawn do not depend on it."""
 
     @classmethod
     def check(cls, config: ConfigT, num_clients: int) -> None:
@@ -63,7 +68,7 @@ class LatencyModel(ABC, Generic[ConfigT]):
         """The next round latency of ``client``."""
         ahead = self.ahead[client]
         if not ahead:
-            block = self.draws(client, self.rngs[client], self.AHEAD)
+            block = self.draws(client, self.rngs[client], self.ahead_n)
             if not all(0.0 < v < math.inf for v in block):  # NaN fails the comparison too
                 bad = next(v for v in block if not 0.0 < v < math.inf)
                 raise InputError(f"latency.model {getattr(self.config, 'model', type(self).__name__)}",

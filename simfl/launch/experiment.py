@@ -32,7 +32,7 @@ from simfl.output.recording import LayerRecorder
 from simfl.schema import plugins
 from simfl.schema.scenario import Scenario
 from simfl.sim import fast
-from simfl.sim.engine import Budget, Checkpointing, Progress, RoundRules, Simulation
+from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
 from simfl.train.evaluate import Evaluator, Scores
@@ -137,18 +137,20 @@ def no_evaluation(weights: torch.Tensor) -> Scores:
 
 def fast_unsupported(
     scenario: Scenario, verify: bool = False, checkpoints: bool = False, absences: bool = False,
-    observer: bool = False,
+    observer: bool = False, synchronous: bool = False,
 ) -> list[str]:
     """What in a run the heap loop of :mod:`simfl.sim.fast` does not cover (empty: it can run it).
 
     ``absences``: the delay model brings presence windows of its own (fleet traces);
-    ``observer``: a per-aggregation observer is attached (:attr:`RunOptions.on_update`).
+    ``observer``: a per-aggregation observer is attached (:attr:`RunOptions.on_update`);
+    ``synchronous``: the run's algorithm is synchronous (the loop serves a population only asynchronously).
     """
     missing = {
         "availability (failures, departures)": scenario.availability is not None,
         "presence windows of the delay model": absences,
         "server_time": scenario.server_time != 0,
         "rounds (deadline, over-selection)": scenario.rounds is not None,
+        "server (concurrency) with a synchronous algorithm": scenario.server is not None and synchronous,
         "record": scenario.record is not None,
         "per-update observers (tracking)": observer,
         "eval.after_each_update": scenario.eval.after_each_update,
@@ -218,22 +220,25 @@ def run_one(
     budget = Budget(scenario.budget.time, scenario.budget.updates)
     unsupported = fast_unsupported(scenario, verify, checkpointing is not None or resume is not None,
                                    absences=presence is not None and scenario.availability is None,
-                                   observer=opts.on_update is not None)
+                                   observer=opts.on_update is not None, synchronous=algorithm.mode == "sync")
     if engine == "fast" and unsupported:
         raise InputError("engine", f"the fast loop cannot run this scenario ({', '.join(unsupported)}); "
                          "use the simpy engine")
     use_fast = engine == "fast" or (engine == "auto" and null and not unsupported)
     executor = make_executor(scenario, fed)
+    server = scenario.server
+    concurrency = None if server is None else Concurrency(server.concurrency, server.selection)
     sim: Simulation | fast.FastSimulation
     if use_fast:
         sim = fast.FastSimulation(algorithm, latency, executor, evaluator, fed.client_sizes, budget,
-                                  scenario.eval.every, fed.seed, progress=progress)
+                                  scenario.eval.every, fed.seed, progress=progress, concurrency=concurrency)
     else:
         sim = Simulation(
             algorithm, latency, executor, evaluator, fed.client_sizes, budget, scenario.eval.every, fed.seed,
             availability=availability, server_time=scenario.server_time, progress=progress, on_update=chain(observers),
             eval_each_update=scenario.eval.after_each_update,
             rounds=None if scenario.rounds is None else RoundRules(scenario.rounds.deadline, scenario.rounds.over_select),
+            concurrency=concurrency,
             verify=verify, checkpointing=checkpointing, resume=resume,
         )
     start = time.perf_counter()

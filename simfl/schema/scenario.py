@@ -34,6 +34,7 @@ from simfl.models import MODELS
 from simfl.outdir import name_problem
 from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins
+from simfl.sim.selection import Selection
 from simfl.train.executor import ExecutorConfig
 from simfl.train.local import TrainConfig
 
@@ -144,6 +145,23 @@ class RoundsConfig(Section):
     )
 
 
+class ServerConfig(Section):
+    """Cross-device serving: a population of clients, at most ``concurrency`` of them training at once.
+
+    FedBuff's protocol (Nguyen et al., AISTATS 2022): at time 0 the server samples C clients
+    from those idle and present; after each aggregation it samples one more (a failed or
+    lost round's slot too), so at most C train at once. Synchronous rounds draw their
+    clients the same way, at most C at a time. Without this section every client is
+    always in flight (asynchronous) or sampled uniformly per round (synchronous).
+    """
+
+    concurrency: PositiveInt = Field(description="C: the most clients training at once.")
+    selection: Selection = Field(
+        "uniform", description="How the next client is drawn from the idle, present ones: 'uniform', or "
+        "'by_data' (probability proportional to its number of training samples)."
+    )
+
+
 class Scenario(Section):
     """A whole experiment: every listed algorithm run for every seed on the same data and delays."""
 
@@ -160,6 +178,10 @@ class Scenario(Section):
     server_time: NonNegFloat = Field(0.0, description="Virtual seconds the server spends per aggregation.")
     rounds: RoundsConfig | None = Field(
         None, description="Round deadline and over-selection of synchronous algorithms (default: wait for all K)."
+    )
+    server: ServerConfig | None = Field(
+        None, description="Cross-device serving: at most `concurrency` clients in flight, each new one sampled "
+        "from the idle, present clients (default: all clients always in flight, or per-round sampling)."
     )
     availability: AvailabilityConfig | None = Field(
         None, description="Client failures per round and scheduled departures/returns (default: always available)."
@@ -236,12 +258,18 @@ class Scenario(Section):
         plugins.lookup("latency", self.latency.model).check(self.latency, num_clients)
         if self.availability is not None:
             Availability.check(self.availability, num_clients)
+        server = self.server
+        if server is not None and server.concurrency > num_clients:
+            raise InputError("server.concurrency", f"must be at most the {num_clients} clients, got {server.concurrency}")
         for i, algo in enumerate(self.algorithms):
             k = getattr(algo, "clients_per_round", None)
             if k is not None and k > num_clients:
                 raise InputError(
                     f"algorithms[{i}].clients_per_round", f"must be at most the {num_clients} clients, got {k}"
                 )
+            if k is not None and server is not None and k > server.concurrency:
+                raise InputError(f"algorithms[{i}].clients_per_round",
+                                 f"must be at most server.concurrency ({server.concurrency}), got {k}")
 
 
 # -- loading -----------------------------------------------------------------

@@ -25,13 +25,14 @@ from simfl.errors import InputError
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.schedulers import scheduler_for
+from simfl.sim.selection import Concurrency
 from simfl.sim.state import ClientState, SimState
 from simfl.sim.verify import InvariantError, RunStopped, Verifier
 from simfl.sim.world import Budget, Checkpointing, Observers, Progress, World
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor
 
-__all__ = ["Budget", "Checkpointing", "Progress", "RoundRules", "Simulation"]
+__all__ = ["Budget", "Checkpointing", "Concurrency", "Progress", "RoundRules", "Simulation"]
 
 _DAMAGE = (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, AssertionError)
 
@@ -64,6 +65,7 @@ class Simulation:
         on_update: Progress | None = None,
         eval_each_update: bool = False,
         rounds: RoundRules | None = None,
+        concurrency: Concurrency | None = None,
         verify: bool = False,
         checkpointing: Checkpointing | None = None,
         resume: dict[str, Any] | None = None,
@@ -89,12 +91,14 @@ class Simulation:
         self.state = state
         self.world = World(
             state, algorithm, latency, executor, evaluate, budget, eval_every, availability,
-            Verifier(len(client_sizes)) if verify else None, checkpointing,
+            Verifier(len(client_sizes), None if concurrency is None else concurrency.limit) if verify else None,
+            checkpointing,
             Observers(progress, on_update, eval_each_update), self.data, resumed=resume is not None,
         )
         self.world.recorder.last = last_eval
         rules = rounds or RoundRules()
-        self.world.scheduler = scheduler_for(self.world, algorithm, seed, server_time, rules.deadline, rules.over_select)
+        self.world.scheduler = scheduler_for(self.world, algorithm, seed, server_time, rules.deadline, rules.over_select,
+                                             concurrency)
 
     def _restore(self, resume: dict[str, Any], client_sizes: list[int]
                  ) -> tuple[SimState, tuple[torch.Tensor, Scores] | None]:

@@ -15,7 +15,8 @@ trace and metrics are identical (``tests/perf/test_fast_loop.py`` checks this
 on random scenarios). Why it is kept beside the engine: benchmarks/README.md.
 
 It covers runs without availability (failures, departures), server time, round
-rules, recording, per-update evaluation, verification or checkpoints;
+rules, recording, per-update evaluation, verification or checkpoints, and serves
+a population (``server:``, :mod:`simfl.sim.selection`) for asynchronous algorithms;
 :func:`simfl.launch.experiment.fast_unsupported` lists what a run uses beyond that, and
 asking for this loop then is refused in one line (docs/architecture.md).
 """
@@ -35,6 +36,7 @@ from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.evaluation import Recorder, next_grid_time
 from simfl.sim.schedulers import sample_round
+from simfl.sim.selection import Concurrency, Draws, Pool
 from simfl.sim.state import ClientState, Event, SimState
 from simfl.sim.world import Budget, Progress
 from simfl.train.evaluate import Scores
@@ -63,6 +65,7 @@ class FastSimulation:
         availability: Availability | None = None,
         server_time: float = 0.0,
         progress: Progress | None = None,
+        concurrency: Concurrency | None = None,
     ) -> None:
         if budget.time is None and budget.updates is None:
             raise ValueError("a run needs a time or an update budget")
@@ -74,6 +77,9 @@ class FastSimulation:
         self.budget = budget
         self.eval_every = eval_every
         self.seed = seed
+        if concurrency is not None and not isinstance(algorithm, AsyncAlgorithm):
+            raise ValueError("the fast loop serves a population (server.concurrency) only for asynchronous algorithms")
+        self.concurrency = concurrency
         self.state = SimState([ClientState(m, n) for m, n in enumerate(client_sizes)])
         self.now: float = 0  # an int, as SimPy's clock starts: dispatch times at 0 print as "0" in events.csv
         self.recorder = Recorder(evaluate, progress)
@@ -113,6 +119,9 @@ class FastSimulation:
         st = self.state
         clients = st.clients
         heap: list[tuple[float, int, int]] = []
+        if self.concurrency is not None:
+            self._serve(algorithm, self.concurrency, heap)
+            return
         for c in clients:
             heapq.heappush(heap, self._dispatch(c, algorithm.initial_weights(c.index)))
         limit = math.inf if self.budget.time is None else self.budget.time
@@ -139,6 +148,63 @@ class FastSimulation:
                 if updates_limit is not None and st.updates >= updates_limit:
                     return
                 heapq.heappush(heap, self._dispatch(client, new))
+            elif eval_at <= limit:
+                eval_i, eval_at = self._evaluation_step(eval_i, eval_at)
+            else:
+                self.now = limit
+                return
+
+    def _serve(self, algorithm: AsyncAlgorithm[Any], concurrency: Concurrency, heap: list[tuple[float, int, int]]
+               ) -> None:
+        """Cross-device serving (:class:`simfl.sim.schedulers.AsyncServer` with a concurrency limit): C clients
+        drawn at time 0, one more drawn after each aggregation; no absences here, so every draw is kept."""
+        st = self.state
+        clients = st.clients
+        weights = [1] * len(clients) if concurrency.selection == "uniform" else [c.num_samples for c in clients]
+        pool, draws = Pool(weights), Draws(self.seed)
+        pool.add_all(list(range(len(clients))))
+        keeps = algorithm.keeps_client_models
+        on_join, on_arrival = algorithm.on_join, algorithm.on_arrival
+
+        def send() -> None:
+            index = pool.draw(draws(st.selections))
+            st.selections += 1
+            pool.remove(index)
+            client = clients[index]
+            start = client.start
+            if not keeps or start is None:
+                client.tau = st.updates
+                start = on_join(index)
+            heapq.heappush(heap, self._dispatch(client, start))
+
+        for _ in range(min(concurrency.limit, len(clients))):
+            send()
+        limit = math.inf if self.budget.time is None else self.budget.time
+        updates_limit = self.budget.updates
+        executor, events = self.executor, st.events
+        eval_i, eval_at = 0, 0.0
+        while True:
+            arrival_at = heap[0][0] if heap else math.inf
+            if arrival_at <= eval_at and arrival_at <= limit:
+                _, _, index = heapq.heappop(heap)
+                self.now = arrival_at
+                client = clients[index]
+                st.updates += 1
+                handle, start = client.handle, client.start
+                assert handle is not None and start is not None
+                reply = executor.collect(handle)
+                client.handle = client.message = None
+                arrival = Arrival(index, reply.weights, start, st.updates - client.tau, st.updates, client.num_samples,
+                                  reply.arrays, reply.metrics)
+                new, weight = on_arrival(arrival)
+                client.tau = arrival.update
+                events.append(Event(arrival_at, arrival.update, index, arrival.staleness, client.latency,
+                                    client.dispatch_time, weight))
+                client.start = new if keeps else None
+                pool.add(index)
+                if updates_limit is not None and st.updates >= updates_limit:
+                    return
+                send()
             elif eval_at <= limit:
                 eval_i, eval_at = self._evaluation_step(eval_i, eval_at)
             else:

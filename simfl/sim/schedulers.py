@@ -23,21 +23,24 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+
 from simfl import rng
 from simfl.algorithms.base import Algorithm, AsyncAlgorithm, SyncAlgorithm
 from simfl.sim.clock import Wake
+from simfl.sim.selection import Concurrency, Draws, Pool
 from simfl.sim.server import Scheduler
 from simfl.sim.state import ClientState, Event
 from simfl.sim.world import World
 
 
 def scheduler_for(world: World, algorithm: Algorithm[Any], seed: int, server_time: float,
-                  deadline: float | None, over_select: float) -> Scheduler:
-    """The scheduler of ``algorithm``'s kind."""
+                  deadline: float | None, over_select: float, concurrency: Concurrency | None = None) -> Scheduler:
+    """The scheduler of ``algorithm``'s kind (``concurrency``: cross-device serving, :mod:`simfl.sim.selection`)."""
     if isinstance(algorithm, AsyncAlgorithm):
-        return AsyncServer(world, algorithm, server_time)
+        return AsyncServer(world, algorithm, seed, server_time, concurrency)
     if isinstance(algorithm, SyncAlgorithm):
-        return SyncRounds(world, algorithm, seed, server_time, deadline, over_select)
+        return SyncRounds(world, algorithm, seed, server_time, deadline, over_select, concurrency)
     raise TypeError(f"unknown algorithm kind {type(algorithm).__name__}")  # pragma: no cover
 
 
@@ -50,26 +53,115 @@ def sample_round(seed: int, round_index: int, free: list[ClientState], k: int, o
     return [free[int(i)] for i in sorted(chosen)]
 
 
-class AsyncServer:
-    """Takes each arrival in turn, aggregates it, and re-dispatches its client (after ``server_time``)."""
+class Sampler:
+    """Cross-device serving's draws for one run: the pool of idle, present clients and the selection stream.
 
-    def __init__(self, world: World, algorithm: AsyncAlgorithm[Any], server_time: float) -> None:
+    The pool holds every active client that is idle and not waiting for the server
+    (:mod:`simfl.sim.selection`); it is rebuilt from the clients' phases on resume. A drawn
+    client found absent (its presence window ended while it was idle) leaves until its
+    return and the draw is repeated: absence is checked when it matters, at no cost per
+    idle client.
+    """
+
+    def __init__(self, world: World, seed: int, concurrency: Concurrency) -> None:
+        self.world = world
+        self.limit = concurrency.limit
+        st = world.state
+        weights = [1] * len(st.clients) if concurrency.selection == "uniform" else [c.num_samples for c in st.clients]
+        self.pool = Pool(weights)
+        self.draws = Draws(seed)
+        waiting = set(st.queue) | set(st.round_members)
+        self.pool.add_all([c.index for c in st.clients if c.active and c.phase == "idle" and c.index not in waiting])
+
+    def draw(self) -> ClientState | None:
+        """A present client drawn from the pool and taken out of it; None when the pool is empty."""
+        w = self.world
+        st = w.state
+        while self.pool.count:
+            index = self.pool.draw(self.draws(st.selections))
+            st.selections += 1
+            self.pool.remove(index)
+            client = st.clients[index]
+            if w.availability is None or w.availability.present(index, w.clock.now):
+                return client
+            w.leave_until_back(client)
+        return None
+
+
+class AsyncServer:
+    """Takes each arrival in turn, aggregates it, and re-dispatches its client (after ``server_time``).
+
+    With ``concurrency`` (scenario ``server:``) it serves a population instead, by FedBuff's
+    protocol (:mod:`simfl.sim.selection`): at time 0 it samples C clients from the idle,
+    present ones; after each aggregation (and ``server_time``), and whenever a round fails or
+    is lost to a departure, it samples one more, so that at most C train at once; a client
+    back from an absence or from a failure's rejoin delay becomes selectable. A sampled
+    client trains from its own kept model if the algorithm has one for it
+    (:attr:`~simfl.algorithms.base.AsyncAlgorithm.keeps_client_models`), else from
+    :meth:`~simfl.algorithms.base.AsyncAlgorithm.on_join`'s weights, its staleness then
+    counted from now.
+    """
+
+    def __init__(self, world: World, algorithm: AsyncAlgorithm[Any], seed: int, server_time: float,
+                 concurrency: Concurrency | None = None) -> None:
         self.world = world
         self.algorithm = algorithm
         self.server_time = server_time
+        self.seed = seed
+        self.concurrency = concurrency
+        self.sampler: Sampler | None = None
+        self.running = 0
+        """Cross-device serving: slots in use (rounds under way, deliveries waiting for the server)."""
         self.waiting = False
         """The server is idle, waiting for the next delivery."""
 
     def start(self) -> None:
         w = self.world
-        for c in w.state.clients:
-            if c.active:
-                w.dispatch(c, self.algorithm.initial_weights(c.index))
+        if self.concurrency is not None:
+            self.sampler = Sampler(w, self.seed, self.concurrency)
+            self._fill()
+        else:
+            for c in w.state.clients:
+                if c.active:
+                    w.dispatch(c, self.algorithm.initial_weights(c.index))
         self._next()
 
     def resume(self) -> None:
-        if self.world.state.server_phase == "wait":
+        st = self.world.state
+        if self.concurrency is not None:
+            self.sampler = Sampler(self.world, self.seed, self.concurrency)
+            self.running = sum(1 for c in st.clients if c.phase == "round") + len(st.queue)
+        if st.server_phase == "wait":
             self._next()
+
+    # -- cross-device serving ---------------------------------------------------------
+
+    def _fill(self) -> None:
+        """Dispatch sampled clients while fewer than C train (the busy server holds one slot)."""
+        assert self.sampler is not None
+        st = self.world.state
+        while self.running + (st.server_phase == "busy") < self.sampler.limit:
+            client = self.sampler.draw()
+            if client is None:
+                return
+            self._send(client)
+
+    def _send(self, client: ClientState) -> None:
+        """Start a sampled client's round: from its kept model, or from the server's current weights."""
+        if self.algorithm.keeps_client_models and client.start is not None:
+            weights = client.start
+        else:
+            client.tau = self.world.state.updates
+            weights = self.algorithm.on_join(client.index)
+        self.running += 1
+        self.world.dispatch(client, weights)
+
+    def _release(self, client: ClientState, weights: torch.Tensor | None) -> None:
+        """A slot is free: ``client`` keeps ``weights`` (dropped unless the algorithm keeps client models)."""
+        self.running -= 1
+        client.start = weights if self.algorithm.keeps_client_models else None
+
+    # -- arrivals ---------------------------------------------------------------------
 
     def delivered(self, client: ClientState) -> None:
         self.world.state.queue.append(client.index)
@@ -105,46 +197,88 @@ class AsyncServer:
         client.tau = arrival.update
         st.events.append(Event(w.clock.now, arrival.update, client.index, arrival.staleness, client.latency,
                                client.dispatch_time, weight))
+        if self.sampler is not None:
+            self._release(client, weights)
+            self.sampler.pool.add(index)
         w.aggregated()
         if w.finish_if_done():
             return
         w.count_update()
         if self.server_time <= 0:
-            w.dispatch(client, weights)
+            if self.sampler is not None:
+                self._fill()
+            else:
+                w.dispatch(client, weights)
             self._next()
             return
         st.server_phase = "busy"
-        st.server_client = index
-        st.server_weights = weights
+        if self.sampler is None:
+            st.server_client = index
+            st.server_weights = weights
         w.wake("server", w.clock.now + self.server_time)
 
     def wake(self, wake: Wake) -> None:
-        """The server's busy time ended: dispatch the client it held, then take the next arrival."""
+        """The server's busy time ended: dispatch the client it held (or a sampled one), then take the next arrival."""
         st = self.world.state
-        assert st.server_client is not None and st.server_weights is not None
-        client, weights = st.clients[st.server_client], st.server_weights
-        st.server_client, st.server_weights = None, None
         st.server_phase = "wait"
-        self.world.dispatch(client, weights)
+        if self.sampler is not None:
+            self._fill()
+        else:
+            assert st.server_client is not None and st.server_weights is not None
+            client, weights = st.clients[st.server_client], st.server_weights
+            st.server_client, st.server_weights = None, None
+            self.world.dispatch(client, weights)
         self._next()
 
+    # -- failures and absences ------------------------------------------------------------
+
     def failed(self, client: ClientState) -> None:
-        """A failed round: the client restarts from the same weights after the rejoin delay."""
+        """A failed round: the client restarts from the same weights after the rejoin delay.
+
+        Cross-device serving: its slot goes to a newly sampled client at once, and the failed
+        one becomes selectable after the rejoin delay.
+        """
         w = self.world
         assert w.availability is not None
         client.phase = "rejoin"
         w.wake("rejoin", w.clock.now + w.availability.rejoin_delay, client.index)
+        if self.sampler is not None:
+            self._release(client, client.start)
+            self._fill()
+
+    def rejoined(self, client: ClientState) -> None:
+        """The rejoin delay after a failure ended: restart from the same weights (or become selectable)."""
+        w = self.world
+        assert w.availability is not None
+        if self.sampler is None and client.start is None:
+            return
+        client.phase = "idle"
+        if not w.availability.present(client.index, w.clock.now):
+            w.leave_until_back(client)
+        elif self.sampler is not None:
+            self.sampler.pool.add(client.index)
+            self._fill()
+        else:
+            assert client.start is not None
+            w.dispatch(client, client.start)
 
     def lost(self, client: ClientState) -> None:
-        """Nothing to do: the client's return restarts it."""
+        """Nothing to do: the client's return restarts it (cross-device: its slot goes to a sampled client)."""
+        if self.sampler is not None:
+            self._release(client, client.start)
+            self._fill()
 
     def returned(self, client: ClientState) -> None:
         """A returning client restarts from the weights of its lost round; one absent from time 0 joins now.
 
         A joining client gets the algorithm's :meth:`~AsyncAlgorithm.on_join` weights and its
-        staleness counts from the current update (``tau`` = updates so far).
+        staleness counts from the current update (``tau`` = updates so far). Cross-device
+        serving: it becomes selectable, and is sampled at once if a slot is free.
         """
-        if client.start is None:
+        if self.sampler is not None:
+            self.sampler.pool.add(client.index)
+            self._fill()
+        elif client.start is None:
             client.tau = self.world.state.updates
             self.world.dispatch(client, self.algorithm.on_join(client.index))
         else:
@@ -163,8 +297,12 @@ class SyncRounds:
     """
 
     def __init__(self, world: World, algorithm: SyncAlgorithm[Any], seed: int, server_time: float,
-                 deadline: float | None, over_select: float) -> None:
+                 deadline: float | None, over_select: float, concurrency: Concurrency | None = None) -> None:
         self.world = world
+        self.concurrency = concurrency
+        self.sampler: Sampler | None = None
+        self.freed_clients: list[int] = []
+        """Cross-device serving: clients that became idle since the last selection (all, after a resume)."""
         self.algorithm = algorithm
         self.seed = seed
         self.server_time = server_time
@@ -185,10 +323,15 @@ class SyncRounds:
         """No client was free at the last selection: the server waits for the signal."""
 
     def start(self) -> None:
+        if self.concurrency is not None:
+            self.sampler = Sampler(self.world, self.seed, self.concurrency)
         self._select()
 
     def resume(self) -> None:
         st = self.world.state
+        if self.concurrency is not None:
+            self.sampler = Sampler(self.world, self.seed, self.concurrency)
+            self.freed_clients = [c.index for c in st.clients]
         if st.server_phase == "starved":
             self._wait_for_a_client()
         elif st.server_phase == "open":
@@ -200,13 +343,17 @@ class SyncRounds:
         """Open a round on a sample of the free clients (stream (seed, "sampling", round)), or wait for one."""
         w = self.world
         st = w.state
-        free = [c for c in st.clients if c.active and c.phase == "idle"]
-        if not free:
+        if self.sampler is not None:
+            clients = self._draw_round()
+        else:
+            free = [c for c in st.clients if c.active and c.phase == "idle"]
+            clients = [] if not free else sample_round(self.seed, st.rounds, free, self.algorithm.clients_per_round,
+                                                       self.over_select)
+        if not clients:
             self._wait_for_a_client()
             return
         st.server_phase = "open"
         weights = self.algorithm.round_weights()
-        clients = sample_round(self.seed, st.rounds, free, self.algorithm.clients_per_round, self.over_select)
         st.round_members = [c.index for c in clients]
         self.complete = self.closing = False
         self.deadline_wake = None
@@ -214,6 +361,26 @@ class SyncRounds:
             self.deadline_wake = w.wake("deadline", w.clock.now + self.deadline, st.rounds)
         for c in clients:
             w.dispatch(c, weights)
+
+    def _draw_round(self) -> list[ClientState]:
+        """Cross-device serving: ``ceil(K * (1 + over_select))`` clients drawn one by one from the pool, at most
+        C minus the stragglers still training, in drawing order."""
+        assert self.sampler is not None
+        st = self.world.state
+        for i in self.freed_clients:
+            c = st.clients[i]
+            if c.active and c.phase == "idle":
+                self.sampler.pool.add(i)
+        self.freed_clients = []
+        room = self.sampler.limit - sum(1 for c in st.clients if c.phase == "round")
+        size = min(math.ceil(self.algorithm.clients_per_round * (1.0 + self.over_select)), room)
+        clients: list[ClientState] = []
+        while len(clients) < size:
+            client = self.sampler.draw()
+            if client is None:
+                break
+            clients.append(client)
+        return clients
 
     def _wait_for_a_client(self) -> None:
         """Idle until some client is free again (a return or a straggler's end)."""
@@ -245,17 +412,27 @@ class SyncRounds:
 
     def delivered(self, client: ClientState) -> None:
         client.outcome = True
+        self._became_idle(client)
         self._progress(client)
 
     def failed(self, client: ClientState) -> None:
         client.phase = "idle"
+        self._became_idle(client)
         self._progress(client)
 
     def lost(self, client: ClientState) -> None:
         self._progress(client)
 
     def returned(self, client: ClientState) -> None:
+        self._became_idle(client)
         self.free()
+
+    def _became_idle(self, client: ClientState) -> None:
+        if self.sampler is not None:
+            self.freed_clients.append(client.index)
+
+    def rejoined(self, client: ClientState) -> None:  # pragma: no cover - a failed sync round never waits to rejoin
+        """Synchronous rounds have no rejoin delay: a failed client is selectable at once."""
 
     def _progress(self, client: ClientState) -> None:
         """``client``'s round ended; the open round closes when enough have delivered or all ended.

@@ -35,5 +35,8 @@ class Scheduler(Protocol):
     def returned(self, client: ClientState) -> None:
         """``client`` is back from an absence."""
 
+    def rejoined(self, client: ClientState) -> None:
+        """``client``'s wait after a failed round ended (asynchronous servers only)."""
+
     def wake(self, wake: Wake) -> None:
         """One of the scheduler's own wake-ups (``server``, ``deadline``) fired."""

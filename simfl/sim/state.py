@@ -137,6 +137,8 @@ class SimState:
     """Next time-based checkpoint at ``checkpoint_index * interval``."""
     next_checkpoint_update: int = 0
     """Update-based checkpoints: the next one is due once ``updates`` reaches this."""
+    selections: int = 0
+    """Cross-device serving (scenario ``server:``): draws taken from the selection stream so far."""
 
     def in_flight(self) -> int:
         """Clients with a round under way."""

@@ -35,8 +35,10 @@ class RunStopped(InvariantError):
 class Verifier:
     """Checks time order, arrival times, staleness, concurrency and finiteness of weights."""
 
-    def __init__(self, num_clients: int) -> None:
+    def __init__(self, num_clients: int, concurrency: int | None = None) -> None:
         self.num_clients = num_clients
+        self.concurrency = concurrency
+        """Cross-device serving's limit C on clients in flight (None: every client may be)."""
         self.last_time = 0.0
 
     def time(self, now: float) -> None:
@@ -46,13 +48,16 @@ class Verifier:
         self.last_time = now
 
     def dispatch(self, client: ClientState, now: float, in_flight: int) -> None:
-        """A client is not dispatched twice, and no more clients are in flight than exist."""
+        """A client is not dispatched twice, and no more clients are in flight than exist (or than C)."""
         self.time(now)
         if client.phase == "round":
             raise InvariantError(f"client {client.index} dispatched at {now!r} while its round {client.rounds - 1} "
                                  "is still in flight")
         if in_flight + 1 > self.num_clients:
             raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than the {self.num_clients} clients")
+        if self.concurrency is not None and in_flight + 1 > self.concurrency:
+            raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than the concurrency "
+                                 f"{self.concurrency}")
 
     def delivery(self, client: ClientState, now: float) -> None:
         """A round ends exactly at its dispatch time plus its latency."""

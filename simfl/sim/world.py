@@ -225,16 +225,10 @@ class World:
         self.scheduler.lost(client)
 
     def _rejoin(self, wake: Wake) -> None:
-        """After a failed async round and the rejoin delay: restart from the same weights (if present)."""
+        """After a failed async round and the rejoin delay: the scheduler restarts the client (if present)."""
         assert wake.index is not None and self.availability is not None
-        client = self.state.clients[wake.index]
-        if self.clock.stopping or client.start is None:
-            return
-        client.phase = "idle"
-        if self.availability.present(client.index, self.clock.now):
-            self.dispatch(client, client.start)
-        else:
-            self.leave_until_back(client)
+        if not self.clock.stopping:
+            self.scheduler.rejoined(self.state.clients[wake.index])
 
     def leave_until_back(self, client: ClientState) -> None:
         """Mark ``client`` away until its return (if it ever comes back)."""

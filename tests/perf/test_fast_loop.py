@@ -60,7 +60,7 @@ def assert_identical(x: SimState, y: SimState) -> None:
     for m, n in zip(x.metrics, y.metrics, strict=True):
         assert (m.virtual_time, m.updates) == (n.virtual_time, n.updates)
         assert same(m.accuracy, n.accuracy) and same(m.loss, n.loss)
-    assert (x.now, x.updates, x.seq, x.rounds) == (y.now, y.updates, y.seq, y.rounds)
+    assert (x.now, x.updates, x.seq, x.rounds, x.selections) == (y.now, y.updates, y.seq, y.rounds, y.selections)
     for c, d in zip(x.clients, y.clients, strict=True):
         assert (c.tau, c.rounds, c.dispatch_time, c.latency, c.seq) == (d.tau, d.rounds, d.dispatch_time, d.latency, d.seq)
         assert (c.start is None and d.start is None) or (
@@ -68,9 +68,15 @@ def assert_identical(x: SimState, y: SimState) -> None:
         )
 
 
-@pytest.mark.parametrize("case", range(12))
-def test_fast_loop_equals_simpy_engine(case: int) -> None:
-    scn = scenario_mod.validate(random_scenario(case))
+@pytest.mark.parametrize(("case", "server"), [(case, None) for case in range(12)] + [
+    (case, {"concurrency": 2 + case % 2, "selection": "uniform" if case % 2 else "by_data"}) for case in range(12, 18)])
+def test_fast_loop_equals_simpy_engine(case: int, server: dict[str, Any] | None) -> None:
+    """Every algorithm on random small scenarios; cross-device serving (server:) with the asynchronous ones."""
+    raw = random_scenario(case)
+    if server is not None:
+        raw["server"] = {**server, "concurrency": min(server["concurrency"], raw["data"]["partition"]["clients"])}
+        raw["algorithms"] = [a for a in raw["algorithms"] if "clients_per_round" not in a]
+    scn = scenario_mod.validate(raw)
     fed = federation(scn, load_dataset(scn), case)
     ties = 0
     for i in range(len(scn.algorithms)):

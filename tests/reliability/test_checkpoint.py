@@ -29,11 +29,20 @@ ROOT = Path(__file__).resolve().parents[2]
 SCAFFOLD = [{"name": "scaffold", "clients_per_round": 2}]
 
 
-@pytest.mark.parametrize(("server_time", "algorithms"), [(0.0, None), (0.4, None), (0.4, SCAFFOLD)])
-def test_resuming_from_every_checkpoint_reproduces_the_run(server_time: float, algorithms: Any) -> None:
+CROSS_DEVICE = [{"name": "orthofl"}, {"name": "fedbuff", "buffer": 2}, {"name": "fedavg", "clients_per_round": 2}]
+
+
+@pytest.mark.parametrize(("server_time", "algorithms", "server"), [
+    (0.0, None, None), (0.4, None, None), (0.4, SCAFFOLD, None),
+    (0.0, CROSS_DEVICE, {"concurrency": 2}), (0.4, CROSS_DEVICE, {"concurrency": 2, "selection": "by_data"}),
+])
+def test_resuming_from_every_checkpoint_reproduces_the_run(server_time: float, algorithms: Any, server: Any) -> None:
     """Async (FedAsync, FedBuff) and sync (FedAvg, SCAFFOLD's messages both ways, with deadline and
-    over-selection), failures and a departure."""
-    changes = {} if algorithms is None else {"algorithms": algorithms}
+    over-selection), failures and a departure; and the same under cross-device serving (the pool and
+    the selection stream's draw count, OrthoFL's kept client models)."""
+    changes: dict[str, Any] = {} if algorithms is None else {"algorithms": algorithms}
+    if server is not None:
+        changes["server"] = server
     scn = scenario_mod.validate(faulty_scenario(server_time=server_time, **changes))
     fed = federation(scn, load_dataset(scn), 0)
     for i in range(len(scn.algorithms)):
