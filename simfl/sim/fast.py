@@ -119,11 +119,16 @@ class FastSimulation:
         st = self.state
         clients = st.clients
         heap: list[tuple[float, int, int]] = []
+        release: Callable[[ClientState, torch.Tensor], None] | None = None
         if self.concurrency is not None:
-            self._serve(algorithm, self.concurrency, heap)
-            return
-        for c in clients:
-            heapq.heappush(heap, self._dispatch(c, algorithm.initial_weights(c.index)))
+            release, send_next = self._serving(algorithm, self.concurrency, heap)
+        else:
+            for c in clients:
+                heapq.heappush(heap, self._dispatch(c, algorithm.initial_weights(c.index)))
+
+            def send_next(client: ClientState, new: torch.Tensor) -> None:
+                heapq.heappush(heap, self._dispatch(client, new))
+
         limit = math.inf if self.budget.time is None else self.budget.time
         updates_limit = self.budget.updates
         executor, events, on_arrival = self.executor, st.events, algorithm.on_arrival
@@ -145,71 +150,48 @@ class FastSimulation:
                 client.tau = arrival.update
                 events.append(Event(arrival_at, arrival.update, index, arrival.staleness, client.latency,
                                     client.dispatch_time, weight))
+                if release is not None:
+                    release(client, new)
                 if updates_limit is not None and st.updates >= updates_limit:
                     return
-                heapq.heappush(heap, self._dispatch(client, new))
+                send_next(client, new)
             elif eval_at <= limit:
                 eval_i, eval_at = self._evaluation_step(eval_i, eval_at)
             else:
                 self.now = limit
                 return
 
-    def _serve(self, algorithm: AsyncAlgorithm[Any], concurrency: Concurrency, heap: list[tuple[float, int, int]]
-               ) -> None:
-        """Cross-device serving (:class:`simfl.sim.schedulers.AsyncServer` with a concurrency limit): C clients
-        drawn at time 0, one more drawn after each aggregation; no absences here, so every draw is kept."""
+    def _serving(self, algorithm: AsyncAlgorithm[Any], concurrency: Concurrency, heap: list[tuple[float, int, int]]
+                 ) -> tuple[Callable[[ClientState, torch.Tensor], None], Callable[[ClientState, torch.Tensor], None]]:
+        """Cross-device serving (:class:`simfl.sim.schedulers.AsyncServer` with a concurrency limit): dispatch C
+        drawn clients now; returns what follows an aggregation (the client keeps its model and is selectable
+        again) and what follows it unless the budget is spent (one more client drawn and dispatched).
+        No absences here, so every draw is kept."""
         st = self.state
         clients = st.clients
         weights = [1] * len(clients) if concurrency.selection == "uniform" else [c.num_samples for c in clients]
         pool, draws = Pool(weights), Draws(self.seed)
         pool.add_all(list(range(len(clients))))
-        keeps = algorithm.keeps_client_models
-        on_join, on_arrival = algorithm.on_join, algorithm.on_arrival
+        keeps, on_join = algorithm.keeps_client_models, algorithm.on_join
 
-        def send() -> None:
+        def send(client: ClientState | None = None, new: torch.Tensor | None = None) -> None:
             index = pool.draw(draws(st.selections))
             st.selections += 1
             pool.remove(index)
-            client = clients[index]
-            start = client.start
+            drawn = clients[index]
+            start = drawn.start
             if not keeps or start is None:
-                client.tau = st.updates
+                drawn.tau = st.updates
                 start = on_join(index)
-            heapq.heappush(heap, self._dispatch(client, start))
+            heapq.heappush(heap, self._dispatch(drawn, start))
+
+        def release(client: ClientState, new: torch.Tensor) -> None:
+            client.start = new if keeps else None
+            pool.add(client.index)
 
         for _ in range(min(concurrency.limit, len(clients))):
             send()
-        limit = math.inf if self.budget.time is None else self.budget.time
-        updates_limit = self.budget.updates
-        executor, events = self.executor, st.events
-        eval_i, eval_at = 0, 0.0
-        while True:
-            arrival_at = heap[0][0] if heap else math.inf
-            if arrival_at <= eval_at and arrival_at <= limit:
-                _, _, index = heapq.heappop(heap)
-                self.now = arrival_at
-                client = clients[index]
-                st.updates += 1
-                handle, start = client.handle, client.start
-                assert handle is not None and start is not None
-                reply = executor.collect(handle)
-                client.handle = client.message = None
-                arrival = Arrival(index, reply.weights, start, st.updates - client.tau, st.updates, client.num_samples,
-                                  reply.arrays, reply.metrics)
-                new, weight = on_arrival(arrival)
-                client.tau = arrival.update
-                events.append(Event(arrival_at, arrival.update, index, arrival.staleness, client.latency,
-                                    client.dispatch_time, weight))
-                client.start = new if keeps else None
-                pool.add(index)
-                if updates_limit is not None and st.updates >= updates_limit:
-                    return
-                send()
-            elif eval_at <= limit:
-                eval_i, eval_at = self._evaluation_step(eval_i, eval_at)
-            else:
-                self.now = limit
-                return
+        return release, send
 
     def _run_sync(self, algorithm: SyncAlgorithm[Any]) -> None:
         st = self.state
