@@ -4,7 +4,8 @@ A model draws the k-th round latency of client m as the k-th draw of the
 stream ``(seed, "latency", m)``, so the sequence of latencies a client sees
 does not depend on the algorithm, on other clients, or on wall-clock order.
 
-Latencies are drawn ahead in blocks of :attr:`LatencyModel.AHEAD` per client
+Latencies are drawn ahead in blocks of :attr:`LatencyModel.AHEAD` per client (fewer in a large
+population, :attr:`LatencyModel.DRAWN_AHEAD`)
 (one NumPy call instead of one per round where a model vectorises its draw,
 see :meth:`LatencyModel.draws`); the values are the same, in the same order,
 as one draw at a time, and the drawn-ahead values are part of the state.

@@ -35,7 +35,7 @@ from simfl.algorithms.base import Algorithm, Arrival, AsyncAlgorithm, SyncAlgori
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.evaluation import Recorder, next_grid_time
-from simfl.sim.schedulers import sample_round
+from simfl.sim.schedulers import sample_round, sampled_start
 from simfl.sim.selection import Concurrency, Draws, Pool
 from simfl.sim.state import ClientState, Event, SimState
 from simfl.sim.world import Budget, Progress
@@ -169,21 +169,14 @@ class FastSimulation:
         No absences here, so every draw is kept."""
         st = self.state
         clients = st.clients
-        weights = [1] * len(clients) if concurrency.selection == "uniform" else [c.num_samples for c in clients]
-        pool, draws = Pool(weights), Draws(self.seed)
+        pool, draws = Pool.of(concurrency.selection, [c.num_samples for c in clients]), Draws(self.seed)
         pool.add_all(list(range(len(clients))))
-        keeps, on_join = algorithm.keeps_client_models, algorithm.on_join
+        keeps = algorithm.keeps_client_models
 
-        def send(client: ClientState | None = None, new: torch.Tensor | None = None) -> None:
-            index = pool.draw(draws(st.selections))
+        def send() -> None:
+            drawn = clients[pool.take(draws(st.selections))]
             st.selections += 1
-            pool.remove(index)
-            drawn = clients[index]
-            start = drawn.start
-            if not keeps or start is None:
-                drawn.tau = st.updates
-                start = on_join(index)
-            heapq.heappush(heap, self._dispatch(drawn, start))
+            heapq.heappush(heap, self._dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
 
         def release(client: ClientState, new: torch.Tensor) -> None:
             client.start = new if keeps else None
@@ -191,7 +184,7 @@ class FastSimulation:
 
         for _ in range(min(concurrency.limit, len(clients))):
             send()
-        return release, send
+        return release, lambda client, new: send()
 
     def _run_sync(self, algorithm: SyncAlgorithm[Any]) -> None:
         st = self.state

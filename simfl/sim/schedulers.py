@@ -53,6 +53,15 @@ def sample_round(seed: int, round_index: int, free: list[ClientState], k: int, o
     return [free[int(i)] for i in sorted(chosen)]
 
 
+def sampled_start(algorithm: AsyncAlgorithm[Any], client: ClientState, updates: int) -> torch.Tensor:
+    """The weights a sampled client trains from: its kept model (the algorithm keeps client models and it
+    has one), else the server's current weights (:meth:`~AsyncAlgorithm.on_join`), its ``tau`` then ``updates``."""
+    if algorithm.keeps_client_models and client.start is not None:
+        return client.start
+    client.tau = updates
+    return algorithm.on_join(client.index)
+
+
 class Sampler:
     """Cross-device serving's draws for one run: the pool of idle, present clients and the selection stream.
 
@@ -67,8 +76,7 @@ class Sampler:
         self.world = world
         self.limit = concurrency.limit
         st = world.state
-        weights = [1] * len(st.clients) if concurrency.selection == "uniform" else [c.num_samples for c in st.clients]
-        self.pool = Pool(weights)
+        self.pool = Pool.of(concurrency.selection, [c.num_samples for c in st.clients])
         self.draws = Draws(seed)
         waiting = set(st.queue) | set(st.round_members)
         self.pool.add_all([c.index for c in st.clients if c.active and c.phase == "idle" and c.index not in waiting])
@@ -78,9 +86,8 @@ class Sampler:
         w = self.world
         st = w.state
         while self.pool.count:
-            index = self.pool.draw(self.draws(st.selections))
+            index = self.pool.take(self.draws(st.selections))
             st.selections += 1
-            self.pool.remove(index)
             client = st.clients[index]
             if w.availability is None or w.availability.present(index, w.clock.now):
                 return client
@@ -130,7 +137,7 @@ class AsyncServer:
         st = self.world.state
         if self.concurrency is not None:
             self.sampler = Sampler(self.world, self.seed, self.concurrency)
-            self.running = sum(1 for c in st.clients if c.phase == "round") + len(st.queue)
+            self.running = st.in_flight() + len(st.queue)
         if st.server_phase == "wait":
             self._next()
 
@@ -147,14 +154,9 @@ class AsyncServer:
             self._send(client)
 
     def _send(self, client: ClientState) -> None:
-        """Start a sampled client's round: from its kept model, or from the server's current weights."""
-        if self.algorithm.keeps_client_models and client.start is not None:
-            weights = client.start
-        else:
-            client.tau = self.world.state.updates
-            weights = self.algorithm.on_join(client.index)
+        """Start a sampled client's round (:func:`sampled_start`)."""
         self.running += 1
-        self.world.dispatch(client, weights)
+        self.world.dispatch(client, sampled_start(self.algorithm, client, self.world.state.updates))
 
     def _release(self, client: ClientState, weights: torch.Tensor | None) -> None:
         """A slot is free: ``client`` keeps ``weights`` (dropped unless the algorithm keeps client models)."""
@@ -372,7 +374,7 @@ class SyncRounds:
             if c.active and c.phase == "idle":
                 self.sampler.pool.add(i)
         self.freed_clients = []
-        room = self.sampler.limit - sum(1 for c in st.clients if c.phase == "round")
+        room = self.sampler.limit - st.in_flight()
         size = min(math.ceil(self.algorithm.clients_per_round * (1.0 + self.over_select)), room)
         clients: list[ClientState] = []
         while len(clients) < size:

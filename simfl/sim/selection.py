@@ -76,6 +76,17 @@ class Pool:
         self.total = 0
         self._top = 1 << max(self.size.bit_length() - 1, 0)
 
+    @classmethod
+    def of(cls, selection: Selection, sizes: list[int]) -> Pool:
+        """An empty pool drawing by ``selection`` over clients holding ``sizes`` training samples."""
+        return cls([1] * len(sizes) if selection == "uniform" else list(sizes))
+
+    def take(self, u: float) -> int:
+        """:meth:`draw` with ``u``, and the drawn client is no longer selectable."""
+        index = self.draw(u)
+        self.remove(index)
+        return index
+
     def add_all(self, indices: list[int]) -> None:
         """Make every client of ``indices`` selectable; one linear pass when the pool was empty."""
         if self.count:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from simfl import rng
 from simfl.errors import InputError
 from simfl.launch.experiment import fast_unsupported, federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
@@ -160,10 +161,15 @@ def test_pool_draws_as_the_cumulative_intervals_say(weights: list[int]) -> None:
         assert pool.count == len(members) and pool.selectable() == order
 
 
-def test_draws_cross_stream_blocks_unchanged() -> None:
-    late = Draws(3)
-    early = Draws(3)
-    assert [early(k) for k in range(BLOCK - 2, BLOCK + 2)] == [late(k) for k in range(BLOCK - 2, BLOCK + 2)]
+def test_draw_k_depends_on_k_alone_across_stream_blocks() -> None:
+    """Stepping through the blocks in order and jumping straight to a draw (as a resumed run does) agree,
+    and draw k is float k % BLOCK of block k // BLOCK."""
+    stepped = Draws(3)
+    sequence = [stepped(k) for k in range(BLOCK + 2)]
+    jumped = Draws(3)
+    assert [jumped(k) for k in (BLOCK + 1, BLOCK - 1, 0, BLOCK)] == [sequence[k] for k in (BLOCK + 1, BLOCK - 1, 0, BLOCK)]
+    assert sequence[BLOCK + 1] == float(rng.stream(3, "selection", 1).random(BLOCK)[1])
+    assert sequence[BLOCK - 1] == float(rng.stream(3, "selection", 0).random(BLOCK)[BLOCK - 1])
 
 
 def test_synchronous_rounds_draw_their_clients_from_the_pool() -> None:
