@@ -19,6 +19,7 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 import torch
 from pydantic import AfterValidator, Field
 
+from simfl.algorithms.store import ClientVectors, StoreSpec, vectors
 from simfl.fields import Section
 from simfl.models.flat import Layout
 from simfl.names import short_name
@@ -91,6 +92,12 @@ class Setup:
     num_clients: int
     client_sizes: tuple[int, ...]
     seed: int
+    store: StoreSpec = StoreSpec()
+    """Where per-client vectors live (:mod:`simfl.algorithms.store`)."""
+
+    def vectors(self) -> ClientVectors:
+        """An empty store of one model-sized row per client."""
+        return vectors(self.store, self.num_clients, self.init.numel())
 
 
 class Algorithm(ABC, Generic[ConfigT]):
@@ -98,6 +105,9 @@ class Algorithm(ABC, Generic[ConfigT]):
 
     mode: ClassVar[Literal["async", "sync"]]
     Config: ClassVar[type[Section]]
+    client_vectors: ClassVar[int] = 0
+    """How many model-sized vectors the algorithm keeps per client (its :class:`ClientVectors` stores),
+    for the memory estimate."""
 
     def __init__(self, config: ConfigT, setup: Setup) -> None:
         self.config = config
@@ -157,7 +167,32 @@ class AsyncAlgorithm(Algorithm[ConfigT]):
     and trains from when it is sampled again, its staleness counted from that arrival (OrthoFL's
     calibrated model); False when a sampled client downloads the server's current weights
     (:meth:`on_join`) and its staleness counts from that dispatch (FedAsync, FedBuff, CA2FL).
-    A client never seen before gets :meth:`on_join` either way."""
+    A client never seen before gets :meth:`on_join` either way. The kept models are a
+    :class:`ClientVectors` store (:meth:`keep`, :meth:`kept`), made on first use."""
+
+    _kept: ClientVectors | None = None
+
+    def keep(self, client: int, weights: torch.Tensor) -> None:
+        """Cross-device serving: client ``client`` goes idle keeping ``weights`` (its model, when
+        :attr:`keeps_client_models`)."""
+        if self._kept is None:
+            self._kept = self.setup.vectors()
+        self._kept.put(client, weights)
+
+    def kept(self, client: int) -> torch.Tensor | None:
+        """The model client ``client`` kept from its last arrival, or None."""
+        return None if self._kept is None else self._kept.get(client)
+
+    def kept_state(self) -> dict[str, Any] | None:
+        """The kept models as plain data (None: none kept), for checkpoints."""
+        return None if self._kept is None else self._kept.state()
+
+    def load_kept_state(self, state: dict[str, Any] | None) -> None:
+        """Put back :meth:`kept_state` output."""
+        self._kept = None
+        if state is not None:
+            self._kept = self.setup.vectors()
+            self._kept.load_state(state)
 
     @abstractmethod
     def initial_weights(self, client: int) -> torch.Tensor:

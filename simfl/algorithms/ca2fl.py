@@ -32,6 +32,15 @@ Two details the algorithm leaves to its reading, and the choices made:
 Clients are re-dispatched at once with the current global model, which is the new
 model when their arrival completed the buffer. No mixing weight (None).
 
+Clients seen for the first time, and clients back after many global versions (cross-device
+serving, scenario ``server:``): Algorithm 2 initialises every cache to zero and keeps a cache
+until its client arrives again, however old; so a first arrival is calibrated with
+``h_t^i = 0`` and a returning client's arrival with the delta it sent last, and ``h_t`` keeps
+averaging over all N clients (zero for those never seen). The caches live in a
+:class:`~simfl.algorithms.store.ClientVectors` store holding rows only for clients seen; ``h_t``
+is summed over those rows in client order, each scaled by ``1/N`` (a zero row adds nothing, so
+the value is the mean over all N, to the bit), at a flush's cost in proportion to the clients seen.
+
 Batch norm: BN weights and running statistics are ordinary float entries and take
 the same calibrated step.
 """
@@ -43,7 +52,6 @@ from typing import Any, Literal
 import torch
 from pydantic import Field
 
-from simfl.algorithms import ops
 from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
 from simfl.fields import PositiveFloat, PositiveInt
 
@@ -65,15 +73,18 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
     """Buffered aggregation calibrated with each client's cached latest delta."""
 
     Config = CA2FLConfig
+    client_vectors = 1
 
     def __init__(self, config: CA2FLConfig, setup: Setup) -> None:
         super().__init__(config, setup)
         self.w = setup.init.clone()
         zero = torch.zeros_like(self.w)
-        self.cache: list[torch.Tensor] = [zero] * setup.num_clients
-        """h_{t+1}^i: each client's latest delta (the shared zero tensor until it first arrives)."""
-        self.round_cache: list[torch.Tensor] = list(self.cache)
-        """h_t^i: each client's cache as of the start of the current buffer round."""
+        self.zero = zero
+        self.cache = setup.vectors()
+        """h_{t+1}^i: each client's latest delta (no row, i.e. zero, until it first arrives)."""
+        self.round_cache: dict[int, torch.Tensor] = {}
+        """h_t^i of the clients that arrived in the current buffer round: their cache as of its start (the
+        others' is still their cache)."""
         self.cache_mean = zero
         """h_t: the mean of the caches as of the last flush."""
         self.acc = zero
@@ -85,18 +96,28 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
         delta = arrival.weights - arrival.start
-        subtract = self.round_cache[m] if self.config.calibrate_with == "round_start" else self.cache[m]
+        latest = self.cache.get(m)
+        latest = self.zero if latest is None else latest
+        round_start = self.round_cache.setdefault(m, latest)
+        subtract = round_start if self.config.calibrate_with == "round_start" else latest
         self.acc = self.acc + (delta - subtract)
-        self.cache[m] = delta
+        self.cache.put(m, delta)
         self.count += 1
         if self.count == self.config.buffer:
             step = self.cache_mean + self.acc / self.config.buffer
             self.w = self.w + self.config.server_lr * step
-            self.cache_mean = ops.mean(self.cache)
-            self.round_cache = list(self.cache)
+            self.cache_mean = self._mean()
+            self.round_cache = {}
             self.acc = torch.zeros_like(self.w)
             self.count = 0
         return self.w, None
+
+    def _mean(self) -> torch.Tensor:
+        """h_t: the mean of all N caches (rows never set are zero and add nothing)."""
+        out = torch.zeros_like(self.w)
+        for _, row in self.cache.items():
+            out.add_(row, alpha=1.0 / self.setup.num_clients)
+        return out
 
     def global_weights(self) -> torch.Tensor:
         return self.w
@@ -104,8 +125,8 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
     def state(self) -> dict[str, Any]:
         return {
             "w": self.w,
-            "cache": list(self.cache),
-            "round_cache": list(self.round_cache),
+            "cache": self.cache.state(),
+            "round_cache": dict(self.round_cache),
             "cache_mean": self.cache_mean,
             "acc": self.acc,
             "count": self.count,
@@ -113,8 +134,13 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
-        self.cache = list(state["cache"])
-        self.round_cache = list(state["round_cache"])
+        cache, round_cache = state["cache"], state["round_cache"]
+        if isinstance(cache, list):  # a checkpoint from before the store: every client's cache, at round start too
+            round_cache = {i: r for i, (c, r) in enumerate(zip(cache, round_cache, strict=True)) if not torch.equal(c, r)}
+            cache = {"length": self.w.numel(), "rows": dict(enumerate(cache))}
+        self.cache = self.setup.vectors()
+        self.cache.load_state(cache)
+        self.round_cache = {int(i): v for i, v in round_cache.items()}
         self.cache_mean = state["cache_mean"]
         self.acc = state["acc"]
         self.count = int(state["count"])

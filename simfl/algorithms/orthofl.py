@@ -16,7 +16,8 @@ released code counts ``s - 1`` other updates and uses ``(count + 1)^(-a)``, the 
 - the client trains next on ``W_m^(t) + dW_perp``; the global model (the evaluated
   one) becomes the moving average above.
 
-The server stores ``W^(tau+)`` per client by reference: clients whose previous
+The server stores ``W^(tau+)`` per client (a :class:`~simfl.algorithms.store.ClientVectors`
+store, ``W^(0)`` for a client without a row); in RAM by reference: clients whose previous
 arrival left the same global version share one tensor.
 
 Options (all in :class:`OrthoFLConfig`):
@@ -89,6 +90,7 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
 
     Config = OrthoFLConfig
     keeps_client_models = True
+    client_vectors = 1
 
     def __init__(self, config: OrthoFLConfig, setup: Setup) -> None:
         super().__init__(config, setup)
@@ -97,8 +99,10 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         """W: the moving average (evaluated; under 'global' also the shift's source)."""
         self.chain = self.w
         """G: the last calibrated model sent to any client (used under 'chain' only)."""
-        self.anchors: list[torch.Tensor] = [self.w] * setup.num_clients
-        """W^(tau+) per client (used under 'global' only); shared by reference."""
+        self.w0 = self.w
+        """W^(0): the anchor of a client that has none of its own."""
+        self.anchors = setup.vectors()
+        """W^(tau+) per client (used under 'global' only)."""
         self.arrivals = 0
 
     def initial_weights(self, client: int) -> torch.Tensor:
@@ -113,7 +117,7 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         """
         if self.config.shift_source == "chain":
             return self.chain
-        self.anchors[client] = self.w
+        self.anchors.put(client, self.w)
         return self.w
 
     def _weight(self, staleness: int) -> float:
@@ -131,16 +135,20 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         if self.config.shift_source == "chain":
             shift_to, shift_from = self.chain, arrival.start
         else:
-            shift_to, shift_from = self.w, self.anchors[m]
+            shift_to, shift_from = self.w, self._anchor(m)
         calibrated, self.w = self.calibration.calibrated_and_mixed(
             arrival.weights, arrival.start, shift_to, shift_from, self.w, weight
         )
         if self.config.shift_source == "chain":
             self.chain = calibrated
         else:
-            self.anchors[m] = self.w
+            self.anchors.put(m, self.w)
         self.arrivals += 1
         return calibrated, weight
+
+    def _anchor(self, client: int) -> torch.Tensor:
+        anchor = self.anchors.get(client)
+        return self.w0 if anchor is None else anchor
 
     def global_weights(self) -> torch.Tensor:
         return self.w
@@ -149,12 +157,18 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         return {
             "w": self.w,
             "chain": self.chain,
-            "anchors": list(self.anchors),
+            "w0": self.w0,
+            "anchors": self.anchors.state(),
             "arrivals": self.arrivals,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
         self.chain = state["chain"]
-        self.anchors = list(state["anchors"])
+        anchors = state["anchors"]
+        if isinstance(anchors, list):  # a checkpoint from before the store: one anchor per client
+            anchors = {"length": self.setup.init.numel(), "rows": dict(enumerate(anchors))}
+        self.w0 = state.get("w0", self.setup.init)
+        self.anchors = self.setup.vectors()
+        self.anchors.load_state(anchors)
         self.arrivals = int(state["arrivals"])

@@ -114,43 +114,49 @@ class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
 
     Config = OrthoFLPairwiseConfig
     keeps_client_models = True
+    client_vectors = 2
 
     def __init__(self, config: OrthoFLPairwiseConfig, setup: Setup) -> None:
         super().__init__(config, setup)
         self.calibration = Calibration(setup.layout, config.bn, config.granularity)
         self.w = setup.init.clone()
-        self.anchors: list[torch.Tensor] = [self.w] * setup.num_clients
-        self.latest: list[torch.Tensor | None] = [None] * setup.num_clients
-        """Latest raw update (weights - start) of each client; None before its first arrival."""
+        self.w0 = self.w
+        self.anchors = setup.vectors()
+        """W^(tau+) per client (``w0``, W^(0), for a client without a row)."""
+        self.latest = setup.vectors()
+        """Latest raw update (weights - start) of each client; no row before its first arrival."""
 
     def initial_weights(self, client: int) -> torch.Tensor:
         return self.w
 
     def on_join(self, client: int) -> torch.Tensor:
-        self.anchors[client] = self.w
+        self.anchors.put(client, self.w)
         return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
         client_update = arrival.weights - arrival.start
-        others = [u for j, u in enumerate(self.latest) if j != m and u is not None]
+        others = [u for j, u in self.latest.items() if j != m]
         projected = self.calibration.update(client_update, others)
-        shift = self.calibration.mask_local(self.w - self.anchors[m])
+        anchor = self.anchors.get(m)
+        shift = self.calibration.mask_local(self.w - (self.w0 if anchor is None else anchor))
         # on local batch norm the client keeps its own trained values exactly
         calibrated = self.calibration.local_from(arrival.start + projected + shift, arrival.weights)
         weight = self.config.beta * ops.polynomial_staleness(arrival.staleness, self.config.a)
         self.w = ops.mix(self.w, arrival.weights, weight)
-        self.anchors[m] = self.w
-        self.latest[m] = client_update
+        self.anchors.put(m, self.w)
+        self.latest.put(m, client_update)
         return calibrated, weight
 
     def global_weights(self) -> torch.Tensor:
         return self.w
 
     def state(self) -> dict[str, Any]:
-        return {"w": self.w, "anchors": list(self.anchors), "latest": list(self.latest)}
+        return {"w": self.w, "w0": self.w0, "anchors": self.anchors.state(), "latest": self.latest.state()}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
-        self.anchors = list(state["anchors"])
-        self.latest = list(state["latest"])
+        self.w0 = state["w0"]
+        self.anchors, self.latest = self.setup.vectors(), self.setup.vectors()
+        self.anchors.load_state(state["anchors"])
+        self.latest.load_state(state["latest"])

@@ -60,13 +60,14 @@ class Scaffold(SyncAlgorithm[ScaffoldConfig]):
     """Synchronous rounds with server and client control variates correcting each local step for client drift."""
 
     Config = ScaffoldConfig
+    client_vectors = 1
 
     def __init__(self, config: ScaffoldConfig, setup: Setup) -> None:
         super().__init__(config, setup)
         self.x = setup.init.clone()
         self.c = torch.zeros_like(self.x)
-        self.c_local = torch.zeros(setup.num_clients, self.x.numel())
-        """Row i: client i's variate c_i."""
+        self.c_local = setup.vectors()
+        """Row i: client i's variate c_i (no row: zero, Algorithm 1's initial c_i)."""
 
     @property
     def clients_per_round(self) -> int:
@@ -80,7 +81,11 @@ class Scaffold(SyncAlgorithm[ScaffoldConfig]):
 
     def message(self, client: int, round: int) -> Message:
         """``c`` and ``c_i`` with the control-variate hook (copies: the server changes its own in place later)."""
-        return Message({"control_variate": None}, {"c": self.c.clone(), "c_i": self.c_local[client].clone()})
+        return Message({"control_variate": None}, {"c": self.c.clone(), "c_i": self._c_i(client).clone()})
+
+    def _c_i(self, client: int) -> torch.Tensor:
+        row = self.c_local.get(client)
+        return torch.zeros_like(self.x) if row is None else row
 
     def aggregate(self, arrivals: list[Arrival]) -> None:
         if not arrivals:
@@ -92,15 +97,17 @@ class Scaffold(SyncAlgorithm[ScaffoldConfig]):
         dx = ops.weighted_mean([a.weights - a.start for a in arrivals], weights)
         reported = [a for a in arrivals if "c_i" in a.arrays]
         if reported:
-            deltas = [a.arrays["c_i"] - self.c_local[a.client] for a in reported]
+            deltas = [a.arrays["c_i"] - self._c_i(a.client) for a in reported]
             dc = ops.weighted_mean(deltas, [w for w, a in zip(weights, arrivals, strict=True) if "c_i" in a.arrays])
             for a in reported:
-                self.c_local[a.client] = a.arrays["c_i"]
+                self.c_local.put(a.client, a.arrays["c_i"])
             self.c = self.c + (len(reported) / self.setup.num_clients) * dc
         self.x = self.x + self.config.server_lr * dx
 
     def state(self) -> dict[str, Any]:
-        return {"x": self.x, "c": self.c, "c_local": self.c_local}
+        return {"x": self.x, "c": self.c, "c_local": self.c_local.state()}
 
     def load_state(self, state: dict[str, Any]) -> None:
-        self.x, self.c, self.c_local = state["x"], state["c"], state["c_local"]
+        self.x, self.c = state["x"], state["c"]
+        self.c_local = self.setup.vectors()
+        self.c_local.load_state(state["c_local"])

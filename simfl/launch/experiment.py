@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from torch import nn
 from simfl import rng
 from simfl.algorithms import Setup
 from simfl.algorithms.base import run_name
+from simfl.algorithms.store import StoreSpec
 from simfl.data import Dataset
 from simfl.data.partition import split
 from simfl.errors import InputError
@@ -29,7 +31,7 @@ from simfl.latency.availability import Availability, with_absences
 from simfl.models import Layout
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
 from simfl.output.recording import LayerRecorder
-from simfl.schema import plugins
+from simfl.schema import estimate, plugins
 from simfl.schema.scenario import Scenario
 from simfl.sim import fast
 from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
@@ -192,6 +194,15 @@ class RunOptions:
     (``executor.kind: none``) where it applies, SimPy otherwise."""
 
 
+def store_for(scenario: Scenario, clients: int, params: int) -> StoreSpec:
+    """Where this run keeps its per-client vectors (``client_state``; see :func:`estimate.store_spec`)."""
+    spec = estimate.store_spec(scenario, clients * params * 4 * estimate.store_rows(scenario))
+    if spec.kind == "disk" and spec.dir is not None and not os.path.isdir(spec.dir):
+        raise InputError("client_state.dir", f"{spec.dir} is not a folder on this machine; give an existing folder "
+                         "or leave it out (the system's temporary folder)")
+    return spec
+
+
 def run_one(
     scenario: Scenario, fed: Federation, algo_index: int, options: RunOptions | None = None, **changes: Any,
 ) -> RunResult:
@@ -204,7 +215,8 @@ def run_one(
     progress, verify, checkpointing, resume, engine = (opts.progress, opts.verify, opts.checkpointing, opts.resume,
                                                        opts.engine)
     config = scenario.algorithms[algo_index]
-    setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed)
+    setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed,
+                  store_for(scenario, len(fed.shards), fed.init.numel()))
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
     latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)

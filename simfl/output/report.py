@@ -146,9 +146,9 @@ def find_result_folders(dirs: Sequence[Path]) -> list[Path]:
     return found
 
 
-POOL_IGNORED = ("name", "seeds", "algorithms", "tracking")
+POOL_IGNORED = ("name", "seeds", "algorithms", "tracking", "client_state")
 """Scenario keys in which runs pooled as seeds of one setting may differ (entries compare by run name; ``data.root``
-may differ too)."""
+may differ too; where client state was stored changes no result)."""
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:

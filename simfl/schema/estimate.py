@@ -8,8 +8,9 @@ proves that model and data fit together, and a few latency draws per client
 virtual second. From these it derives:
 
 - memory: dataset (plus its client shards), model, per-client state
-  (dispatched weights and the per-client caches of CA2FL and OrthoFL), and
-  the events and metrics one run records;
+  (dispatched weights in RAM; the per-client vectors of the algorithms'
+  stores, :func:`store_rows`, in RAM or on disk as :func:`store_spec` decides),
+  and the events and metrics one run records;
 - time: the virtual horizon of one run, the expected arrivals in the budget,
   the number of evaluations (and of checkpoints for ``--checkpoint-every``),
   runs (algorithms x seeds) and sweep cells, and a rough wall time.
@@ -30,6 +31,7 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
+from simfl.algorithms.store import StoreKind, StoreSpec
 from simfl.errors import InputError
 
 DEFAULT_MAX_HOURS = 168.0
@@ -55,8 +57,6 @@ SAMPLE_DRAWS = 16
 CPU_FLOPS = 2e10
 """Assumed training speed of the CPU, for the rough wall time."""
 
-_PER_CLIENT_CACHE = ("ca2fl", "orthofl", "scaffold")
-"""Algorithms (by name prefix) that keep a model-sized tensor per client."""
 
 DATA_SHAPES: dict[str, tuple[tuple[int, ...], int, int, int]] = {
     "digits": ((1, 8, 8), 10, 1500, 297),
@@ -100,6 +100,7 @@ class Estimate:
     dataset_bytes: int
     model_bytes: int
     client_state_bytes: int
+    """In RAM: the weights dispatched to clients, and the per-client vectors when stored in RAM."""
     record_bytes: int
     mean_latency: float | None
     horizon: float | None
@@ -108,6 +109,8 @@ class Estimate:
     runs: int
     cells: int
     wall_seconds: float | None
+    disk_bytes: int = 0
+    """The per-client vectors when stored on disk (:mod:`simfl.algorithms.store`)."""
 
     @property
     def memory(self) -> int:
@@ -125,7 +128,8 @@ class Estimate:
             "# estimate (per run; a rough guide, not a promise):",
             f"#   dataset:       {data}",
             f"#   model:         {params}, {_bytes(self.model_bytes)}",
-            f"#   client state:  {_bytes(self.client_state_bytes)} ({self.clients} clients)",
+            f"#   client state:  {_bytes(self.client_state_bytes)} in RAM, {_bytes(self.disk_bytes)} on disk "
+            f"({self.clients} clients)",
             f"#   records:       {_bytes(self.record_bytes)} (events and metrics)",
             f"#   memory:        {_bytes(self.memory)} in all",
         ]
@@ -326,6 +330,29 @@ def client_count(scenario: Any) -> int:
     return int(n or 30)
 
 
+def store_rows(scenario: Any) -> int:
+    """Model-sized vectors per client that a run of the scenario's most demanding entry keeps in its stores:
+    the algorithm's own (``client_vectors``) and, under ``server:``, each client's kept model."""
+    from simfl.schema import plugins
+
+    rows = 0
+    for algo in scenario.algorithms:
+        cls = plugins.lookup("algorithm", algo.name)
+        kept = getattr(scenario, "server", None) is not None and bool(getattr(cls, "keeps_client_models", False))
+        rows = max(rows, int(getattr(cls, "client_vectors", 0)) + kept)
+    return rows
+
+
+def store_spec(scenario: Any, stored_bytes: int) -> StoreSpec:
+    """Where a run keeps ``stored_bytes`` of per-client vectors: the scenario's ``client_state.store``, or under
+    ``auto`` on disk when they would take more than a quarter of this machine's RAM."""
+    config = getattr(scenario, "client_state", None)
+    kind: StoreKind = "disk" if stored_bytes > default_max_memory() / 0.8 / 4 else "ram"
+    if config is not None and config.store != "auto":
+        kind = config.store
+    return StoreSpec(kind, None if config is None else config.dir)
+
+
 def estimate(scenario: Any, cells: int = 1) -> Estimate:
     """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`)."""
     data = data_shape(scenario.data)
@@ -338,11 +365,14 @@ def estimate(scenario: Any, cells: int = 1) -> Estimate:
     params, model_bytes, flops = dry_model(scenario, data)
     per_sample = math.prod(data.shape) * data.item_bytes
     dataset_bytes = (2 * data.train + data.test) * per_sample + 16 * (data.train + data.test)
-    caches = 1 + any(a.name.startswith(_PER_CLIENT_CACHE) for a in scenario.algorithms)
-    client_state = clients * model_bytes * caches
+    server = getattr(scenario, "server", None)
+    in_flight = clients if server is None else min(clients, server.concurrency)
+    stored = clients * model_bytes * store_rows(scenario)
+    on_disk = store_spec(scenario, stored).kind == "disk"
+    client_state = in_flight * model_bytes + (0 if on_disk else stored)
     samples = data.train // max(clients, 1)
     lat = mean_latency(scenario, clients, model_bytes, flops, samples)
-    rate = clients / lat
+    rate = in_flight / lat
     budget = scenario.budget
     horizon = budget.time if budget.time is not None else budget.updates / rate
     arrivals = horizon * rate if budget.updates is None else min(float(budget.updates), horizon * rate)
@@ -353,7 +383,8 @@ def estimate(scenario: Any, cells: int = 1) -> Estimate:
     eval_cost = 0.0 if null else 2 * flops / 6 * data.test / CPU_FLOPS
     wall = arrivals * per_update + evaluations * eval_cost
     return Estimate(data, clients, params, dataset_bytes, model_bytes, client_state, record_bytes, lat, horizon,
-                    arrivals, evaluations, len(scenario.algorithms) * len(scenario.seeds), cells, wall)
+                    arrivals, evaluations, len(scenario.algorithms) * len(scenario.seeds), cells, wall,
+                    stored if on_disk else 0)
 
 
 def check(est: Estimate, max_memory: int, where: str = "estimate", max_hours: float | None = None) -> None:

@@ -17,7 +17,7 @@ import itertools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
@@ -162,6 +162,24 @@ class ServerConfig(Section):
     )
 
 
+class ClientStateConfig(Section):
+    """Where per-client vectors live: OrthoFL's anchors and, under ``server:``, each client's kept model;
+    CA2FL's cached deltas; SCAFFOLD's control variates (:mod:`simfl.algorithms.store`). Either store gives
+    the same results, float32 exactly; the disk store holds them in a memory-mapped scratch file, so they
+    need not fit in memory."""
+
+    store: Literal["auto", "ram", "disk"] = Field(
+        "auto", description="'ram', 'disk' (a memory-mapped file, in the page cache rather than the run's "
+        "private memory), or 'auto': disk when the vectors, one row per client, would take more than a quarter "
+        "of the machine's RAM (simfl validate shows the choice)."
+    )
+    dir: str | None = Field(
+        None, description="Folder of the disk store's scratch file on the machine that runs the simulation "
+        "(relative to the scenario file; default: the system's temporary folder). The file has no name and is "
+        "gone when the run ends."
+    )
+
+
 class Scenario(Section):
     """A whole experiment: every listed algorithm run for every seed on the same data and delays."""
 
@@ -182,6 +200,9 @@ class Scenario(Section):
     server: ServerConfig | None = Field(
         None, description="Cross-device serving: at most `concurrency` clients in flight, each new one sampled "
         "from the idle, present clients (default: all clients always in flight, or per-round sampling)."
+    )
+    client_state: ClientStateConfig | None = Field(
+        None, description="Where per-client vectors live (default: store 'auto'). Changes no result."
     )
     availability: AvailabilityConfig | None = Field(
         None, description="Client failures per round and scheduled departures/returns (default: always available)."
@@ -295,6 +316,9 @@ def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
         value = getattr(scenario.data, key, None)
         if value is not None and not Path(value).is_absolute():
             setattr(scenario.data, key, (base / value).resolve())
+    state = scenario.client_state
+    if state is not None and state.dir is not None and not Path(state.dir).is_absolute():
+        state.dir = str((base / state.dir).resolve())
     for key in ("path", "behavior"):  # fleet trace files
         value = getattr(scenario.latency, key, None)
         if isinstance(value, str) and not Path(value).is_absolute():

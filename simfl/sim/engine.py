@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from simfl.algorithms.base import Algorithm
+from simfl.algorithms.base import Algorithm, AsyncAlgorithm
 from simfl.errors import InputError
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
@@ -84,7 +84,7 @@ class Simulation:
                 state.next_checkpoint_update = checkpointing.every_updates
         else:
             try:
-                state, last_eval = self._restore(resume, client_sizes)
+                state, last_eval = self._restore(resume, client_sizes, concurrency is not None)
             except _DAMAGE as exc:
                 raise InputError("checkpoint", f"damaged simulation data ({type(exc).__name__}: "
                                  f"{(str(exc).splitlines() or [''])[0][:120]})") from None
@@ -100,13 +100,20 @@ class Simulation:
         self.world.scheduler = scheduler_for(self.world, algorithm, seed, server_time, rules.deadline, rules.over_select,
                                              concurrency)
 
-    def _restore(self, resume: dict[str, Any], client_sizes: list[int]
+    def _restore(self, resume: dict[str, Any], client_sizes: list[int], serving: bool
                  ) -> tuple[SimState, tuple[torch.Tensor, Scores] | None]:
         """Load a checkpoint's simulation data (raises on data that does not fit this simulation)."""
         state = SimState.from_data(resume["state"])
         if [c.num_samples for c in state.clients] != list(client_sizes):
             raise ValueError("the checkpoint's clients do not match this federation")
         self.algorithm.load_state(resume["algorithm"])
+        if isinstance(self.algorithm, AsyncAlgorithm):
+            self.algorithm.load_kept_state(resume.get("kept"))
+            if "kept" not in resume and self.algorithm.keeps_client_models and serving:  # saved before the store: idle clients
+                for c in state.clients:                                    # held their kept models themselves
+                    if c.phase != "round" and c.handle is None and c.start is not None:
+                        self.algorithm.keep(c.index, c.start)
+                        c.start = None
         self.latency.load_state(resume["latency"])
         if self.availability is not None and resume["availability"] is not None:
             self.availability.load_state(resume["availability"])
@@ -123,6 +130,7 @@ class Simulation:
             "latency": self.latency.state(),
             "availability": None if self.availability is None else self.availability.state(),
             "last_eval": None if last is None else {"weights": last[0], "scores": dict(vars(last[1]))},
+            "kept": self.algorithm.kept_state() if isinstance(self.algorithm, AsyncAlgorithm) else None,
         }
 
     def run(self) -> SimState:

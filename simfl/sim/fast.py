@@ -35,6 +35,7 @@ from simfl.algorithms.base import Algorithm, Arrival, AsyncAlgorithm, SyncAlgori
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.evaluation import Recorder, next_grid_time
+from simfl.sim.schedulers import release as release_client
 from simfl.sim.schedulers import sample_round, sampled_start
 from simfl.sim.selection import Concurrency, Draws, Pool
 from simfl.sim.state import ClientState, Event, SimState
@@ -171,7 +172,6 @@ class FastSimulation:
         clients = st.clients
         pool, draws = Pool.of(concurrency.selection, [c.num_samples for c in clients]), Draws(self.seed)
         pool.add_all(list(range(len(clients))))
-        keeps = algorithm.keeps_client_models
 
         def send() -> None:
             drawn = clients[pool.take(draws(st.selections))]
@@ -179,7 +179,7 @@ class FastSimulation:
             heapq.heappush(heap, self._dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
 
         def release(client: ClientState, new: torch.Tensor) -> None:
-            client.start = new if keeps else None
+            release_client(algorithm, client, new)
             pool.add(client.index)
 
         for _ in range(min(concurrency.limit, len(clients))):

@@ -56,10 +56,19 @@ def sample_round(seed: int, round_index: int, free: list[ClientState], k: int, o
 def sampled_start(algorithm: AsyncAlgorithm[Any], client: ClientState, updates: int) -> torch.Tensor:
     """The weights a sampled client trains from: its kept model (the algorithm keeps client models and it
     has one), else the server's current weights (:meth:`~AsyncAlgorithm.on_join`), its ``tau`` then ``updates``."""
-    if algorithm.keeps_client_models and client.start is not None:
-        return client.start
+    kept = algorithm.kept(client.index) if algorithm.keeps_client_models else None
+    if kept is not None:
+        return kept
     client.tau = updates
     return algorithm.on_join(client.index)
+
+
+def release(algorithm: AsyncAlgorithm[Any], client: ClientState, weights: torch.Tensor | None) -> None:
+    """Cross-device serving: ``client`` goes idle; the algorithm keeps ``weights`` as its model if it keeps
+    client models (:meth:`~AsyncAlgorithm.keep`), and nothing of the round stays in the client's state."""
+    if algorithm.keeps_client_models and weights is not None:
+        algorithm.keep(client.index, weights)
+    client.start = None
 
 
 class Sampler:
@@ -161,7 +170,7 @@ class AsyncServer:
     def _release(self, client: ClientState, weights: torch.Tensor | None) -> None:
         """A slot is free: ``client`` keeps ``weights`` (dropped unless the algorithm keeps client models)."""
         self.running -= 1
-        client.start = weights if self.algorithm.keeps_client_models else None
+        release(self.algorithm, client, weights)
 
     # -- arrivals ---------------------------------------------------------------------
 

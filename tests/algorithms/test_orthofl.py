@@ -34,7 +34,7 @@ def test_paper_rule_three_arrivals() -> None:
     assert beta == 0.5
     close(sent0, [2, 0, 1])
     close(alg.global_weights(), [1, 0, 0.5])
-    assert alg.state()["anchors"][0] is alg.global_weights()  # W^(tau+) kept by reference
+    assert alg.state()["anchors"]["rows"][0] is alg.global_weights()  # W^(tau+) kept by reference
 
     # t=2, client 1 (started from W0), s=2, beta_t=0.25; dWm=[0,2|-1]; dW = W - W0 = [1,0|0.5]
     #   weight: <[1,0],[0,2]> = 0 -> [1,0];  bias: 0.5 - (-0.5/1)*(-1) = 0

@@ -109,6 +109,6 @@ def test_orthofl_checkpoint_keeps_shared_anchors_shared() -> None:
     w0 = alg.initial_weights(0)
     alg.on_arrival(arrival(0, w0 + 1, w0, 1, 1))
     state = _checkpoint(alg)
-    # clients 1..3 have not arrived: they share W^(0); client 0's anchor is the current global itself
-    assert state["anchors"][1] is state["anchors"][2] is state["anchors"][3]
-    assert state["anchors"][0] is state["w"]
+    # clients 1..3 have not arrived: no row, W^(0) is their anchor; client 0's anchor is the current global itself
+    assert sorted(state["anchors"]["rows"]) == [0]
+    assert state["anchors"]["rows"][0] is state["w"]

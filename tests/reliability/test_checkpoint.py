@@ -30,19 +30,27 @@ SCAFFOLD = [{"name": "scaffold", "clients_per_round": 2}]
 
 
 CROSS_DEVICE = [{"name": "orthofl"}, {"name": "fedbuff", "buffer": 2}, {"name": "fedavg", "clients_per_round": 2}]
+STORED = [{"name": "orthofl", "shift_source": "global"}, {"name": "ca2fl", "buffer": 2}, {"name": "orthofl_pairwise"},
+          {"name": "scaffold", "clients_per_round": 2}]
+"""Every algorithm with per-client vectors (simfl.algorithms.store)."""
 
 
-@pytest.mark.parametrize(("server_time", "algorithms", "server"), [
-    (0.0, None, None), (0.4, None, None), (0.4, SCAFFOLD, None),
-    (0.0, CROSS_DEVICE, {"concurrency": 2}), (0.4, CROSS_DEVICE, {"concurrency": 2, "selection": "by_data"}),
+@pytest.mark.parametrize(("server_time", "algorithms", "server", "store"), [
+    (0.0, None, None, None), (0.4, None, None, None), (0.4, SCAFFOLD, None, None),
+    (0.0, CROSS_DEVICE, {"concurrency": 2}, None), (0.4, CROSS_DEVICE, {"concurrency": 2, "selection": "by_data"}, None),
+    (0.0, STORED, {"concurrency": 2}, "disk"),
 ])
-def test_resuming_from_every_checkpoint_reproduces_the_run(server_time: float, algorithms: Any, server: Any) -> None:
+def test_resuming_from_every_checkpoint_reproduces_the_run(server_time: float, algorithms: Any, server: Any,
+                                                           store: str | None) -> None:
     """Async (FedAsync, FedBuff) and sync (FedAvg, SCAFFOLD's messages both ways, with deadline and
     over-selection), failures and a departure; and the same under cross-device serving (the pool and
-    the selection stream's draw count, OrthoFL's kept client models)."""
+    the selection stream's draw count, OrthoFL's kept client models), also with every per-client vector
+    in the disk store (its rows go into the checkpoint and back)."""
     changes: dict[str, Any] = {} if algorithms is None else {"algorithms": algorithms}
     if server is not None:
         changes["server"] = server
+    if store is not None:
+        changes["client_state"] = {"store": store}
     scn = scenario_mod.validate(faulty_scenario(server_time=server_time, **changes))
     fed = federation(scn, load_dataset(scn), 0)
     for i in range(len(scn.algorithms)):
