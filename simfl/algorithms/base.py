@@ -161,13 +161,14 @@ class AsyncAlgorithm(Algorithm[ConfigT]):
 
     mode = "async"
 
-    keeps_client_models: ClassVar[bool] = False
+    keeps_client_models: bool = False
     """Cross-device serving (scenario ``server:``), where a client waits idle between its rounds:
     True when the weights :meth:`on_arrival` returns are the client's own model, which it keeps
     and trains from when it is sampled again, its staleness counted from that arrival (OrthoFL's
     calibrated model); False when a sampled client downloads the server's current weights
     (:meth:`on_join`) and its staleness counts from that dispatch (FedAsync, FedBuff, CA2FL).
-    A client never seen before gets :meth:`on_join` either way. The kept models are a
+    A client never seen before gets :meth:`on_join` either way. A class attribute that an
+    instance may set from its config (OrthoFL's ``returning``). The kept models are a
     :class:`ClientVectors` store (:meth:`keep`, :meth:`kept`), made on first use."""
 
     _kept: ClientVectors | None = None

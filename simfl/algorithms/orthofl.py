@@ -42,6 +42,19 @@ Options (all in :class:`OrthoFLConfig`):
   adds 1e-19 to ``<dWm, dWm>`` (here a zero update passes the shift through).
 - ``bn`` and ``granularity``: which entries the projection leaves out and what a layer is
   (:mod:`simfl.algorithms.calibration`).
+- ``returning``, under cross-device serving (scenario ``server:``), where a client waits idle
+  between its rounds and is sampled again later. The paper's setting is cross-silo (every client
+  always training) and its text does not say what an idle client holds. ``own`` (the default)
+  follows its protocol as written: the server sends each arriving client its calibrated model,
+  which the client keeps and trains from when it is sampled again; its staleness counts from that
+  arrival (``tau``: "when the server last received updates from client m"), and its shift is
+  measured from ``W^(tau+)`` ('global') or from the model it was sent ('chain'), so the idle time
+  is calibrated at its next arrival. ``server`` treats a sampled client as a new one, the way
+  cross-device clients are usually taken to be stateless (Kairouz et al., "Advances and Open
+  Problems in Federated Learning", 2021, Table 1, client statefulness): it gets what a joining
+  client gets now (:meth:`OrthoFL.on_join`: the moving average under 'global', anchored there;
+  the chain's latest model under 'chain'), and its staleness counts from that dispatch. A client
+  sampled for the first time joins the same way under both.
 
 The ablations of the paper's section 4.4 are :mod:`simfl.algorithms.orthofl_ablations`.
 """
@@ -76,6 +89,14 @@ class OrthoFLConfig(AlgorithmConfig):
     )
     bn: BnPolicy = Field("local", description=BN_DESCRIPTION)
     granularity: Granularity = Field("tensor", description=GRANULARITY_DESCRIPTION)
+    returning: Literal["own", "server"] = Field(
+        "own",
+        description=(
+            "Cross-device serving (server:): what a client sampled again trains from. 'own': the calibrated "
+            "model the server sent at its last arrival (the paper's protocol; staleness from that arrival). "
+            "'server': what a joining client gets now (stateless clients; staleness from this dispatch)."
+        ),
+    )
     first_weight: UnitHalfOpen | None = Field(
         None,
         description=(
@@ -94,6 +115,7 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
 
     def __init__(self, config: OrthoFLConfig, setup: Setup) -> None:
         super().__init__(config, setup)
+        self.keeps_client_models = config.returning == "own"
         self.calibration = Calibration(setup.layout, config.bn, config.granularity)
         self.w = setup.init.clone()
         """W: the moving average (evaluated; under 'global' also the shift's source)."""

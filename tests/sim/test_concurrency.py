@@ -33,6 +33,8 @@ import numpy as np
 import pytest
 
 from simfl import rng
+from simfl.algorithms.base import Setup
+from simfl.algorithms.orthofl import OrthoFL, OrthoFLConfig
 from simfl.errors import InputError
 from simfl.launch.experiment import fast_unsupported, federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
@@ -127,6 +129,20 @@ def test_orthofl_keeps_its_calibrated_model_and_counts_staleness_from_its_last_a
     # client 0's (t=7) from t=3, client 2's (t=8) from t=5, client 1's (t=10) from t=1
     assert got == [(1, 1, 1), (2, 4, 2), (3, 0, 2), (4, 4, 2), (5, 2, 3), (6, 4, 2), (7, 0, 4), (8, 2, 3),
                    (9, 3, 1), (10, 1, 9)]
+
+
+@pytest.mark.parametrize("shift_source", ["global", "chain"])
+def test_orthofl_returning_server_counts_staleness_from_dispatch_as_fedasync(shift_source: str) -> None:
+    """``returning: server``: a client sampled again gets what a joiner gets now, so its staleness counts
+    from its dispatch: the FedAsync trace exactly, and the weights it trains from are the server's now."""
+    raw = five(algorithms=[{"name": "orthofl", "shift_source": shift_source, "returning": "server"}])
+    state = run(raw)
+    assert [(e.update, e.client, e.staleness) for e in state.events] == [(u, c, s) for u, _, c, s, _ in EXPECTED]
+    scn = scenario_mod.validate(raw)
+    fed = federation(scn, load_dataset(scn), 0)
+    alg = OrthoFL(OrthoFLConfig(shift_source=shift_source, returning="server"),  # type: ignore[arg-type]
+                  Setup(fed.layout, fed.init.clone(), 5, tuple(fed.client_sizes), 0))
+    assert not alg.keeps_client_models and OrthoFL(OrthoFLConfig(), alg.setup).keeps_client_models
 
 
 def test_by_data_draws_in_proportion_to_client_sizes() -> None:
