@@ -11,7 +11,7 @@
 # trains with one thread, and each step runs its runs side by side on every core (`simfl run --workers`), so a
 # table takes about as long as its longest run on a machine with a core per run.
 # Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|fedadam_lr|main|har|ablation|heterogeneity|delays|newsgroups|
-#   motivation|examples|scaffold|report]...
+#   motivation|examples|scaffold|cross_device|report]...
 # (default: all). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -93,6 +93,9 @@ examples() {  # small examples of the file formats on the quickstart scenario (s
 scaffold() {  # SCAFFOLD beside FedAvg and FedProx, MNIST at E = 1, seed 0, 12,000 virtual seconds
   table scenarios/studies/scaffold_mnist.yaml results/scaffold-mnist-e1
 }
+cross_device() {  # cross-device MNIST: 1,000 clients, concurrency 50, fleet latencies and windows, 7 entries x 3 seeds
+  table scenarios/studies/cross_device.yaml results/cross-device-mnist
+}
 report() {
   $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report --force
   $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main --force
@@ -112,5 +115,5 @@ report() {
 
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 ca2fl_readings main har ablation heterogeneity delays newsgroups
-  motivation examples scaffold report)
+  motivation examples scaffold cross_device report)
 for step in "${steps[@]}"; do "$step"; done
