@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat
-from simfl.latency.pooled import PooledModel, PooledOptions
+from simfl.latency.pooled import FEW, TINY, PooledModel, PooledOptions
 from simfl.latency.profiles import PooledStats
 
 
@@ -50,6 +50,14 @@ class Uniform(PooledModel[UniformConfig]):
 
     def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
         return self.low + (self.high - self.low) * gen.random(n)
+
+    def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
+        if self.config.mode != "per_round" or n > FEW:
+            return super().draws(client, gen, n)
+        # base_draws and PooledModel.draws on Python floats: per value the same IEEE operations in the
+        # same order (span * u, + low, * scale, max with TINY), without NumPy's cost per call on a few values
+        low, span, s = self.low, self.high - self.low, self.scale[client]
+        return [max(s * (low + span * u), TINY) for u in gen.random(n).tolist()]
 
     def moments(self) -> tuple[float, float]:
         return (self.low + self.high) / 2, (self.high - self.low) / math.sqrt(12)
