@@ -164,27 +164,29 @@ class FastSimulation:
     def _serving(self, algorithm: AsyncAlgorithm[Any], concurrency: Concurrency, heap: list[tuple[float, int, int]]
                  ) -> tuple[Callable[[ClientState, torch.Tensor], None], Callable[[ClientState, torch.Tensor], None]]:
         """Cross-device serving (:class:`simfl.sim.schedulers.AsyncServer` with a concurrency limit): dispatch C
-        drawn clients now; returns what follows an aggregation (the client keeps its model and is selectable
-        again) and what follows it unless the budget is spent (one more client drawn and dispatched).
-        No absences here, so every draw is kept."""
+        drawn clients now; returns what follows an aggregation (the client keeps its model) and what follows
+        it unless the budget is spent (the client is selectable again, and one more is drawn and dispatched:
+        one call to the pool, which nothing reads in between). No absences here, so every draw is kept."""
         st = self.state
         clients = st.clients
         pool, draws = Pool.of(concurrency.selection, [c.num_samples for c in clients]), Draws(self.seed)
         pool.add_all(list(range(len(clients))))
         keeps = algorithm.keeps_client_models
 
-        def send() -> None:
-            drawn = clients[pool.take(draws(st.selections))]
+        def dispatch(index: int) -> None:
             st.selections += 1
+            drawn = clients[index]
             heapq.heappush(heap, self._dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
 
         def release(client: ClientState, new: torch.Tensor) -> None:
             client.start = new if keeps else None
-            pool.add(client.index)
+
+        def send_next(client: ClientState, new: torch.Tensor) -> None:
+            dispatch(pool.swap(client.index, draws(st.selections)))
 
         for _ in range(min(concurrency.limit, len(clients))):
-            send()
-        return release, lambda client, new: send()
+            dispatch(pool.take(draws(st.selections)))
+        return release, send_next
 
     def _run_sync(self, algorithm: SyncAlgorithm[Any]) -> None:
         st = self.state
