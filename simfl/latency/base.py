@@ -9,6 +9,8 @@ population, :attr:`LatencyModel.DRAWN_AHEAD`)
 (one NumPy call instead of one per round where a model vectorises its draw,
 see :meth:`LatencyModel.draws`); the values are the same, in the same order,
 as one draw at a time, and the drawn-ahead values are part of the state.
+A client's generator is built at its first draw (:class:`simfl.rng.Streams`), so a
+large population costs little before its clients train.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ class LatencyModel(ABC, Generic[ConfigT]):
         self.num_clients = num_clients
         self.seed = seed
         self.workload = workload
-        self.rngs = [rng.stream(seed, "latency", m) for m in range(num_clients)]
+        self.rngs = rng.Streams(seed, "latency", count=num_clients)
         self.ahead: list[list[float]] = [[] for _ in range(num_clients)]
         """Per client, drawn but not yet used latencies, the next one last."""
         self.ahead_n = max(4, min(self.AHEAD, self.DRAWN_AHEAD // max(num_clients, 1)))
@@ -69,7 +71,7 @@ class LatencyModel(ABC, Generic[ConfigT]):
         """The next round latency of ``client``."""
         ahead = self.ahead[client]
         if not ahead:
-            block = self.draws(client, self.rngs[client], self.ahead_n)
+            block = self.block(client, self.ahead_n)
             if not all(0.0 < v < math.inf for v in block):  # NaN fails the comparison too
                 bad = next(v for v in block if not 0.0 < v < math.inf)
                 raise InputError(f"latency.model {getattr(self.config, 'model', type(self).__name__)}",
@@ -77,6 +79,10 @@ class LatencyModel(ABC, Generic[ConfigT]):
                                  "number > 0: check the model's parameters")
             ahead.extend(reversed(block))
         return ahead.pop()
+
+    def block(self, client: int, n: int) -> list[float]:
+        """:meth:`draws` from ``client``'s generator; a model drawing plain uniforms may take them without it."""
+        return self.draws(client, self.rngs[client], n)
 
     def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
         """The next latencies of ``client`` (at least one, up to about ``n``), as :meth:`draw` gives them in turn.
@@ -98,5 +104,5 @@ class LatencyModel(ABC, Generic[ConfigT]):
         return {"rngs": [rng.generator_state(g) for g in self.rngs], "ahead": [list(a) for a in self.ahead]}
 
     def load_state(self, state: dict[str, Any]) -> None:
-        self.rngs = [rng.restore_generator(s) for s in state["rngs"]]
+        self.rngs.load(state["rngs"])
         self.ahead = [list(a) for a in state.get("ahead", [[] for _ in self.rngs])]

@@ -69,7 +69,7 @@ class PooledModel(LatencyModel[C]):
         self.sigma_j = math.sqrt(math.log1p(config.jitter**2))
         self.speeds: list[float] = []
         if config.mode == "per_client":
-            self.speeds = [self.base_draw(rng.stream(seed, "latency-speed", m)) for m in range(num_clients)]
+            self.speeds = [self.base_draw(gen) for gen in rng.Streams(seed, "latency-speed", count=num_clients)]
 
     @classmethod
     def check(cls, config: C, num_clients: int) -> None:

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat
+from simfl.latency.base import Workload
 from simfl.latency.pooled import FEW, TINY, PooledModel, PooledOptions
 from simfl.latency.profiles import PooledStats
 
@@ -37,6 +38,11 @@ class Uniform(PooledModel[UniformConfig]):
 
     Config = UniformConfig
 
+    def __init__(self, config: UniformConfig, num_clients: int, seed: int, workload: Workload) -> None:
+        super().__init__(config, num_clients, seed, workload)
+        if config.mode == "per_round" and self.ahead_n <= FEW:
+            self.rngs.first(self.ahead_n)  # a large population: each client's first block without its generator
+
     def fit(self, pooled: PooledStats) -> None:
         self.low = self.config.low if self.config.low is not None else pooled.p5
         self.high = self.config.high if self.config.high is not None else pooled.p95
@@ -51,13 +57,14 @@ class Uniform(PooledModel[UniformConfig]):
     def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
         return self.low + (self.high - self.low) * gen.random(n)
 
-    def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
+    def block(self, client: int, n: int) -> list[float]:
         if self.config.mode != "per_round" or n > FEW:
-            return super().draws(client, gen, n)
+            return super().block(client, n)
         # base_draws and PooledModel.draws on Python floats: per value the same IEEE operations in the
-        # same order (span * u, + low, * scale, max with TINY), without NumPy's cost per call on a few values
+        # same order (span * u, + low, * scale, max with TINY), without NumPy's cost per call on a few
+        # values; the uniforms are the generator's next doubles, its first ones derived without it
         low, span, s = self.low, self.high - self.low, self.scale[client]
-        return [max(s * (low + span * u), TINY) for u in gen.random(n).tolist()]
+        return [max(s * (low + span * u), TINY) for u in self.rngs.doubles(client, n)]
 
     def moments(self) -> tuple[float, float]:
         return (self.low + self.high) / 2, (self.high - self.low) / math.sqrt(12)
