@@ -70,14 +70,16 @@ class LatencyModel(ABC, Generic[ConfigT]):
     def sample(self, client: int) -> float:
         """The next round latency of ``client``."""
         ahead = self.ahead[client]
-        if not ahead:
-            block = self.block(client, self.ahead_n)
-            if not all(0.0 < v < math.inf for v in block):  # NaN fails the comparison too
-                bad = next(v for v in block if not 0.0 < v < math.inf)
-                raise InputError(f"latency.model {getattr(self.config, 'model', type(self).__name__)}",
-                                 f"drew the latency {bad!r} for client {client}; every latency must be a finite "
-                                 "number > 0: check the model's parameters")
-            ahead.extend(reversed(block))
+        if ahead:
+            return ahead.pop()
+        block = self.block(client, self.ahead_n)
+        # every value finite and > 0: without a NaN, the extremes tell (a test per value costs more in Python)
+        if any(map(math.isnan, block)) or not (0.0 < min(block) and max(block) < math.inf):
+            bad = next(v for v in block if not 0.0 < v < math.inf)
+            raise InputError(f"latency.model {getattr(self.config, 'model', type(self).__name__)}",
+                             f"drew the latency {bad!r} for client {client}; every latency must be a finite "
+                             "number > 0: check the model's parameters")
+        ahead.extend(reversed(block))
         return ahead.pop()
 
     def block(self, client: int, n: int) -> list[float]:

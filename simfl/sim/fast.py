@@ -169,23 +169,23 @@ class FastSimulation:
         one call to the pool, which nothing reads in between). No absences here, so every draw is kept."""
         st = self.state
         clients = st.clients
-        pool, draws = Pool.of(concurrency.selection, [c.num_samples for c in clients]), Draws(self.seed)
+        pool = Pool.of(concurrency.selection, [c.num_samples for c in clients])
         pool.add_all(list(range(len(clients))))
-        keeps = algorithm.keeps_client_models
-
-        def dispatch(index: int) -> None:
-            st.selections += 1
-            drawn = clients[index]
-            heapq.heappush(heap, self._dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
+        draws = Draws(self.seed).following(st.selections)  # each draw is kept: st.selections counts them
+        keeps, swap, dispatch, push = algorithm.keeps_client_models, pool.swap, self._dispatch, heapq.heappush
 
         def release(client: ClientState, new: torch.Tensor) -> None:
             client.start = new if keeps else None
 
         def send_next(client: ClientState, new: torch.Tensor) -> None:
-            dispatch(pool.swap(client.index, draws(st.selections)))
+            drawn = clients[swap(client.index, next(draws))]
+            st.selections += 1
+            push(heap, dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
 
         for _ in range(min(concurrency.limit, len(clients))):
-            dispatch(pool.take(draws(st.selections)))
+            drawn = clients[pool.take(next(draws))]
+            st.selections += 1
+            push(heap, dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
         return release, send_next
 
     def _run_sync(self, algorithm: SyncAlgorithm[Any]) -> None:

@@ -28,6 +28,8 @@ N = 10^5, more than the rest of an arrival's bookkeeping.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,9 +62,19 @@ class Draws:
     def __call__(self, k: int) -> float:
         block, offset = divmod(k, BLOCK)
         if block != self._block:
-            self._values = rng.stream(self.seed, "selection", block).random(BLOCK).tolist()
+            self._values = self._of(block)
             self._block = block
         return self._values[offset]
+
+    def following(self, k: int) -> Iterator[float]:
+        """Draws ``k``, ``k + 1``, ... in turn (a loop that keeps every draw: a ``next`` instead of a call)."""
+        block, offset = divmod(k, BLOCK)
+        rest = (value for b in itertools.count(block + 1) for value in self._of(b))
+        return itertools.chain(self._of(block)[offset:], rest)
+
+    def _of(self, block: int) -> list[float]:
+        """The draws of stream block ``block``."""
+        return rng.stream(self.seed, "selection", block).random(BLOCK).tolist()
 
 
 # The pool's state is one int64 array, so that a compiled call unpacks a single array:
@@ -175,7 +187,7 @@ class Pool:
 
     def swap(self, index: int, u: float) -> int:
         """:meth:`add` of ``index``, then :meth:`take` with ``u``, in one call (an arrival's release and draw)."""
-        return int(_swap(self.data, self.span, index, u))
+        return _swap(self.data, self.span, index, u)  # type: ignore[no-any-return]  # compiled: returns an int
 
     def add_all(self, indices: list[int]) -> None:
         """Make every client of ``indices`` selectable; one linear pass when the pool was empty."""

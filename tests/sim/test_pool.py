@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from simfl.sim.selection import Pool
+from simfl.sim.selection import BLOCK, Draws, Pool
 
 
 def expected_draw(weights: list[int], members: set[int], u: float) -> int:
@@ -62,3 +62,11 @@ def test_an_empty_pool_refuses_to_draw_and_extremes_of_u_stay_in_range() -> None
     assert pool.draw(np.nextafter(1.0, 0.0)) == 2
     with pytest.raises(ValueError, match="positive"):
         Pool([1, 0])
+
+
+def test_following_draws_are_the_draws_in_turn() -> None:
+    """Draws.following(k) yields draw k, k + 1, ... across stream blocks, as calls with each k do."""
+    draws = Draws(5)
+    for start in (0, 3, BLOCK - 1, BLOCK, 2 * BLOCK + 7):
+        following = draws.following(start)
+        assert [next(following) for _ in range(BLOCK + 3)] == [draws(k) for k in range(start, start + BLOCK + 3)]
