@@ -76,10 +76,11 @@ def restore_generator(state: dict[str, object]) -> np.random.Generator:
 # one vectorised pass: NumPy's SeedSequence mixing (numpy/random/bit_generator.pyx: mix_entropy,
 # generate_state) restated on arrays of uint32 words, one lane per stream, every operation modulo
 # 2^32 as in the original. It builds a stream's generator from those words at its first use, and can
-# give a stream's first doubles (Generator.random) without building it, from PCG64's own recurrence
-# (numpy/random/src/pcg64: the 128-bit LCG step, then the XSL-RR output; a double is the output's
-# top 53 bits times 2^-53). NumPy keeps both stable across versions (its stream-compatibility
-# policy for bit generators and SeedSequence); tests/test_rng.py compares them with the originals.
+# give every stream's first doubles (Generator.random) at once without building any, from PCG64's own
+# recurrence (numpy/random/src/pcg64: the 128-bit LCG step, then the XSL-RR output; a double is the
+# output's top 53 bits times 2^-53) on Python integers, one lane per stream. NumPy keeps both stable
+# across versions (its stream-compatibility policy for bit generators and SeedSequence);
+# tests/latency/test_streams.py compares them with the originals.
 
 _INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
 _MIX_MULT_L, _MIX_MULT_R, _MASK32 = 0xCA01F9DD, 0x4973F715, 0xFFFFFFFF
@@ -132,23 +133,27 @@ def seed_words(seed: int, names: tuple[Name, ...], count: int) -> np.ndarray:
     return (low | (high << np.uint64(32))).T.copy()
 
 
-def pcg64_start(words: Sequence[int]) -> tuple[int, int]:
-    """PCG64's (state, increment) when seeded with ``words`` (pcg64_set_seed, then pcg_setseq_128_srandom_r)."""
-    init_state = (int(words[0]) << 64) | int(words[1])
-    inc = ((((int(words[2]) << 64) | int(words[3])) << 1) | 1) & _MASK128
+def pcg64_start(words: Sequence[Any]) -> tuple[Any, Any]:
+    """PCG64's (state, increment) when seeded with ``words`` (pcg64_set_seed, then pcg_setseq_128_srandom_r).
+
+    ``words`` are four Python ints, or four object arrays of them (then every stream at once, lane by lane).
+    """
+    init_state = (words[0] << 64) | words[1]
+    inc = ((((words[2] << 64) | words[3]) << 1) | 1) & _MASK128
     state = (inc + init_state) & _MASK128  # the first step from state 0 leaves the increment
     return (state * _PCG_MULT + inc) & _MASK128, inc
 
 
-def pcg64_doubles(state: int, inc: int, n: int) -> list[float]:
-    """The next ``n`` doubles of a PCG64 at (state, increment), as ``Generator.random(n)`` gives them."""
+def pcg64_doubles(state: Any, inc: Any, n: int) -> list[Any]:
+    """The next ``n`` doubles of a PCG64 at (state, increment), as ``Generator.random(n)`` gives them (lane by lane
+    for object arrays; the state is not updated)."""
     out = []
     for _ in range(n):
         state = (state * _PCG_MULT + inc) & _MASK128
         word = ((state >> 64) ^ state) & _MASK64
         rot = state >> 122
         word = ((word >> rot) | (word << (-rot & 63))) & _MASK64
-        out.append((word >> 11) * (1.0 / 9007199254740992.0))
+        out.append((word >> 11) * (1.0 / 9007199254740992.0))  # exact: below 2^53, then a power of two
     return out
 
 
@@ -167,42 +172,40 @@ class Streams(Sequence[np.random.Generator]):
     """The generators of the streams ``(seed, *names, m)`` for ``m < count``, each built at its first use.
 
     ``streams[m]`` has the state ``stream(seed, *names, m)`` would have after the same draws.
-    :meth:`first` lets :meth:`doubles` give each stream's first doubles without building it (a
-    model drawing only uniforms, in a large population whose clients train a few times each).
+    :meth:`first` and :meth:`claim` let a model take each stream's first doubles without building
+    it (a model drawing plain uniforms, whose clients may train only a few times each).
     """
 
     def __init__(self, seed: int, *names: Name, count: int) -> None:
         self.words = seed_words(seed, names, count)
         self.gens: list[np.random.Generator | None] = [None] * count
         self.used = [0] * count
-        """Per unbuilt stream, doubles :meth:`doubles` handed out from its start."""
-        self.start: list[float] = []
+        """Per unbuilt stream, doubles :meth:`claim` handed out from its start."""
         self.width = 0
 
-    def first(self, n: int) -> None:
-        """Derive the first ``n`` doubles of every stream not yet built nor drawn from."""
+    def first(self, n: int) -> np.ndarray:
+        """The first ``n`` doubles of every stream, shape (count, n), as ``self[m].random(n)`` would give them
+        before any draw; :meth:`claim` then hands them out."""
+        if any(self.used) or any(g is not None for g in self.gens):
+            raise ValueError("first() must come before any draw")
+        state, inc = pcg64_start(list(self.words.astype(object).T))  # four lanes of Python ints
         self.width = n
-        self.start = []
-        for m, words in enumerate(self.words.tolist()):
-            if self.gens[m] is None and not self.used[m]:
-                self.start += pcg64_doubles(*pcg64_start(words), n)
-            else:
-                self.start += [0.0] * n  # never read: the stream is built or past its start
+        return np.array(pcg64_doubles(state, inc, n), dtype=np.float64).T.reshape(len(self), n)
 
-    def doubles(self, m: int, n: int) -> list[float]:
-        """The next ``n`` doubles of stream ``m``, as ``self[m].random(n)`` gives them."""
+    def claim(self, m: int, n: int) -> int:
+        """Take the next ``n`` doubles of stream ``m`` from :meth:`first`'s: their offset in its flattened output,
+        or -1 when the stream is built or fewer are left (its generator, once built, starts after them)."""
         used = self.used[m]
-        if used + n <= self.width and self.gens[m] is None:
-            self.used[m] = used + n
-            at = m * self.width + used
-            return self.start[at:at + n]
-        return self[m].random(n).tolist()
+        if used + n > self.width or self.gens[m] is not None:
+            return -1
+        self.used[m] = used + n
+        return m * self.width + used
 
     def load(self, states: list[dict[str, object]]) -> None:
         """Take the generators from :func:`generator_state` outputs (a resumed run)."""
         self.gens = [restore_generator(s) for s in states]
         self.used = [0] * len(states)
-        self.start, self.width = [], 0
+        self.width = 0
 
     def __len__(self) -> int:
         return len(self.gens)

@@ -73,21 +73,25 @@ class LatencyModel(ABC, Generic[ConfigT]):
         if ahead:
             return ahead.pop()
         block = self.block(client, self.ahead_n)
-        # every value finite and > 0: without a NaN, the extremes tell (a test per value costs more in Python)
-        if any(map(math.isnan, block)) or not (0.0 < min(block) and max(block) < math.inf):
-            bad = next(v for v in block if not 0.0 < v < math.inf)
-            raise InputError(f"latency.model {getattr(self.config, 'model', type(self).__name__)}",
-                             f"drew the latency {bad!r} for client {client}; every latency must be a finite "
-                             "number > 0: check the model's parameters")
-        ahead.extend(reversed(block))
-        return ahead.pop()
+        # Every value finite and > 0. A finite sum rules out NaN and infinities (a test per value costs
+        # more in Python); only a sum that overflows, or a bad value, takes the test per value.
+        if not (0.0 < min(block) and sum(block) < math.inf):
+            bad = next((v for v in block if not 0.0 < v < math.inf), None)
+            if bad is not None:
+                raise InputError(f"latency.model {getattr(self.config, 'model', type(self).__name__)}",
+                                 f"drew the latency {bad!r} for client {client}; every latency must be a finite "
+                                 "number > 0: check the model's parameters")
+        block.reverse()  # a new list (see block), the next value last
+        self.ahead[client] = block
+        return block.pop()
 
     def block(self, client: int, n: int) -> list[float]:
-        """:meth:`draws` from ``client``'s generator; a model drawing plain uniforms may take them without it."""
+        """:meth:`draws` from ``client``'s generator, as a new list (the caller keeps it); a model drawing plain
+        uniforms may take them without the generator."""
         return self.draws(client, self.rngs[client], n)
 
     def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
-        """The next latencies of ``client`` (at least one, up to about ``n``), as :meth:`draw` gives them in turn.
+        """The next latencies of ``client`` (at least one, up to about ``n``, a new list), as :meth:`draw` gives them.
 
         Overridden where one vectorised NumPy call gives exactly the values of ``n`` calls of :meth:`draw`.
         """

@@ -24,18 +24,28 @@ def test_seed_words_are_seed_sequences_words(seed: int, names: tuple[rng.Name, .
 @pytest.mark.parametrize("seed", SEEDS)
 def test_streams_give_the_generators_of_stream_and_their_first_doubles(seed: int) -> None:
     streams = rng.Streams(seed, "latency", count=300)
-    streams.first(5)
+    start = streams.first(5)
+    assert start.shape == (300, 5)
+    flat = start.ravel().tolist()
+
+    def claimed(m: int, n: int) -> list[float]:
+        at = streams.claim(m, n)
+        return flat[at:at + n] if at >= 0 else streams[m].random(n).tolist()
+
     for m in range(300):
         reference = rng.stream(seed, "latency", m)
-        if m % 3 == 0:  # built at once
+        assert start[m].tolist() == rng.stream(seed, "latency", m).random(5).tolist()
+        if m % 3 == 0:  # built at once: nothing more to claim
             got = streams[m].random(9).tolist()
-        elif m % 3 == 1:  # within the derived start, then past it (the generator advanced by what was handed out)
-            got = streams.doubles(m, 2) + streams.doubles(m, 3) + streams.doubles(m, 4)
+            assert streams.claim(m, 1) == -1
+        elif m % 3 == 1:  # within the derived start, then past it (the generator advanced by what was claimed)
+            got = claimed(m, 2) + claimed(m, 3) + claimed(m, 4)
         else:  # part of the start, then the generator itself
-            got = streams.doubles(m, 4) + streams[m].random(5).tolist()
+            got = claimed(m, 4) + streams[m].random(5).tolist()
         assert got == reference.random(9).tolist()
         assert rng.generator_state(streams[m]) == rng.generator_state(reference)
-    assert all(type(v) is float for v in streams.doubles(7, 3))
+    with pytest.raises(ValueError, match="before any draw"):
+        streams.first(5)
 
 
 def test_pcg64_start_and_doubles_follow_numpy() -> None:
@@ -50,7 +60,7 @@ def test_pcg64_start_and_doubles_follow_numpy() -> None:
 def test_streams_save_and_load_as_a_list_of_generators_does() -> None:
     streams = rng.Streams(4, "latency", count=6)
     streams.first(4)
-    streams.doubles(1, 2)
+    streams.claim(1, 2)
     streams[2].random(3)
     saved = [rng.generator_state(g) for g in streams]
     plain = [rng.stream(4, "latency", m) for m in range(6)]
@@ -60,7 +70,8 @@ def test_streams_save_and_load_as_a_list_of_generators_does() -> None:
     restored = rng.Streams(4, "latency", count=6)
     restored.first(4)
     restored.load(saved)
-    assert [restored.doubles(m, 3) for m in range(6)] == [streams[m].random(3).tolist() for m in range(6)]
+    assert restored.claim(3, 1) == -1
+    assert [restored[m].random(3).tolist() for m in range(6)] == [streams[m].random(3).tolist() for m in range(6)]
     assert len(restored) == 6 and len(restored[1:4]) == 3
 
 
