@@ -196,9 +196,9 @@ class Pool:
                 self.add(i)
             return
         slots = self.data[self.span + 1:]
-        chosen = np.unique(np.asarray(indices, dtype=np.int64))
-        slots[chosen] = -slots[chosen]
-        self.data[0] = len(chosen)
+        chosen = np.asarray(indices, dtype=np.int64)
+        slots[chosen] = np.abs(slots[chosen])  # members: positive weights (an index given twice counts once)
+        self.data[0] = np.count_nonzero(slots > 0)
         self.data[1 + chosen] = slots[chosen]
         _build(self.data, self.span)
 

@@ -70,3 +70,10 @@ def test_following_draws_are_the_draws_in_turn() -> None:
     for start in (0, 3, BLOCK - 1, BLOCK, 2 * BLOCK + 7):
         following = draws.following(start)
         assert [next(following) for _ in range(BLOCK + 3)] == [draws(k) for k in range(start, start + BLOCK + 3)]
+
+
+def test_add_all_to_an_empty_pool_counts_an_index_given_twice_once() -> None:
+    pool = Pool([2, 5, 1, 4])
+    pool.add_all([3, 1, 3])
+    assert pool.count == 2 and pool.total == 9 and pool.selectable() == [1, 3]
+    assert [pool.draw(u) for u in (0.0, 0.5, 0.6, 0.99)] == [1, 1, 3, 3]
