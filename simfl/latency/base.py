@@ -62,6 +62,22 @@ class LatencyModel(ABC, Generic[ConfigT]):
         """Per client, drawn but not yet used latencies, the next one last."""
         self.ahead_n = max(4, min(self.AHEAD, self.DRAWN_AHEAD // max(num_clients, 1)))
         """Block size per client: AHEAD up to 1,000 clients; the values drawn do not depend on it."""
+        self.firsts: list[float] = []
+        """Every client's first block when the model derived them all at construction (:meth:`use_firsts`)."""
+        self.width = 0
+        """Values per client in :attr:`firsts` (0: none)."""
+        self.taken = [0] * num_clients
+        """Per client, values taken from its first block in :attr:`firsts`."""
+
+    def use_firsts(self, firsts: np.ndarray) -> None:
+        """Serve each client's first block from ``firsts`` (shape (clients, ahead_n)): exactly what :meth:`block`
+        would draw first, derived for all clients at once by a model that can. The block counts as drawn at
+        the client's first sample, as any other (its stream claimed, :meth:`state` unchanged), and is taken one
+        value at a time without a list per client. Values that fail the check of :meth:`sample` are left to
+        be drawn, and refused, as usual."""
+        if firsts.size and (firsts > 0).all() and (firsts < math.inf).all():
+            self.width = self.ahead_n
+            self.firsts = firsts.ravel().tolist()
 
     @classmethod
     def check(cls, config: ConfigT, num_clients: int) -> None:
@@ -69,6 +85,12 @@ class LatencyModel(ABC, Generic[ConfigT]):
 
     def sample(self, client: int) -> float:
         """The next round latency of ``client``."""
+        taken = self.taken[client]
+        if taken < self.width:  # its first block, derived at construction
+            if not taken:
+                self.rngs.claim(client, self.width)
+            self.taken[client] = taken + 1
+            return self.firsts[client * self.width + taken]
         ahead = self.ahead[client]
         if ahead:
             return ahead.pop()
@@ -106,9 +128,17 @@ class LatencyModel(ABC, Generic[ConfigT]):
         return None
 
     def state(self) -> dict[str, Any]:
-        """Plain-data state (the per-client generator states)."""
-        return {"rngs": [rng.generator_state(g) for g in self.rngs], "ahead": [list(a) for a in self.ahead]}
+        """Plain-data state (the per-client generator states and drawn-ahead values)."""
+        return {"rngs": [rng.generator_state(g) for g in self.rngs], "ahead": [self._ahead(m) for m in range(self.num_clients)]}
+
+    def _ahead(self, client: int) -> list[float]:
+        """``client``'s drawn but not yet used latencies, the next one last (those of its first block included)."""
+        taken, w = self.taken[client], self.width
+        if 0 < taken < w:
+            return self.firsts[client * w + taken:(client + 1) * w][::-1]
+        return list(self.ahead[client])
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.rngs.load(state["rngs"])
         self.ahead = [list(a) for a in state.get("ahead", [[] for _ in self.rngs])]
+        self.firsts, self.width = [], 0

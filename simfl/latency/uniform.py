@@ -40,14 +40,12 @@ class Uniform(PooledModel[UniformConfig]):
 
     def __init__(self, config: UniformConfig, num_clients: int, seed: int, workload: Workload) -> None:
         super().__init__(config, num_clients, seed, workload)
-        self.firsts: list[float] = []
-        """Per round mode: every client's first block, derived at once (flattened, client by client)."""
         if config.mode == "per_round":
             # base_draws and PooledModel.draws on all clients' first uniforms at once: the same elementwise
             # IEEE operations; each generator is then built only when its client needs a second block
             u = self.rngs.first(self.ahead_n)
             scale = np.array(self.scale, dtype=np.float64)[:, None]
-            self.firsts = np.maximum(scale * (self.low + (self.high - self.low) * u), TINY).ravel().tolist()
+            self.use_firsts(np.maximum(scale * (self.low + (self.high - self.low) * u), TINY))
 
     def fit(self, pooled: PooledStats) -> None:
         self.low = self.config.low if self.config.low is not None else pooled.p5
@@ -64,9 +62,6 @@ class Uniform(PooledModel[UniformConfig]):
         return self.low + (self.high - self.low) * gen.random(n)
 
     def block(self, client: int, n: int) -> list[float]:
-        at = self.rngs.claim(client, n) if self.firsts else -1
-        if at >= 0:
-            return self.firsts[at:at + n]
         if self.config.mode != "per_round" or n > FEW:
             return super().block(client, n)
         # base_draws and PooledModel.draws on Python floats: per value the same IEEE operations in the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,29 @@ def test_models_and_availability_draw_the_streams_they_drew_before() -> None:
     availability = Availability(AvailabilityConfig(p=0.5), 30, 3)
     assert [availability.fails(m) for m in range(30)] == [bool(rng.stream(3, "failure", m).random() < 0.5)
                                                           for m in range(30)]
+
+
+@pytest.mark.parametrize("clients", [3, 17000])
+def test_first_blocks_derived_at_construction_keep_values_and_checkpoints(clients: int) -> None:
+    """Taking each client's first block from the values derived at construction gives the values, and the
+    state (generators advanced by a whole block at the first sample, drawn-ahead values), of drawing it."""
+    work = Workload(model_bytes=100, flops_per_sample=10, samples=(3,) * clients, epochs=1)
+    uniform = LATENCY_MODELS["uniform"]
+    config = uniform.Config(model="uniform", low=0.5, high=9.0, scaling={"compute": 1.7, "comm": 0.4})
+
+    def make() -> Any:
+        return uniform(config, clients, 11, work)
+
+    derived, drawn = make(), make()
+    drawn.firsts, drawn.width = [], 0  # every block drawn from the generators
+    assert derived.width == derived.ahead_n
+    w = derived.width
+    plan = {0: 1, 1: 2, 2: w, clients - 1: w + 3}  # client: samples taken
+    for m, k in plan.items():
+        assert [derived.sample(m) for _ in range(k)] == [drawn.sample(m) for _ in range(k)]
+    saved = derived.state()
+    assert saved == drawn.state()
+    resumed = make()
+    resumed.load_state(saved)
+    for m in plan:
+        assert [resumed.sample(m) for _ in range(w + 2)] == [drawn.sample(m) for _ in range(w + 2)]
