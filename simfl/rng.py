@@ -10,9 +10,12 @@ no code touches the global NumPy or torch generators.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 import torch
+from numpy.random.bit_generator import ISeedSequence
 
 Name = str | int
 
@@ -64,3 +67,166 @@ def restore_generator(state: dict[str, object]) -> np.random.Generator:
     bitgen = np.random.PCG64()
     bitgen.state = state  # type: ignore[assignment]
     return np.random.Generator(bitgen)
+
+
+# -- many streams at once --------------------------------------------------------------------------
+#
+# A population of N clients has N streams (seed, name, m). Building each through SeedSequence costs
+# about 40 us (a million clients: 40 s before the first event). Streams below derives all N seeds in
+# one vectorised pass: NumPy's SeedSequence mixing (numpy/random/bit_generator.pyx: mix_entropy,
+# generate_state) restated on arrays of uint32 words, one lane per stream, every operation modulo
+# 2^32 as in the original. It builds a stream's generator from those words at its first use, and can
+# give every stream's first doubles (Generator.random) at once without building any, from PCG64's own
+# recurrence (numpy/random/src/pcg64: the 128-bit LCG step, then the XSL-RR output; a double is the
+# output's top 53 bits times 2^-53) on Python integers, one lane per stream. NumPy keeps both stable
+# across versions (its stream-compatibility policy for bit generators and SeedSequence);
+# tests/latency/test_streams.py compares them with the originals.
+
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_MULT_L, _MIX_MULT_R, _MASK32 = 0xCA01F9DD, 0x4973F715, 0xFFFFFFFF
+_PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
+_MASK64, _MASK128 = (1 << 64) - 1, (1 << 128) - 1
+
+
+def _hashmix(value: np.ndarray, const: int) -> tuple[np.ndarray, int]:
+    """SeedSequence's hashmix on every lane; returns the value and the next hash constant."""
+    value = value ^ np.uint32(const)
+    const = const * _MULT_A & _MASK32
+    value = value * np.uint32(const)
+    return value ^ (value >> np.uint32(16)), const
+
+
+def _mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """SeedSequence's mix on every lane."""
+    result: np.ndarray = x * np.uint32(_MIX_MULT_L) - y * np.uint32(_MIX_MULT_R)
+    return result ^ (result >> np.uint32(16))
+
+
+def seed_words(seed: int, names: tuple[Name, ...], count: int) -> np.ndarray:
+    """Row m: ``seed_sequence(seed, *names, m).generate_state(4, np.uint64)``, for m < ``count``; shape (count, 4)."""
+    prefix = "/".join(str(n) for n in names) + "/" if names else ""
+    digests = b"".join(hashlib.sha256(f"{prefix}{m}".encode()).digest()[:16] for m in range(count))
+    keys = np.frombuffer(digests, dtype="<u4").reshape(count, 4).astype(np.uint32)
+    # the entropy [seed, *key] is five words (each below 2^32), one more than the pool of four
+    entropy = [np.full(count, int(seed) & _MASK32, dtype=np.uint32), *keys.T]
+    const = _INIT_A
+    pool = []
+    for i in range(4):
+        value, const = _hashmix(entropy[i], const)
+        pool.append(value)
+    for i_src in range(4):
+        for i_dst in range(4):
+            if i_src != i_dst:
+                value, const = _hashmix(pool[i_src], const)
+                pool[i_dst] = _mix(pool[i_dst], value)
+    for i_dst in range(4):
+        value, const = _hashmix(entropy[4], const)
+        pool[i_dst] = _mix(pool[i_dst], value)
+    const = _INIT_B
+    words32 = []
+    for i in range(8):  # generate_state(4, uint64): eight uint32 words, two per uint64, low word first
+        word: np.ndarray = pool[i % 4] ^ np.uint32(const)
+        const = const * _MULT_B & _MASK32
+        word = word * np.uint32(const)
+        words32.append(word ^ (word >> np.uint32(16)))
+    low, high = np.array(words32[0::2], dtype=np.uint64), np.array(words32[1::2], dtype=np.uint64)
+    return (low | (high << np.uint64(32))).T.copy()
+
+
+def pcg64_start(words: Sequence[Any]) -> tuple[Any, Any]:
+    """PCG64's (state, increment) when seeded with ``words`` (pcg64_set_seed, then pcg_setseq_128_srandom_r).
+
+    ``words`` are four Python ints, or four object arrays of them (then every stream at once, lane by lane).
+    """
+    init_state = (words[0] << 64) | words[1]
+    inc = ((((words[2] << 64) | words[3]) << 1) | 1) & _MASK128
+    state = (inc + init_state) & _MASK128  # the first step from state 0 leaves the increment
+    return (state * _PCG_MULT + inc) & _MASK128, inc
+
+
+def pcg64_doubles(state: Any, inc: Any, n: int) -> list[Any]:
+    """The next ``n`` doubles of a PCG64 at (state, increment), as ``Generator.random(n)`` gives them (lane by lane
+    for object arrays; the state is not updated)."""
+    out = []
+    for _ in range(n):
+        state = (state * _PCG_MULT + inc) & _MASK128
+        word = ((state >> 64) ^ state) & _MASK64
+        rot = state >> 122
+        word = ((word >> rot) | (word << (-rot & 63))) & _MASK64
+        out.append((word >> 11) * (1.0 / 9007199254740992.0))  # exact: below 2^53, then a power of two
+    return out
+
+
+class _Words(ISeedSequence):
+    """A seed sequence that hands PCG64 words derived beforehand (those of :func:`seed_sequence`)."""
+
+    def __init__(self, words: np.ndarray) -> None:
+        self.words = words
+
+    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
+        assert n_words == 4 and np.dtype(dtype) == np.uint64, "PCG64 asks for four 64-bit words"
+        return self.words
+
+
+class Streams(Sequence[np.random.Generator]):
+    """The generators of the streams ``(seed, *names, m)`` for ``m < count``, each built at its first use.
+
+    ``streams[m]`` has the state ``stream(seed, *names, m)`` would have after the same draws.
+    :meth:`first` and :meth:`claim` let a model take each stream's first doubles without building
+    it (a model drawing plain uniforms, whose clients may train only a few times each).
+    """
+
+    def __init__(self, seed: int, *names: Name, count: int) -> None:
+        self.words = seed_words(seed, names, count)
+        self.gens: list[np.random.Generator | None] = [None] * count
+        self.used = [0] * count
+        """Per unbuilt stream, doubles :meth:`claim` handed out from its start."""
+        self.width = 0
+
+    def first(self, n: int) -> np.ndarray:
+        """The first ``n`` doubles of every stream, shape (count, n), as ``self[m].random(n)`` would give them
+        before any draw; :meth:`claim` then hands them out."""
+        if any(self.used) or any(g is not None for g in self.gens):
+            raise ValueError("first() must come before any draw")
+        state, inc = pcg64_start(list(self.words.astype(object).T))  # four lanes of Python ints
+        self.width = n
+        return np.array(pcg64_doubles(state, inc, n), dtype=np.float64).T.reshape(len(self), n)
+
+    def claim(self, m: int, n: int) -> int:
+        """Take the next ``n`` doubles of stream ``m`` from :meth:`first`'s: their offset in its flattened output,
+        or -1 when the stream is built or fewer are left (its generator, once built, starts after them)."""
+        used = self.used[m]
+        if used + n > self.width or self.gens[m] is not None:
+            return -1
+        self.used[m] = used + n
+        return m * self.width + used
+
+    def load(self, states: list[dict[str, object]]) -> None:
+        """Take the generators from :func:`generator_state` outputs (a resumed run)."""
+        self.gens = [restore_generator(s) for s in states]
+        self.used = [0] * len(states)
+        self.width = 0
+
+    def __len__(self) -> int:
+        return len(self.gens)
+
+    @overload
+    def __getitem__(self, m: int) -> np.random.Generator: ...
+
+    @overload
+    def __getitem__(self, m: slice) -> list[np.random.Generator]: ...
+
+    def __getitem__(self, m: int | slice) -> np.random.Generator | list[np.random.Generator]:
+        if isinstance(m, slice):
+            return [self[i] for i in range(len(self))[m]]
+        gen = self.gens[m]
+        if gen is None:
+            # NumPy takes any ISeedSequence; its type stubs name only SeedSequence
+            bitgen = np.random.PCG64(_Words(self.words[m]))  # type: ignore[arg-type]
+            if self.used[m]:
+                bitgen.advance(self.used[m])  # one LCG step per double handed out
+            gen = self.gens[m] = np.random.Generator(bitgen)
+        return gen
+
+    def __iter__(self) -> Iterator[np.random.Generator]:
+        return (self[m] for m in range(len(self)))

@@ -53,7 +53,7 @@ class Availability:
         self.check(config, num_clients)
         self.config = config
         self.num_clients = num_clients
-        self.rngs = [rng.stream(seed, "failure", m) for m in range(num_clients)]
+        self.rngs = rng.Streams(seed, "failure", count=num_clients)
         self.absences: list[list[tuple[float, float | None]]] = [[] for _ in range(num_clients)]
         for d in config.departures:
             self.absences[d.client].append((d.leave, d.rejoin))
@@ -113,7 +113,7 @@ class Availability:
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state` output."""
-        self.rngs = [rng.restore_generator(s) for s in state["rngs"]]
+        self.rngs.load(state["rngs"])
 
 
 def with_absences(

@@ -9,6 +9,8 @@ population, :attr:`LatencyModel.DRAWN_AHEAD`)
 (one NumPy call instead of one per round where a model vectorises its draw,
 see :meth:`LatencyModel.draws`); the values are the same, in the same order,
 as one draw at a time, and the drawn-ahead values are part of the state.
+A client's generator is built at its first draw (:class:`simfl.rng.Streams`), so a
+large population costs little before its clients train.
 """
 
 from __future__ import annotations
@@ -55,11 +57,27 @@ class LatencyModel(ABC, Generic[ConfigT]):
         self.num_clients = num_clients
         self.seed = seed
         self.workload = workload
-        self.rngs = [rng.stream(seed, "latency", m) for m in range(num_clients)]
+        self.rngs = rng.Streams(seed, "latency", count=num_clients)
         self.ahead: list[list[float]] = [[] for _ in range(num_clients)]
         """Per client, drawn but not yet used latencies, the next one last."""
         self.ahead_n = max(4, min(self.AHEAD, self.DRAWN_AHEAD // max(num_clients, 1)))
         """Block size per client: AHEAD up to 1,000 clients; the values drawn do not depend on it."""
+        self.firsts: list[float] = []
+        """Every client's first block when the model derived them all at construction (:meth:`use_firsts`)."""
+        self.width = 0
+        """Values per client in :attr:`firsts` (0: none)."""
+        self.taken = [0] * num_clients
+        """Per client, values taken from its first block in :attr:`firsts`."""
+
+    def use_firsts(self, firsts: np.ndarray) -> None:
+        """Serve each client's first block from ``firsts`` (shape (clients, ahead_n)): exactly what :meth:`block`
+        would draw first, derived for all clients at once by a model that can. The block counts as drawn at
+        the client's first sample, as any other (its stream claimed, :meth:`state` unchanged), and is taken one
+        value at a time without a list per client. Values that fail the check of :meth:`sample` are left to
+        be drawn, and refused, as usual."""
+        if firsts.size and (firsts > 0).all() and (firsts < math.inf).all():
+            self.width = self.ahead_n
+            self.firsts = firsts.ravel().tolist()
 
     @classmethod
     def check(cls, config: ConfigT, num_clients: int) -> None:
@@ -67,19 +85,35 @@ class LatencyModel(ABC, Generic[ConfigT]):
 
     def sample(self, client: int) -> float:
         """The next round latency of ``client``."""
+        taken = self.taken[client]
+        if taken < self.width:  # its first block, derived at construction
+            if not taken:
+                self.rngs.claim(client, self.width)
+            self.taken[client] = taken + 1
+            return self.firsts[client * self.width + taken]
         ahead = self.ahead[client]
-        if not ahead:
-            block = self.draws(client, self.rngs[client], self.ahead_n)
-            if not all(0.0 < v < math.inf for v in block):  # NaN fails the comparison too
-                bad = next(v for v in block if not 0.0 < v < math.inf)
+        if ahead:
+            return ahead.pop()
+        block = self.block(client, self.ahead_n)
+        # Every value finite and > 0. A finite sum rules out NaN and infinities (a test per value costs
+        # more in Python); only a sum that overflows, or a bad value, takes the test per value.
+        if not (0.0 < min(block) and sum(block) < math.inf):
+            bad = next((v for v in block if not 0.0 < v < math.inf), None)
+            if bad is not None:
                 raise InputError(f"latency.model {getattr(self.config, 'model', type(self).__name__)}",
                                  f"drew the latency {bad!r} for client {client}; every latency must be a finite "
                                  "number > 0: check the model's parameters")
-            ahead.extend(reversed(block))
-        return ahead.pop()
+        block.reverse()  # a new list (see block), the next value last
+        self.ahead[client] = block
+        return block.pop()
+
+    def block(self, client: int, n: int) -> list[float]:
+        """:meth:`draws` from ``client``'s generator, as a new list (the caller keeps it); a model drawing plain
+        uniforms may take them without the generator."""
+        return self.draws(client, self.rngs[client], n)
 
     def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
-        """The next latencies of ``client`` (at least one, up to about ``n``), as :meth:`draw` gives them in turn.
+        """The next latencies of ``client`` (at least one, up to about ``n``, a new list), as :meth:`draw` gives them.
 
         Overridden where one vectorised NumPy call gives exactly the values of ``n`` calls of :meth:`draw`.
         """
@@ -94,9 +128,17 @@ class LatencyModel(ABC, Generic[ConfigT]):
         return None
 
     def state(self) -> dict[str, Any]:
-        """Plain-data state (the per-client generator states)."""
-        return {"rngs": [rng.generator_state(g) for g in self.rngs], "ahead": [list(a) for a in self.ahead]}
+        """Plain-data state (the per-client generator states and drawn-ahead values)."""
+        return {"rngs": [rng.generator_state(g) for g in self.rngs], "ahead": [self._ahead(m) for m in range(self.num_clients)]}
+
+    def _ahead(self, client: int) -> list[float]:
+        """``client``'s drawn but not yet used latencies, the next one last (those of its first block included)."""
+        taken, w = self.taken[client], self.width
+        if 0 < taken < w:
+            return self.firsts[client * w + taken:(client + 1) * w][::-1]
+        return list(self.ahead[client])
 
     def load_state(self, state: dict[str, Any]) -> None:
-        self.rngs = [rng.restore_generator(s) for s in state["rngs"]]
+        self.rngs.load(state["rngs"])
         self.ahead = [list(a) for a in state.get("ahead", [[] for _ in self.rngs])]
+        self.firsts, self.width = [], 0

@@ -35,6 +35,9 @@ from simfl.latency.profiles import PooledStats, load_pooled
 from simfl.latency.scaling import TraceOptions, check_workload, factors
 
 TINY = float(np.finfo(float).tiny)
+FEW = 16
+"""Blocks of at most this many draws are finished on Python floats: NumPy's cost per call outweighs its
+speed per value there (a large population draws a few values per client, see :attr:`LatencyModel.ahead_n`)."""
 
 
 class PooledOptions(TraceOptions):
@@ -66,7 +69,7 @@ class PooledModel(LatencyModel[C]):
         self.sigma_j = math.sqrt(math.log1p(config.jitter**2))
         self.speeds: list[float] = []
         if config.mode == "per_client":
-            self.speeds = [self.base_draw(rng.stream(seed, "latency-speed", m)) for m in range(num_clients)]
+            self.speeds = [self.base_draw(gen) for gen in rng.Streams(seed, "latency-speed", count=num_clients)]
 
     @classmethod
     def check(cls, config: C, num_clients: int) -> None:
@@ -92,6 +95,9 @@ class PooledModel(LatencyModel[C]):
         x = self.base_draws(gen, n) if self.config.mode == "per_round" else None
         if x is None:
             return super().draws(client, gen, n)
+        if n <= FEW:  # the same IEEE product and maximum per value as the NumPy line below
+            s = self.scale[client]
+            return [max(s * v, TINY) for v in x.tolist()]
         return np.maximum(self.scale[client] * x, TINY).tolist()
 
     def draw(self, client: int, gen: np.random.Generator) -> float:

@@ -14,7 +14,8 @@ from pydantic import Field, model_validator
 
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat
-from simfl.latency.pooled import PooledModel, PooledOptions
+from simfl.latency.base import Workload
+from simfl.latency.pooled import FEW, TINY, PooledModel, PooledOptions
 from simfl.latency.profiles import PooledStats
 
 
@@ -37,6 +38,15 @@ class Uniform(PooledModel[UniformConfig]):
 
     Config = UniformConfig
 
+    def __init__(self, config: UniformConfig, num_clients: int, seed: int, workload: Workload) -> None:
+        super().__init__(config, num_clients, seed, workload)
+        if config.mode == "per_round":
+            # base_draws and PooledModel.draws on all clients' first uniforms at once: the same elementwise
+            # IEEE operations; each generator is then built only when its client needs a second block
+            u = self.rngs.first(self.ahead_n)
+            scale = np.array(self.scale, dtype=np.float64)[:, None]
+            self.use_firsts(np.maximum(scale * (self.low + (self.high - self.low) * u), TINY))
+
     def fit(self, pooled: PooledStats) -> None:
         self.low = self.config.low if self.config.low is not None else pooled.p5
         self.high = self.config.high if self.config.high is not None else pooled.p95
@@ -50,6 +60,14 @@ class Uniform(PooledModel[UniformConfig]):
 
     def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
         return self.low + (self.high - self.low) * gen.random(n)
+
+    def block(self, client: int, n: int) -> list[float]:
+        if self.config.mode != "per_round" or n > FEW:
+            return super().block(client, n)
+        # base_draws and PooledModel.draws on Python floats: per value the same IEEE operations in the
+        # same order (span * u, + low, * scale, max with TINY), without NumPy's cost per call on a few values
+        low, span, s = self.low, self.high - self.low, self.scale[client]
+        return [max(s * (low + span * u), TINY) for u in self.rngs[client].random(n).tolist()]
 
     def moments(self) -> tuple[float, float]:
         return (self.low + self.high) / 2, (self.high - self.low) / math.sqrt(12)

@@ -165,26 +165,29 @@ class FastSimulation:
     def _serving(self, algorithm: AsyncAlgorithm[Any], concurrency: Concurrency, heap: list[tuple[float, int, int]]
                  ) -> tuple[Callable[[ClientState, torch.Tensor], None], Callable[[ClientState, torch.Tensor], None]]:
         """Cross-device serving (:class:`simfl.sim.schedulers.AsyncServer` with a concurrency limit): dispatch C
-        drawn clients now; returns what follows an aggregation (the client keeps its model and is selectable
-        again) and what follows it unless the budget is spent (one more client drawn and dispatched).
-        No absences here, so every draw is kept."""
+        drawn clients now; returns what follows an aggregation (the client keeps its model) and what follows
+        it unless the budget is spent (the client is selectable again, and one more is drawn and dispatched:
+        one call to the pool, which nothing reads in between). No absences here, so every draw is kept."""
         st = self.state
         clients = st.clients
-        pool, draws = Pool.of(concurrency.selection, [c.num_samples for c in clients]), Draws(self.seed)
+        pool = Pool.of(concurrency.selection, [c.num_samples for c in clients])
         pool.add_all(list(range(len(clients))))
-
-        def send() -> None:
-            drawn = clients[pool.take(draws(st.selections))]
-            st.selections += 1
-            heapq.heappush(heap, self._dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
+        draws = Draws(self.seed).following(st.selections)  # each draw is kept: st.selections counts them
+        swap, dispatch, push = pool.swap, self._dispatch, heapq.heappush
 
         def release(client: ClientState, new: torch.Tensor) -> None:
             release_client(algorithm, client, new)
-            pool.add(client.index)
+
+        def send_next(client: ClientState, new: torch.Tensor) -> None:
+            drawn = clients[swap(client.index, next(draws))]
+            st.selections += 1
+            push(heap, dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
 
         for _ in range(min(concurrency.limit, len(clients))):
-            send()
-        return release, lambda client, new: send()
+            drawn = clients[pool.take(next(draws))]
+            st.selections += 1
+            push(heap, dispatch(drawn, sampled_start(algorithm, drawn, st.updates)))
+        return release, send_next
 
     def _run_sync(self, algorithm: SyncAlgorithm[Any]) -> None:
         st = self.state

@@ -21,14 +21,19 @@ stream ``(seed, "selection", k // BLOCK)``; the drawn client is the one whose cu
 weight interval, in client-index order over the pool, holds ``floor(u * total)``. The
 pool is a Fenwick tree of integer weights, so adding, removing and drawing cost
 ``O(log N)`` and the draw is exact integer arithmetic; its content is a function of the
-clients' phases, so a resumed run rebuilds it and needs only the draw counter.
+clients' phases, so a resumed run rebuilds it and needs only the draw counter. The tree's
+walks are compiled (numba): in Python they cost several microseconds per arrival at
+N = 10^5, more than the rest of an arrival's bookkeeping.
 """
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+import numba
 import numpy as np
 
 from simfl import rng
@@ -52,14 +57,98 @@ class Draws:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self._block = -1
-        self._values: np.ndarray = np.empty(0)
+        self._values: list[float] = []
 
     def __call__(self, k: int) -> float:
         block, offset = divmod(k, BLOCK)
         if block != self._block:
-            self._values = rng.stream(self.seed, "selection", block).random(BLOCK)
+            self._values = self._of(block)
             self._block = block
-        return float(self._values[offset])
+        return self._values[offset]
+
+    def following(self, k: int) -> Iterator[float]:
+        """Draws ``k``, ``k + 1``, ... in turn (a loop that keeps every draw: a ``next`` instead of a call)."""
+        block, offset = divmod(k, BLOCK)
+        rest = (value for b in itertools.count(block + 1) for value in self._of(b))
+        return itertools.chain(self._of(block)[offset:], rest)
+
+    def _of(self, block: int) -> list[float]:
+        """The draws of stream block ``block``."""
+        return rng.stream(self.seed, "selection", block).random(BLOCK).tolist()
+
+
+# The pool's state is one int64 array, so that a compiled call unpacks a single array:
+# ``data[0]`` is the member count; ``data[1:S + 1]`` the Fenwick tree over client indices, padded to
+# S, a power of two, so that node S holds the total weight; ``data[S + 1 + i]`` client i's weight,
+# positive while it is a member and negated while it is not.
+
+
+@numba.njit(cache=True, nogil=True)
+def _change(data: np.ndarray, span: int, index: int, delta: int) -> None:  # pragma: no cover - compiled
+    """Add ``delta`` to client ``index``'s weight in the tree."""
+    i = index + 1
+    while i <= span:
+        data[i] += delta
+        i += i & -i
+
+
+@numba.njit(cache=True, nogil=True)
+def _add(data: np.ndarray, span: int, index: int) -> None:  # pragma: no cover - compiled
+    """Make client ``index`` a member (no-op when it is one)."""
+    w = data[span + 1 + index]
+    if w < 0:
+        data[span + 1 + index] = -w
+        data[0] += 1
+        _change(data, span, index, -w)
+
+
+@numba.njit(cache=True, nogil=True)
+def _remove(data: np.ndarray, span: int, index: int) -> None:  # pragma: no cover - compiled
+    """Make client ``index`` not a member (no-op when it is not one)."""
+    w = data[span + 1 + index]
+    if w > 0:
+        data[span + 1 + index] = -w
+        data[0] -= 1
+        _change(data, span, index, -w)
+
+
+@numba.njit(cache=True, nogil=True)
+def _draw(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - compiled
+    """The member whose cumulative weight interval holds ``floor(u * total)`` (a non-empty pool)."""
+    total = data[span]
+    target = min(int(u * total), total - 1)  # float64 product and truncation, as in Python
+    pos, step = 0, span >> 1
+    while step:
+        nxt = pos + step
+        if data[nxt] <= target:
+            pos = nxt
+            target -= data[nxt]
+        step >>= 1
+    return pos  # the (pos + 1)-th tree slot, i.e. client index pos
+
+
+@numba.njit(cache=True, nogil=True)
+def _take(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - compiled
+    """:func:`_draw`, and the drawn client is no longer a member."""
+    index = _draw(data, span, u)
+    _remove(data, span, index)
+    return index
+
+
+@numba.njit(cache=True, nogil=True)
+def _swap(data: np.ndarray, span: int, index: int, u: float) -> int:  # pragma: no cover - compiled
+    """:func:`_add` of ``index``, then :func:`_take`."""
+    _add(data, span, index)
+    return _take(data, span, u)
+
+
+@numba.njit(cache=True, nogil=True)
+def _build(data: np.ndarray, span: int) -> None:  # pragma: no cover - compiled
+    """Turn leaves (each member's weight at its own slot) into the Fenwick tree in one pass."""
+    for i in range(1, span + 1):  # each node passes its sum on to its parent
+        parent = i + (i & -i)
+        if parent <= span:
+            data[parent] += data[i]
 
 
 class Pool:
@@ -68,81 +157,65 @@ class Pool:
     def __init__(self, weights: list[int]) -> None:
         if any(w <= 0 for w in weights):
             raise ValueError("selection weights must be positive")
-        self.weights = list(weights)
         self.size = len(weights)
-        self.tree = [0] * (self.size + 1)
-        self.members = [False] * self.size
-        self.count = 0
-        self.total = 0
-        self._top = 1 << max(self.size.bit_length() - 1, 0)
+        self.span = 1 << max(self.size - 1, 0).bit_length()
+        """Leaves of the tree: the least power of two >= size (1 for an empty pool)."""
+        self.data = np.zeros(self.span + 1 + self.size, dtype=np.int64)
+        self.data[self.span + 1:] = weights
+        self.data[self.span + 1:] *= -1  # nobody is a member yet
 
     @classmethod
     def of(cls, selection: Selection, sizes: list[int]) -> Pool:
         """An empty pool drawing by ``selection`` over clients holding ``sizes`` training samples."""
         return cls([1] * len(sizes) if selection == "uniform" else list(sizes))
 
+    @property
+    def count(self) -> int:
+        """Members."""
+        return int(self.data[0])
+
+    @property
+    def total(self) -> int:
+        """The members' total weight."""
+        return int(self.data[self.span])
+
     def take(self, u: float) -> int:
         """:meth:`draw` with ``u``, and the drawn client is no longer selectable."""
-        index = self.draw(u)
-        self.remove(index)
-        return index
+        if not self.data[0]:
+            raise ValueError("no client to draw from")
+        return int(_take(self.data, self.span, u))
+
+    def swap(self, index: int, u: float) -> int:
+        """:meth:`add` of ``index``, then :meth:`take` with ``u``, in one call (an arrival's release and draw)."""
+        return _swap(self.data, self.span, index, u)  # type: ignore[no-any-return]  # compiled: returns an int
 
     def add_all(self, indices: list[int]) -> None:
         """Make every client of ``indices`` selectable; one linear pass when the pool was empty."""
-        if self.count:
+        if self.data[0]:
             for i in indices:
                 self.add(i)
             return
-        tree = self.tree
-        for i in indices:
-            if not self.members[i]:
-                self.members[i] = True
-                tree[i + 1] = self.weights[i]
-                self.count += 1
-                self.total += self.weights[i]
-        for i in range(1, self.size + 1):  # each node passes its sum on to its parent
-            parent = i + (i & -i)
-            if parent <= self.size:
-                tree[parent] += tree[i]
+        slots = self.data[self.span + 1:]
+        chosen = np.asarray(indices, dtype=np.int64)
+        slots[chosen] = np.abs(slots[chosen])  # members: positive weights (an index given twice counts once)
+        self.data[0] = np.count_nonzero(slots > 0)
+        self.data[1 + chosen] = slots[chosen]
+        _build(self.data, self.span)
 
     def add(self, index: int) -> None:
         """Make client ``index`` selectable (no-op when it already is)."""
-        if self.members[index]:
-            return
-        self.members[index] = True
-        self._change(index, self.weights[index])
-        self.count += 1
+        _add(self.data, self.span, index)
 
     def remove(self, index: int) -> None:
         """Make client ``index`` not selectable (no-op when it is not)."""
-        if not self.members[index]:
-            return
-        self.members[index] = False
-        self._change(index, -self.weights[index])
-        self.count -= 1
-
-    def _change(self, index: int, delta: int) -> None:
-        self.total += delta
-        i = index + 1
-        tree, size = self.tree, self.size
-        while i <= size:
-            tree[i] += delta
-            i += i & -i
+        _remove(self.data, self.span, index)
 
     def draw(self, u: float) -> int:
         """The member whose cumulative weight interval (index order) holds ``floor(u * total)``."""
-        if self.count == 0:
+        if not self.data[0]:
             raise ValueError("no client to draw from")
-        target = min(int(u * self.total), self.total - 1)
-        pos, step, tree, size = 0, self._top, self.tree, self.size
-        while step:
-            nxt = pos + step
-            if nxt <= size and tree[nxt] <= target:
-                pos = nxt
-                target -= tree[nxt]
-            step >>= 1
-        return pos  # the (pos + 1)-th tree slot, i.e. client index pos
+        return int(_draw(self.data, self.span, u))
 
     def selectable(self) -> list[int]:
         """The members in index order (for checks and tests)."""
-        return [i for i, m in enumerate(self.members) if m]
+        return [int(i) for i in np.flatnonzero(self.data[self.span + 1:] > 0)]
