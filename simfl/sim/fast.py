@@ -236,18 +236,15 @@ class FastSimulation:
 
     def _dispatch(self, client: ClientState, weights: torch.Tensor) -> tuple[float, int, int]:
         """Start a round of ``client`` now; returns its heap entry (arrival time, dispatch order, client)."""
-        st = self.state
-        client.start = weights
-        client.dispatch_time = self.now
-        client.latency = self.latency.sample(client.index)
-        client.fails = False
-        client.message = self.algorithm.message(client.index, client.rounds)
-        client.handle = self.executor.submit(Job(client.index, client.rounds, weights, client.message),
-                                             due=self.now + client.latency)
-        client.rounds += 1
-        client.seq = st.seq
-        st.seq += 1
-        return (self.now + client.latency, client.seq, client.index)
+        st, now, index, rounds = self.state, self.now, client.index, client.rounds
+        latency = self.latency.sample(index)
+        message = self.algorithm.message(index, rounds)
+        client.start, client.dispatch_time, client.latency, client.fails, client.message = weights, now, latency, False, message
+        client.handle = self.executor.submit(Job(index, rounds, weights, message), due=now + latency)
+        client.rounds = rounds + 1
+        client.seq = seq = st.seq
+        st.seq = seq + 1
+        return (now + latency, seq, index)
 
     def _evaluation_step(self, i: int, at: float) -> tuple[int, float]:
         """Evaluate at grid point ``i`` (reached at ``at``); the next point, stepped as the world's handler does."""
