@@ -82,6 +82,12 @@ class FastSimulation:
             raise ValueError("the fast loop serves a population (server.concurrency) only for asynchronous algorithms")
         self.concurrency = concurrency
         self.state = SimState([ClientState(m, n) for m, n in enumerate(client_sizes)])
+        self.pool: Pool | None = None
+        """Cross-device serving: the selectable clients, all of them at the start (built here, with the rest of
+        the setup: its first use in a process also loads its compiled walks)."""
+        if concurrency is not None:
+            self.pool = Pool.of(concurrency.selection, list(client_sizes))
+            self.pool.add_all(list(range(len(client_sizes))))
         self.now: float = 0  # an int, as SimPy's clock starts: dispatch times at 0 print as "0" in events.csv
         self.recorder = Recorder(evaluate, progress)
 
@@ -170,8 +176,8 @@ class FastSimulation:
         one call to the pool, which nothing reads in between). No absences here, so every draw is kept."""
         st = self.state
         clients = st.clients
-        pool = Pool.of(concurrency.selection, [c.num_samples for c in clients])
-        pool.add_all(list(range(len(clients))))
+        pool = self.pool
+        assert pool is not None
         draws = Draws(self.seed).following(st.selections)  # each draw is kept: st.selections counts them
         swap, dispatch, push = pool.swap, self._dispatch, heapq.heappush
 
