@@ -121,8 +121,6 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         """W: the moving average (evaluated; under 'global' also the shift's source)."""
         self.chain = self.w
         """G: the last calibrated model sent to any client (used under 'chain' only)."""
-        self.w0 = self.w
-        """W^(0): the anchor of a client that has none of its own."""
         self.anchors = setup.vectors()
         """W^(tau+) per client (used under 'global' only)."""
         self.arrivals = 0
@@ -170,7 +168,7 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
 
     def _anchor(self, client: int) -> torch.Tensor:
         anchor = self.anchors.get(client)
-        return self.w0 if anchor is None else anchor
+        return self.setup.init if anchor is None else anchor  # W^(0) for a client without a row
 
     def global_weights(self) -> torch.Tensor:
         return self.w
@@ -179,7 +177,6 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         return {
             "w": self.w,
             "chain": self.chain,
-            "w0": self.w0,
             "anchors": self.anchors.state(),
             "arrivals": self.arrivals,
         }
@@ -190,7 +187,6 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
         anchors = state["anchors"]
         if isinstance(anchors, list):  # a checkpoint from before the store: one anchor per client
             anchors = {"length": self.setup.init.numel(), "rows": dict(enumerate(anchors))}
-        self.w0 = state.get("w0", self.setup.init)
         self.anchors = self.setup.vectors()
         self.anchors.load_state(anchors)
         self.arrivals = int(state["arrivals"])

@@ -120,9 +120,8 @@ class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
         super().__init__(config, setup)
         self.calibration = Calibration(setup.layout, config.bn, config.granularity)
         self.w = setup.init.clone()
-        self.w0 = self.w
         self.anchors = setup.vectors()
-        """W^(tau+) per client (``w0``, W^(0), for a client without a row)."""
+        """W^(tau+) per client (W^(0), ``setup.init``, for a client without a row)."""
         self.latest = setup.vectors()
         """Latest raw update (weights - start) of each client; no row before its first arrival."""
 
@@ -139,7 +138,7 @@ class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
         others = [u for j, u in self.latest.items() if j != m]
         projected = self.calibration.update(client_update, others)
         anchor = self.anchors.get(m)
-        shift = self.calibration.mask_local(self.w - (self.w0 if anchor is None else anchor))
+        shift = self.calibration.mask_local(self.w - (self.setup.init if anchor is None else anchor))
         # on local batch norm the client keeps its own trained values exactly
         calibrated = self.calibration.local_from(arrival.start + projected + shift, arrival.weights)
         weight = self.config.beta * ops.polynomial_staleness(arrival.staleness, self.config.a)
@@ -152,11 +151,10 @@ class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
         return self.w
 
     def state(self) -> dict[str, Any]:
-        return {"w": self.w, "w0": self.w0, "anchors": self.anchors.state(), "latest": self.latest.state()}
+        return {"w": self.w, "anchors": self.anchors.state(), "latest": self.latest.state()}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
-        self.w0 = state["w0"]
         self.anchors, self.latest = self.setup.vectors(), self.setup.vectors()
         self.anchors.load_state(state["anchors"])
         self.latest.load_state(state["latest"])
