@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from simfl import __version__
-from simfl.errors import FULL_ERRNOS, InputError, NoSpace, Terminated, WorkerLost
+from simfl.errors import FULL_ERRNOS, InputError, NoSpace, Terminated, UserCodeFailed, WorkerLost
 from simfl.names import allowing_imports
 
 if TYPE_CHECKING:
@@ -426,6 +426,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         print(one_line(f"simfl: {where}: {first['msg']}"), file=sys.stderr)
+        return EXIT_USAGE
+    except UserCodeFailed as exc:  # the user's own code (a Flower ClientApp) failed: its traceback in a file
+        from simfl.crash import user_code
+
+        out = getattr(args, "resume", None) or getattr(args, "out", None)
+        print(one_line(user_code(exc, argv, out if isinstance(out, Path) else None)), file=sys.stderr)
         return EXIT_USAGE
     except WorkerLost as exc:
         print(one_line(f"simfl: {exc}; what finished is kept: {_again(args)} runs the rest"), file=sys.stderr)

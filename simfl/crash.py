@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simfl import __version__, outdir
+from simfl.errors import UserCodeFailed
 
 
 def _versions() -> str:
@@ -54,3 +55,15 @@ def report(exc: BaseException, argv: Sequence[str], out: Path | None) -> str:
     first = (str(exc).splitlines() or [""])[0][:200]
     return (f"simfl: internal error {type(exc).__name__}: {first}; this is a bug in simfl: please report it with "
             f"the file {where}")
+
+
+def user_code(exc: UserCodeFailed, argv: Sequence[str], out: Path | None) -> str:
+    """Write the traceback of the user's own failing code to a crash file; the one line naming it and the file."""
+    text = f"command: simfl {' '.join(argv)}\ncwd: {os.getcwd()}\n\n{_versions()}\n\n{exc}\n\n{exc.details}"
+    try:
+        path = _place(out)
+        path.write_text(text, encoding="utf-8", errors="replace")
+        where = str(path)
+    except OSError:
+        where = "(could not be written)"
+    return f"simfl: {exc}; its traceback is in {where}"

@@ -40,6 +40,23 @@ class WorkerLost(Exception):
         return f"{self.title}: {self.how}"
 
 
+class UserCodeFailed(Exception):
+    """The user's own code that simfl runs (a Flower ClientApp) raised or answered with an error.
+
+    Neither a bug in simfl nor a mistake in a file: the CLI says in one line which code failed for which
+    client and round, and puts the traceback (``details``) into ``crash.txt``.
+    """
+
+    def __init__(self, where: str, message: str, details: str) -> None:
+        super().__init__(where, message, details)
+        self.where = where
+        self.message = message
+        self.details = details
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread so that ``kill PID`` stops a command exactly as Ctrl-C does.
 

@@ -20,6 +20,7 @@ from simfl.algorithms.fedasync import FedAsync
 from simfl.algorithms.fedavg import FedAvg
 from simfl.algorithms.fedbuff import FedBuff
 from simfl.algorithms.fedprox import FedProx
+from simfl.algorithms.flower import FlowerStrategy
 from simfl.algorithms.orthofl import OrthoFL
 from simfl.algorithms.orthofl_ablations import OrthoFLNoCalib, OrthoFLNoMA, OrthoFLPairwise
 from simfl.algorithms.scaffold import Scaffold
@@ -36,6 +37,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {  # type: ignore[type-arg]
     "fedprox": FedProx,
     "fedadam": FedAdam,
     "scaffold": Scaffold,
+    "flower": FlowerStrategy,
 }
 
 __all__ = ["ALGORITHMS", "Algorithm", "Arrival", "AsyncAlgorithm", "Setup", "SyncAlgorithm"]

@@ -58,6 +58,9 @@ def run_name(config: Section) -> str:
     label = getattr(config, "label", None)
     if label is not None:
         return str(label)
+    default = getattr(config, "default_run_name", None)  # e.g. a Flower entry: its strategy's class name
+    if isinstance(default, str):
+        return default
     return short_name(str(config.name))  # type: ignore[attr-defined]
 
 
@@ -228,6 +231,15 @@ class SyncAlgorithm(Algorithm[ConfigT]):
     @abstractmethod
     def clients_per_round(self) -> int:
         """K, the number of clients sampled each round."""
+
+    chooses_clients: ClassVar[bool] = False
+    """True when :meth:`choose` picks each round's clients (a Flower strategy samples its own nodes)."""
+
+    def choose(self, round_index: int, free: list[int]) -> list[int] | None:
+        """The clients of round ``round_index`` (0-based) among ``free`` (idle, present, ascending), or None to
+        let the engine sample ``clients_per_round`` of them; an empty list waits for more clients to be free.
+        Called just before :meth:`round_weights` and :meth:`message` of that round."""
+        return None
 
     @abstractmethod
     def round_weights(self) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """How a training set is split over clients: Dirichlet label skew, IID, by subject, by column (natural
-clients such as LEAF's writers), explicit classes, explicit per-client label counts, or explicit
-per-client sample indices read from a file.
+clients such as LEAF's writers), explicit classes, explicit per-client label counts, explicit
+per-client sample indices read from a file, or a Flower Datasets partitioner (``flwr``,
+:mod:`simfl.data.flwr`).
 
 A partition draws from the stream ``(seed, "partition")`` only, so every
 algorithm of a seed sees the same client datasets. ``counts`` and ``indices``
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from simfl.data.flwr import FlwrConfig, flwr_split
 from simfl.errors import InputError
 from simfl.fields import NonNegInt, PositiveFloat, PositiveInt, Section
 
@@ -117,11 +119,13 @@ class IndicesConfig(Section):
 
 
 PartitionConfig = Annotated[
-    DirichletConfig | IIDConfig | BySubjectConfig | ByColumnConfig | ClassesConfig | CountsConfig | IndicesConfig,
+    DirichletConfig | IIDConfig | BySubjectConfig | ByColumnConfig | ClassesConfig | CountsConfig | IndicesConfig
+    | FlwrConfig,
     Field(discriminator="kind"),
 ]
 AnyPartition = (
     DirichletConfig | IIDConfig | BySubjectConfig | ByColumnConfig | ClassesConfig | CountsConfig | IndicesConfig
+    | FlwrConfig
 )
 
 
@@ -141,6 +145,8 @@ def split(
         return _by_counts(config, labels, gen)
     if isinstance(config, IndicesConfig):
         return _from_file(config, n)
+    if isinstance(config, FlwrConfig):
+        return flwr_split(config, labels, gen, groups)
     if config.clients > n:
         raise InputError("data.partition.clients", f"must be at most the {n} training samples, got {config.clients}")
     if isinstance(config, IIDConfig):

@@ -39,7 +39,7 @@ from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
 from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, InlineExecutor, NullExecutor
-from simfl.train.local import LocalTrainer
+from simfl.train.trainers import make_trainer
 
 Engine = Literal["auto", "simpy", "fast"]
 
@@ -116,19 +116,21 @@ def make_executor(scenario: Scenario, fed: Federation) -> Executor:
         return ProcessExecutor(
             fed.model, fed.layout, fed.shards, scenario.train, fed.seed,
             workers=config.pool_size(), threads=config.train_threads(), start_method=config.start_method,
+            client=scenario.client,
         )
     if config.kind == "ray":
         from simfl.train.ray_executor import RayExecutor
 
         return RayExecutor(
             fed.model, fed.layout, fed.shards, scenario.train, fed.seed,
-            workers=config.pool_size(), threads=config.train_threads(), address=config.address,
+            workers=config.pool_size(), threads=config.train_threads(), address=config.address, client=scenario.client,
         )
     if config.kind == "cuda":
         from simfl.train.cuda import CudaExecutor
 
-        return CudaExecutor(fed.model, fed.layout, fed.shards, scenario.train, fed.seed, streams=config.pool_size())
-    trainer = LocalTrainer(copy.deepcopy(fed.model), fed.layout, fed.shards, scenario.train, fed.seed)
+        return CudaExecutor(fed.model, fed.layout, fed.shards, scenario.train, fed.seed, streams=config.pool_size(),
+                            client=scenario.client)
+    trainer = make_trainer(copy.deepcopy(fed.model), fed.layout, fed.shards, scenario.train, fed.seed, scenario.client)
     return InlineExecutor(trainer, threads=config.train_threads())
 
 

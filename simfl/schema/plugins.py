@@ -271,7 +271,8 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
     for spec in KINDS.values():
         section = out.get(spec.field)
         if spec.field == "algorithms" and isinstance(section, list):
-            out[spec.field] = [named(entry, spec.discriminator) for entry in section]
+            # a Flower entry's strategy may be a class object too
+            out[spec.field] = [named(named(entry, spec.discriminator), "strategy") for entry in section]
         elif section is not None:
             out[spec.field] = named(section, spec.discriminator)
     return out

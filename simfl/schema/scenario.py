@@ -36,6 +36,7 @@ from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins
 from simfl.sim.selection import Selection
 from simfl.train.executor import ExecutorConfig
+from simfl.train.flower import ClientConfig
 from simfl.train.local import TrainConfig
 
 
@@ -193,6 +194,10 @@ class Scenario(Section):
     eval: EvalConfig = Field(description="Evaluation grid.")
     algorithms: list[AlgorithmConfig] = Field(description="Algorithms to compare.", min_length=1)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig, description="Where local training runs.")
+    client: ClientConfig | None = Field(
+        None, description="Who trains a client (default: simfl's local SGD as `train:` says): e.g. a Flower "
+        "ClientApp, {flower_app: package.module:app}."
+    )
     server_time: NonNegFloat = Field(0.0, description="Virtual seconds the server spends per aggregation.")
     rounds: RoundsConfig | None = Field(
         None, description="Round deadline and over-selection of synchronous algorithms (default: wait for all K)."
@@ -243,6 +248,24 @@ class Scenario(Section):
             raise ValueError(
                 f"data.tokenizer ({tokenizer!r}) must name the same encoder as model.encoder ({encoder!r})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _clients_chosen_by_the_algorithm(self) -> Scenario:
+        for i, algo in enumerate(self.algorithms):
+            if not getattr(plugins.lookup("algorithm", algo.name), "chooses_clients", False):
+                continue
+            if self.server is not None:
+                raise ValueError(f"algorithms[{i}] ({algo.name}) picks its own clients each round, so it cannot run "
+                                 "under server (cross-device serving); leave server out")
+            if self.rounds is not None and self.rounds.over_select > 0:
+                raise ValueError(f"algorithms[{i}] ({algo.name}) picks its own clients each round; "
+                                 "rounds.over_select does not apply (a deadline does)")
+        if self.client is not None and self.client.flower_app is not None:
+            for i, algo in enumerate(self.algorithms):
+                if algo.name == "scaffold":
+                    raise ValueError(f"algorithms[{i}]: scaffold's control variates change simfl's own local "
+                                     "training, which a Flower ClientApp (client.flower_app) replaces")
         return self
 
     @field_validator("name")

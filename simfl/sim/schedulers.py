@@ -358,8 +358,12 @@ class SyncRounds:
             clients = self._draw_round()
         else:
             free = [c for c in st.clients if c.active and c.phase == "idle"]
-            clients = [] if not free else sample_round(self.seed, st.rounds, free, self.algorithm.clients_per_round,
-                                                       self.over_select)
+            chosen = self.algorithm.choose(st.rounds, [c.index for c in free]) if free else None
+            if chosen is not None:
+                clients = [st.clients[i] for i in chosen]
+            else:
+                clients = [] if not free else sample_round(self.seed, st.rounds, free,
+                                                           self.algorithm.clients_per_round, self.over_select)
         if not clients:
             self._wait_for_a_client()
             return

@@ -50,6 +50,8 @@ class ClientState:
     phase: Phase = "idle"
     outcome: bool | None = None
     """Synchronous rounds: whether the client's round in the open round delivered (None: still running)."""
+    memory: torch.Tensor | None = None
+    """What the client keeps on its device between rounds (:data:`simfl.train.message.MEMORY`; None: nothing)."""
 
     @property
     def arrival_time(self) -> float:

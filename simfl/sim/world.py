@@ -38,6 +38,7 @@ from simfl.sim.verify import Verifier
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor
 from simfl.train.local import Job
+from simfl.train.message import MEMORY, Message
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,9 @@ class World:
             client.handle = client.message = None
         else:
             client.message = self.algorithm.message(client.index, client.rounds)
+            if client.memory is not None:  # what the client kept on its device travels with its job
+                m = client.message
+                client.message = Message(m.hooks, {**m.arrays, MEMORY: client.memory}, m.config)
             client.handle = self.executor.submit(Job(client.index, client.rounds, weights, client.message),
                                                  due=client.arrival_time)
         client.rounds += 1
@@ -270,8 +274,12 @@ class World:
         client.handle = client.message = None
         if self.verifier is not None:
             self.verifier.arrival(client, staleness, st.updates, reply.weights)
+        arrays = reply.arrays
+        if MEMORY in arrays:
+            client.memory = arrays[MEMORY]
+            arrays = {k: v for k, v in arrays.items() if k != MEMORY}
         return Arrival(client.index, reply.weights, client.start, staleness, st.updates, client.num_samples,
-                       reply.arrays, reply.metrics)
+                       arrays, reply.metrics)
 
     # -- stopping ----------------------------------------------------------------
 

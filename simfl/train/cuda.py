@@ -27,8 +27,10 @@ from torch import nn
 from simfl.errors import InputError
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
-from simfl.train.local import Job, LocalTrainer, TrainConfig
+from simfl.train.flower import ClientConfig
+from simfl.train.local import Job, TrainConfig
 from simfl.train.message import Reply
+from simfl.train.trainers import Trainer, make_trainer
 
 
 class CudaExecutor(Executor):
@@ -36,7 +38,7 @@ class CudaExecutor(Executor):
 
     def __init__(
         self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
-        config: TrainConfig, seed: int, streams: int, device: str = "cuda",
+        config: TrainConfig, seed: int, streams: int, device: str = "cuda", client: ClientConfig | None = None,
     ) -> None:
         if not torch.cuda.is_available():
             raise InputError(
@@ -49,12 +51,12 @@ class CudaExecutor(Executor):
         self._next = 0
         self._threads = []
         for _ in range(streams):
-            trainer = LocalTrainer(copy.deepcopy(model).to(self.device), layout, on_gpu, config, seed)
+            trainer = make_trainer(copy.deepcopy(model).to(self.device), layout, on_gpu, config, seed, client)
             thread = threading.Thread(target=self._work, args=(trainer, torch.cuda.Stream(self.device)), daemon=True)
             thread.start()
             self._threads.append(thread)
 
-    def _work(self, trainer: LocalTrainer, stream: torch.cuda.Stream) -> None:
+    def _work(self, trainer: Trainer, stream: torch.cuda.Stream) -> None:
         """One replica's loop: train queued jobs on ``stream``, hand back CPU weights."""
         while (item := self._queue.get()) is not None:
             job, future = item

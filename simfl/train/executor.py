@@ -40,8 +40,9 @@ from pydantic import Field, model_validator
 
 from simfl import rng
 from simfl.fields import PositiveFloat, PositiveInt, Section
-from simfl.train.local import Job, LocalTrainer
+from simfl.train.local import Job
 from simfl.train.message import Reply
+from simfl.train.trainers import Trainer
 
 ExecutorKind = Literal["inline", "process", "ray", "cuda", "none"]
 
@@ -173,7 +174,7 @@ class InlineExecutor(LazyExecutor):
     restored afterwards, so evaluation and aggregation are unaffected).
     """
 
-    def __init__(self, trainer: LocalTrainer, threads: int | None = None) -> None:
+    def __init__(self, trainer: Trainer, threads: int | None = None) -> None:
         super().__init__()
         self.trainer = trainer
         self.threads = threads

@@ -19,6 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
+MEMORY = "client.memory"
+"""The array key of what a client keeps on its device between its rounds (a Flower ClientApp's
+``context.state``, serialised): the reply carries it back, the simulation keeps it with the client
+(``ClientState.memory``, so checkpoints hold it) and puts it into the client's next message."""
+
 
 @dataclass(frozen=True, slots=True)
 class Message:

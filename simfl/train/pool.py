@@ -30,10 +30,13 @@ import torch
 import torch.multiprocessing as mp
 from torch import nn
 
+from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
-from simfl.train.local import Job, LocalTrainer, TrainConfig
+from simfl.train.flower import ClientConfig
+from simfl.train.local import Job, TrainConfig
 from simfl.train.message import Message, Reply, from_numpy, to_numpy
+from simfl.train.trainers import make_trainer
 
 _STOP = None
 
@@ -41,6 +44,7 @@ _STOP = None
 def _worker(
     conn: Connection, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
     config: TrainConfig, seed: int, threads: int, slots: torch.Tensor, index: int,
+    who: ClientConfig | None = None,
 ) -> None:
     """Worker main loop: train each (handle, client, round, message) from ``slots[0, index]`` into ``slots[1, index]``.
 
@@ -50,7 +54,11 @@ def _worker(
     slot_in, slot_out = slots[0, index], slots[1, index]
     # tensors passed to a child arrive in shared memory, so every worker would otherwise train the
     # same parameter storage in place: each worker trains its own private copy
-    trainer = LocalTrainer(copy.deepcopy(model), layout, shards, config, seed)
+    try:
+        trainer = make_trainer(copy.deepcopy(model), layout, shards, config, seed, who)
+    except (InputError, UserCodeFailed) as exc:  # the user's ClientApp cannot be loaded: said in one line
+        conn.send(("raise", -1, exc, {}, {}))
+        return
     conn.send(("ready", -1, "", {}, {}))
     while True:
         try:
@@ -64,6 +72,8 @@ def _worker(
             reply = trainer.run(Job(client, round_, slot_in, Message(hooks, from_numpy(arrays), plain)))
             slot_out.copy_(reply.weights)
             conn.send(("done", handle, "", to_numpy(reply.arrays), dict(reply.metrics)))
+        except (InputError, UserCodeFailed) as exc:  # a user's mistake or code: raised as such in the parent
+            conn.send(("raise", handle, exc, {}, {}))
         except Exception:  # the parent re-raises it when the job is collected
             conn.send(("error", handle, traceback.format_exc(), {}, {}))
 
@@ -74,6 +84,7 @@ class ProcessExecutor(Executor):
     def __init__(
         self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
         config: TrainConfig, seed: int, workers: int, threads: int, start_method: str = "spawn",
+        client: ClientConfig | None = None,
     ) -> None:
         ctx: Any = mp.get_context(start_method)
         if start_method != "fork":  # in place: the workers map the same pages (forked ones inherit them)
@@ -86,7 +97,7 @@ class ProcessExecutor(Executor):
         self._queue: list[tuple[float, int]] = []
         """(due, handle) heap over the pending jobs; entries of jobs no longer pending are skipped."""
         self._results: dict[int, Reply] = {}
-        self._errors: dict[int, str] = {}
+        self._errors: dict[int, str | Exception] = {}
         self._dropped: set[int] = set()
         self._next = 0
         self._conns: list[Connection] = []
@@ -100,7 +111,7 @@ class ProcessExecutor(Executor):
             parent, child = ctx.Pipe()
             proc = ctx.Process(
                 target=_worker,
-                args=(child, model, layout, shards, config, seed, threads, self._block, w),
+                args=(child, model, layout, shards, config, seed, threads, self._block, w, client),
                 daemon=True,
             )
             proc.start()
@@ -112,10 +123,13 @@ class ProcessExecutor(Executor):
             self._procs.append(proc)
         for i, conn in enumerate(self._conns):  # start timing only once every worker is ready
             try:
-                conn.recv()
+                status, _, problem, _, _ = conn.recv()
             except EOFError:
                 self.close()
                 raise RuntimeError(f"process executor: worker {i} died while starting") from None
+            if status == "raise":
+                self.close()
+                raise problem
         self._thread = threading.Thread(target=self._dispatch, name="simfl-process-executor", daemon=True)
         self._thread.start()
 
@@ -140,7 +154,10 @@ class ProcessExecutor(Executor):
                     raise RuntimeError("process executor: every worker has exited")
                 self._lock.wait(timeout=1.0)
             if handle in self._errors:
-                raise RuntimeError(f"process executor: training job failed in a worker:\n{self._errors.pop(handle)}")
+                error = self._errors.pop(handle)
+                if isinstance(error, Exception):
+                    raise error
+                raise RuntimeError(f"process executor: training job failed in a worker:\n{error}")
             return self._results.pop(handle)
 
     def discard(self, handle: int) -> None:
@@ -196,7 +213,7 @@ class ProcessExecutor(Executor):
                 conn = cast(Connection, ready)
                 w = live[conn]
                 try:
-                    msg: tuple[str, int, str, dict[str, Any], dict[str, float]] = conn.recv()
+                    msg: tuple[str, int, Any, dict[str, Any], dict[str, float]] = conn.recv()
                 except (EOFError, OSError):
                     del live[conn]
                     with self._lock:

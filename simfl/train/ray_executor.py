@@ -28,8 +28,10 @@ from torch import nn
 from simfl.errors import InputError
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
-from simfl.train.local import Job, LocalTrainer, TrainConfig
+from simfl.train.flower import ClientConfig
+from simfl.train.local import Job, TrainConfig
 from simfl.train.message import Message, Reply, from_numpy, to_numpy
+from simfl.train.trainers import make_trainer
 
 
 def _first_line(exc: BaseException) -> str:
@@ -58,10 +60,10 @@ class _Trainer:
 
     def __init__(
         self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
-        config: TrainConfig, seed: int, threads: int,
+        config: TrainConfig, seed: int, threads: int, client: ClientConfig | None = None,
     ) -> None:
         torch.set_num_threads(threads)
-        self.trainer = LocalTrainer(model, layout, shards, config, seed)
+        self.trainer = make_trainer(model, layout, shards, config, seed, client)
 
     def train(
         self, client: int, round_: int, start: np.ndarray, hooks: dict[str, Any], arrays: dict[str, np.ndarray],
@@ -78,6 +80,7 @@ class RayExecutor(Executor):
     def __init__(
         self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
         config: TrainConfig, seed: int, workers: int, threads: int, address: str | None = None,
+        client: ClientConfig | None = None,
     ) -> None:
         try:
             import ray
@@ -95,7 +98,8 @@ class RayExecutor(Executor):
                 raise InputError("executor", f"cannot start or reach Ray: {_first_line(exc)}") from None
         remote: Any = ray.remote(num_cpus=threads)(_Trainer)  # what each actor really uses
         shards_ref = ray.put(shards)
-        self._actors: list[Any] = [remote.remote(model, layout, shards_ref, config, seed, threads) for _ in range(workers)]
+        self._actors: list[Any] = [remote.remote(model, layout, shards_ref, config, seed, threads, client)
+                                   for _ in range(workers)]
         self._load = [0] * workers
         self._jobs: dict[int, tuple[Any, int]] = {}
         self._next = 0

@@ -17,7 +17,10 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "scenarios" / "quickstart.yam
 def test_algorithm_runs_in_quickstart(name: str) -> None:
     extra = {"fedavg": ", clients_per_round: 4", "fedprox": ", clients_per_round: 4", "fedadam": ", clients_per_round: 4",
              "scaffold": ", clients_per_round: 4",
-             "fedbuff": ", buffer: 3", "ca2fl": ", buffer: 3"}.get(name, "")
+             "fedbuff": ", buffer: 3", "ca2fl": ", buffer: 3",
+             "flower": ", strategy: FedAvg, options: {fraction_train: 0.4}"}.get(name, "")
+    if name == "flower":
+        pytest.importorskip("flwr")
     scn = scenario_mod.load(QUICKSTART, ["budget.time=60", "seeds=[0]", "train.epochs=1",
                                          f"algorithms=[{{name: {name}{extra}}}]"])
     fed = federation(scn, load_dataset(scn), 0)

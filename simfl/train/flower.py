@@ -1,0 +1,307 @@
+"""Flower (``flwr``) in simfl: its records as simfl's flat weights, and a user's ClientApp as a client's training.
+
+A Flower ClientApp (``flwr.clientapp.ClientApp``, the Message API: ``@app.train()``) trains
+a client when the scenario says ``client: {flower_app: "package.module:app"}``:
+:class:`ClientAppTrainer` takes the place of :class:`~simfl.train.local.LocalTrainer` in every
+executor. Each job calls the app in this process exactly as Flower's simulation engine does,
+``app(message, context)``, with
+
+- the message Flower would send: ``RecordDict({"arrays": ArrayRecord, "config": ConfigRecord})``,
+  message type ``train``, to node ``client + 1`` (node 0 is Flower's server). The arrays are the
+  start weights under the model's state-dict names (integer buffers such as
+  ``num_batches_tracked``, which simfl does not exchange, at their initial values, so that
+  ``model.load_state_dict`` works); the config is what the server sent: a Flower strategy's
+  ConfigRecord (:mod:`simfl.algorithms.flower`), or, under simfl's own algorithms, FedProx's
+  ``proximal-mu`` (the key Flower's FedProx uses) and nothing else;
+- a context as in Flower's simulation: ``node_config = {"partition-id": client,
+  "num-partitions": N}``, the scenario's ``client.run_config`` and a ``state`` RecordDict that
+  persists per client across its rounds. The state travels with the job and comes back in the
+  reply (:data:`~simfl.train.message.MEMORY`), so it is the same whichever worker trains the
+  round, and checkpoints carry it.
+
+A Flower app loads its own data; offline, inside simfl, :func:`client_data` gives it the
+client's partition, and :func:`batch_generator` the stream simfl's own trainer shuffles with
+(``(seed, "train", client, round)``), so an app that reproduces simfl's local SGD gives its
+numbers. The app's reply must hold one ArrayRecord with the model's exchanged tensors (same
+names and shapes) and at most one MetricRecord (its scalars become the arrival's metrics;
+Flower's strategies weight by ``num-examples``). Its wall time does not matter: the latency
+model decides virtual time.
+
+Flower is an optional dependency (``pip install 'simfl[flower]'``): this module imports it only
+inside functions.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from pydantic import Field, field_validator
+from torch import nn
+
+from simfl import rng
+from simfl.errors import InputError, UserCodeFailed
+from simfl.fields import Section
+from simfl.models.flat import Layout
+from simfl.names import import_object
+from simfl.train.local import Job, TrainConfig
+from simfl.train.message import MEMORY, Reply
+
+if TYPE_CHECKING:
+    from flwr.app import ArrayRecord, Context, RecordDict
+
+INSTALL = "pip install 'simfl[flower]'"
+SERVER_NODE = 0
+"""Flower's node id of the server (``SUPERLINK_NODE_ID``); client ``m`` is node ``m + 1``."""
+PROX_KEY = "proximal-mu"
+"""The config key of Flower's FedProx, which simfl's ``prox_mu`` hook becomes for a ClientApp."""
+
+Scalar = bool | int | float | str
+"""A ``run_config`` value (Flower's ``UserConfigValue``)."""
+
+
+class ClientConfig(Section):
+    """Who trains a client: simfl's own local SGD (``train:``), or a Flower ClientApp."""
+
+    flower_app: str | None = Field(
+        None, description="Import path package.module:app of a Flower ClientApp (flwr.clientapp.ClientApp, "
+        "Message API) that trains each client in place of simfl's local SGD (needs --allow-imports and "
+        "`pip install 'simfl[flower]'`). The latency model still decides virtual time (train.epochs sets the "
+        "compute work it is given). See docs/flower.md.",
+    )
+    run_config: dict[str, Scalar] = Field(
+        default_factory=dict, description="flower_app only: the app's run config (context.run_config), "
+        "e.g. {local-epochs: 1, lr: 0.01}, as [tool.flwr.app.config] gives it under Flower.",
+    )
+
+    @field_validator("run_config")
+    @classmethod
+    def _keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
+        for key in value:
+            if not key:
+                raise ValueError("run_config keys must not be empty")
+        return value
+
+
+def require(where: str) -> None:
+    """One line when Flower is not installed."""
+    try:
+        import flwr  # noqa: F401
+    except ImportError:
+        raise InputError(where, f"needs Flower (flwr), which is not installed: {INSTALL}") from None
+
+
+def prepare() -> None:
+    """Set what Flower's Messages read and quiet its logger (once per process; idempotent).
+
+    ``Message(...)`` takes its sender from Flower's process-wide task identity, which
+    Flower's own runtimes set; here this process plays the server (node 0) of run 1.
+    """
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    from flwr.supercore.task_identity import TaskIdentity
+
+    if TaskIdentity._run_id is None:
+        TaskIdentity.task_id = 1
+        TaskIdentity.run_id = 1
+        TaskIdentity.node_id = SERVER_NODE
+    logging.getLogger("flwr").setLevel(logging.WARNING)
+
+
+@dataclass(frozen=True)
+class Names:
+    """A model's tensors as Flower exchanges them: every state-dict entry, in state-dict order."""
+
+    layout: Layout
+    order: tuple[str, ...]
+    """State-dict names, in order."""
+    fixed: Mapping[str, np.ndarray]
+    """Entries simfl does not exchange (integer buffers), at the model's initial values."""
+
+    @staticmethod
+    def of(model: nn.Module, layout: Layout) -> Names:
+        state = model.state_dict()
+        exchanged = set(layout.names)
+        fixed = {k: v.detach().cpu().numpy().copy() for k, v in state.items() if k not in exchanged}
+        return Names(layout, tuple(state), fixed)
+
+
+def to_record(layout: Layout, flat: torch.Tensor, names: Names | None = None) -> ArrayRecord:
+    """The ArrayRecord of flat weights: the layout's tensors (float32), plus ``names``' fixed entries, in
+    state-dict order when ``names`` is given."""
+    from flwr.app import Array, ArrayRecord
+
+    layers = layout.split(flat.detach().cpu())
+    if names is None:
+        return ArrayRecord({k: Array(v.numpy()) for k, v in layers.items()})
+    out = {}
+    for key in names.order:
+        out[key] = Array(layers[key].numpy()) if key in layers else Array(names.fixed[key])
+    return ArrayRecord(out)
+
+
+def from_record(layout: Layout, record: ArrayRecord, where: str, fixed: Mapping[str, Any] = {}) -> torch.Tensor:
+    """The flat float32 weights of an ArrayRecord holding the layout's tensors (names and shapes checked;
+    entries named in ``fixed`` are allowed and ignored)."""
+    missing = [s.name for s in layout.segments if s.name not in record]
+    if missing:
+        raise InputError(where, f"the arrays lack the model's tensor '{missing[0]}' ({len(missing)} missing); "
+                         f"they must hold the model's state-dict entries, e.g. {layout.names[:3]}")
+    known = set(layout.names)
+    extra = [k for k in record if k not in fixed and k not in known]
+    if extra:
+        raise InputError(where, f"the arrays hold '{extra[0]}', which is not a tensor of the model")
+    parts = []
+    for s in layout.segments:
+        array = record[s.name].numpy()
+        if tuple(array.shape) != s.shape:
+            raise InputError(where, f"tensor '{s.name}' has shape {tuple(array.shape)}, the model's is {s.shape}")
+        if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
+            raise InputError(where, f"tensor '{s.name}' has dtype {array.dtype}, not a number type")
+        parts.append(torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).reshape(-1))
+    return torch.cat(parts) if parts else torch.zeros(0)
+
+
+def scalar_metrics(values: Mapping[str, Any]) -> dict[str, float]:
+    """The int and float entries of a MetricRecord (lists left out), as floats."""
+    return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def pack(record: RecordDict) -> torch.Tensor | None:
+    """A RecordDict as bytes in a uint8 tensor (Flower's own protobuf serialisation), None when empty."""
+    if not len(record):
+        return None
+    from flwr.common.serde import recorddict_to_proto
+
+    data = recorddict_to_proto(record).SerializeToString()
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).clone()
+
+
+def unpack(data: torch.Tensor | None) -> RecordDict:
+    """The RecordDict of :func:`pack` output (an empty one for None). Protobuf and np.save bytes: no code runs."""
+    from flwr.app import RecordDict
+
+    if data is None:
+        return RecordDict()
+    from flwr.common.serde import recorddict_from_proto
+    from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
+
+    return recorddict_from_proto(ProtoRecordDict.FromString(data.numpy().tobytes()))
+
+
+def load_app(path: str) -> Any:
+    """The ClientApp at ``path`` (import paths need the user's permission, see :mod:`simfl.names`)."""
+    require("client.flower_app")
+    from flwr.clientapp import ClientApp
+
+    app = import_object(path, "client.flower_app")
+    if not isinstance(app, ClientApp):
+        raise InputError("client.flower_app", f"'{path}' is a {type(app).__name__}, not a Flower ClientApp "
+                         "(flwr.clientapp.ClientApp)")
+    return app
+
+
+@dataclass(frozen=True)
+class _Current:
+    trainer: ClientAppTrainer
+    job: Job
+
+
+_CURRENT: contextvars.ContextVar[_Current | None] = contextvars.ContextVar("simfl_flower_job", default=None)
+
+
+def _current(what: str) -> _Current:
+    current = _CURRENT.get()
+    if current is None:
+        raise RuntimeError(f"simfl.train.flower.{what} is for a ClientApp that simfl runs (client.flower_app)")
+    return current
+
+
+def client_data(context: Context) -> tuple[torch.Tensor, torch.Tensor]:
+    """The training inputs and labels of the client ``context`` belongs to (its partition in the scenario)."""
+    current = _current("client_data")
+    return current.trainer.shards[int(context.node_config["partition-id"])]
+
+
+def batch_generator() -> torch.Generator:
+    """A torch generator on the stream simfl's own trainer shuffles this round's batches with."""
+    current = _current("batch_generator")
+    return rng.torch_generator(current.trainer.seed, "train", current.job.client, current.job.round)
+
+
+class ClientAppTrainer:
+    """Trains jobs by calling a Flower ClientApp in this process (the interface of LocalTrainer)."""
+
+    def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
+                 shards: list[tuple[torch.Tensor, torch.Tensor]], config: TrainConfig, seed: int) -> None:
+        assert client.flower_app is not None
+        prepare()
+        self.app = load_app(client.flower_app)
+        self.path = client.flower_app
+        self.run_config = dict(client.run_config)
+        self.layout = layout
+        self.names = Names.of(model, layout)
+        self.shards = shards
+        self.config = config
+        self.seed = seed
+
+    def _config(self, job: Job) -> dict[str, Any]:
+        config = dict(job.message.config)
+        for key, value in job.message.hooks.items():
+            if key == "prox_mu":
+                config.setdefault(PROX_KEY, float(value))
+            else:
+                raise InputError("client.flower_app", f"the algorithm changes local training with hook '{key}', "
+                                 "which a Flower ClientApp cannot apply; use simfl's own training (no flower_app)")
+        return config
+
+    def run(self, job: Job) -> Reply:
+        """Call the app on ``job``: its trained weights, its metrics and the client's new state."""
+        from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+
+        where = f"client.flower_app (client {job.client}, its round {job.round})"
+        content = RecordDict({"arrays": to_record(self.layout, job.start, self.names),
+                              "config": ConfigRecord(self._config(job))})
+        message = Message(content, dst_node_id=job.client + 1, message_type=MessageType.TRAIN)
+        message.metadata.__dict__["_message_id"] = f"{job.client}.{job.round}"
+        context = Context(run_id=1, node_id=job.client + 1,
+                          node_config={"partition-id": job.client, "num-partitions": len(self.shards)},
+                          state=unpack(job.message.arrays.get(MEMORY)), run_config=dict(self.run_config))
+        token = _CURRENT.set(_Current(self, job))
+        try:
+            reply = self.app(message, context)
+        except InputError:
+            raise
+        except Exception as exc:
+            raise UserCodeFailed(where, f"the ClientApp {self.path} raised {type(exc).__name__}: {exc}",
+                                 traceback.format_exc()) from None
+        finally:
+            _CURRENT.reset(token)
+        return self._reply(reply, context, where)
+
+    def _reply(self, reply: Any, context: Context, where: str) -> Reply:
+        from flwr.app import Message
+
+        if not isinstance(reply, Message):
+            raise InputError(where, f"the ClientApp returned a {type(reply).__name__}, not a flwr.app.Message")
+        if reply.has_error():
+            error = reply.error
+            raise UserCodeFailed(where, f"the ClientApp replied with error {error.code}: {error.reason}", "")
+        records = reply.content.array_records
+        if len(records) != 1:
+            raise InputError(where, f"the reply holds {len(records)} ArrayRecords; it needs exactly one, "
+                             "the trained model's")
+        weights = from_record(self.layout, next(iter(records.values())), where, self.names.fixed)
+        metric_records = reply.content.metric_records
+        if len(metric_records) > 1:
+            raise InputError(where, f"the reply holds {len(metric_records)} MetricRecords; Flower's strategies "
+                             "take at most one")
+        metrics = scalar_metrics(next(iter(metric_records.values()))) if metric_records else {}
+        state = pack(context.state)
+        return Reply(weights, {} if state is None else {MEMORY: state}, metrics)

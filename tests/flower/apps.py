@@ -1,0 +1,77 @@
+"""Flower ClientApps the tests run under simfl: simfl's own local SGD written as a Flower app, and faulty ones."""
+
+from __future__ import annotations
+
+import torch
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from torch import nn
+
+from simfl.models.small import MLP, MLPConfig
+from simfl.train.flower import batch_generator, client_data
+
+sgd_app = ClientApp()
+"""simfl's LocalTrainer, line for line, as a Flower app: same model, batches, loss and optimizer."""
+
+
+def mlp() -> nn.Module:
+    """The scenario's model (simfl's mlp on digits: 8x8 inputs, 10 classes)."""
+    return MLP.build(MLPConfig(), (1, 8, 8), 10)
+
+
+@sgd_app.train()
+def sgd_train(msg: Message, context: Context) -> Message:
+    model = mlp()
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    lr = float(context.run_config["lr"])
+    epochs, batch = int(context.run_config["local-epochs"]), int(context.run_config["batch-size"])
+    mu = float(msg.content["config"].get("proximal-mu", 0.0))
+    x, y = client_data(context)
+    gen = batch_generator()
+    params = [p for p in model.parameters() if p.requires_grad]
+    anchor = [p.detach().clone() for p in params]
+    opt = torch.optim.SGD(params, lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    total, steps = torch.zeros(()), 0
+    for _ in range(epochs):
+        order = torch.randperm(len(y), generator=gen)
+        for i in range(0, len(y), batch):
+            idx = order[i : i + batch]
+            loss = loss_fn(model(x[idx]), y[idx])
+            total += loss.detach()
+            if mu > 0:
+                loss = loss + 0.5 * mu * sum(((p - a) ** 2).sum() for p, a in zip(params, anchor, strict=True))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            steps += 1
+    calls = int(context.state["seen"]["rounds"]) + 1 if "seen" in context.state else 1
+    context.state["seen"] = MetricRecord({"rounds": calls})
+    metrics = MetricRecord({"train_loss": float(total) / steps, "num-examples": len(y), "rounds-seen": calls})
+    return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=msg)
+
+
+raising_app = ClientApp()
+
+
+@raising_app.train()
+def raising_train(msg: Message, context: Context) -> Message:
+    if int(context.node_config["partition-id"]) == 3:
+        raise ValueError("the user's training code failed")
+    return sgd_train(msg, context)
+
+
+wrong_shapes_app = ClientApp()
+
+
+@wrong_shapes_app.train()
+def wrong_train(msg: Message, context: Context) -> Message:
+    state = msg.content["arrays"].to_torch_state_dict()
+    first = next(iter(state))
+    state[first] = torch.zeros(3, 3)
+    metrics = MetricRecord({"num-examples": 1})
+    return Message(RecordDict({"arrays": ArrayRecord(state), "metrics": metrics}), reply_to=msg)
+
+
+not_an_app = object()
