@@ -46,12 +46,7 @@ def report(exc: BaseException, argv: Sequence[str], out: Path | None) -> str:
     """Write the crash file for ``exc`` and return the one line for the terminal."""
     text = (f"command: simfl {' '.join(argv)}\ncwd: {os.getcwd()}\n\n{_versions()}\n\n"
             + "".join(traceback.format_exception(exc)))
-    try:
-        path = _place(out)
-        path.write_text(text, encoding="utf-8", errors="replace")
-        where = str(path)
-    except OSError:
-        where = "(could not be written)"
+    where = _write(text, out)
     first = (str(exc).splitlines() or [""])[0][:200]
     return (f"simfl: internal error {type(exc).__name__}: {first}; this is a bug in simfl: please report it with "
             f"the file {where}")
@@ -60,10 +55,14 @@ def report(exc: BaseException, argv: Sequence[str], out: Path | None) -> str:
 def user_code(exc: UserCodeFailed, argv: Sequence[str], out: Path | None) -> str:
     """Write the traceback of the user's own failing code to a crash file; the one line naming it and the file."""
     text = f"command: simfl {' '.join(argv)}\ncwd: {os.getcwd()}\n\n{_versions()}\n\n{exc}\n\n{exc.details}"
+    return f"simfl: {exc}; its traceback is in {_write(text, out)}"
+
+
+def _write(text: str, out: Path | None) -> str:
+    """Write a crash file (see :func:`_place`); its path, or why there is none."""
     try:
         path = _place(out)
         path.write_text(text, encoding="utf-8", errors="replace")
-        where = str(path)
+        return str(path)
     except OSError:
-        where = "(could not be written)"
-    return f"simfl: {exc}; its traceback is in {where}"
+        return "(could not be written)"
