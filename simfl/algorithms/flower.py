@@ -160,18 +160,24 @@ def _grid(nodes: list[int]) -> Any:
     return NodeGrid()
 
 
+def sample_size(strategy: Any, available: int) -> int:
+    """How many nodes a strategy samples from ``available`` (Flower's rule: ``max(int(available * fraction),
+    least)``; the legacy API's ``fraction_fit``/``min_fit_clients`` alike; 0 when the fraction is 0)."""
+    fraction = float(getattr(strategy, "fraction_train", getattr(strategy, "fraction_fit", 1.0)))
+    least = int(getattr(strategy, "min_train_nodes", getattr(strategy, "min_fit_clients", 1)))
+    return 0 if fraction == 0.0 else max(int(available * fraction), least)
+
+
 def needed_nodes(strategy: Any, available: int) -> int | None:
-    """How many nodes a FedAvg-family strategy waits for when ``available`` are there (None: not such a one).
+    """How many nodes a Message-API FedAvg-family strategy waits for when ``available`` are there (None: not
+    such a one).
 
     Flower's ``sample_nodes`` sleeps until ``max(min_available_nodes, sample_size)`` nodes are
     connected, forever here: the bridge checks first and waits in virtual time instead."""
-    try:
-        fraction, least, minimum = strategy.fraction_train, strategy.min_train_nodes, strategy.min_available_nodes
-    except AttributeError:
+    if not all(hasattr(strategy, a) for a in ("fraction_train", "min_train_nodes", "min_available_nodes")):
         return None
-    if fraction == 0.0:
-        return 0
-    return int(max(minimum, max(int(available * fraction), least)))
+    size = sample_size(strategy, available)
+    return 0 if size == 0 else max(int(strategy.min_available_nodes), size)
 
 
 # -- the strategy's state as plain data ---------------------------------------------------------------------------
@@ -253,11 +259,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
     @property
     def clients_per_round(self) -> int:
         """Flower's sample size with every client free (the estimate's K; Flower decides each round)."""
-        need = needed_nodes(self.strategy, self.setup.num_clients)
-        fraction = getattr(self.strategy, "fraction_train", getattr(self.strategy, "fraction_fit", 1.0))
-        least = getattr(self.strategy, "min_train_nodes", getattr(self.strategy, "min_fit_clients", 1))
-        k = max(int(self.setup.num_clients * float(fraction)), int(least)) if need != 0 else 1
-        return max(1, min(k, self.setup.num_clients))
+        return max(1, min(sample_size(self.strategy, self.setup.num_clients), self.setup.num_clients))
 
     # -- a round ----------------------------------------------------------------------------------------------
 
@@ -320,13 +322,12 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         if self.legacy:
             self._aggregate_legacy(arrivals)
             return
-        from flwr.app import ConfigRecord, MessageType, MetricRecord, RecordDict
         from flwr.app import Message as FlowerMessage
+        from flwr.app import MessageType, MetricRecord, RecordDict
 
         replies = []
         for a in arrivals:
-            sent = FlowerMessage(RecordDict({"config": ConfigRecord(self.configs.get(a.client, {}))}),
-                                 dst_node_id=a.client + 1, message_type=MessageType.TRAIN)
+            sent = FlowerMessage(RecordDict(), dst_node_id=a.client + 1, message_type=MessageType.TRAIN)  # reply_to
             sent.metadata.__dict__["_message_id"] = f"{self.server_round}.{a.client}"
             content = RecordDict({"arrays": flower.to_record(self.setup.layout, a.weights),
                                   "metrics": MetricRecord(dict(self._metrics(a)))})  # type: ignore[arg-type]
@@ -338,11 +339,15 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
 
     # -- legacy strategies ------------------------------------------------------------------------------------
 
-    def _choose_legacy(self, free: list[int]) -> list[int]:
+    def _parameters(self, flat: torch.Tensor) -> Any:
+        """Legacy ``Parameters`` of flat weights: one array per tensor, in the layout's order."""
         from flwr.common import ndarrays_to_parameters
 
+        return ndarrays_to_parameters([v.numpy() for v in self.setup.layout.split(flat).values()])
+
+    def _choose_legacy(self, free: list[int]) -> list[int]:
         manager = _manager(free)
-        params = ndarrays_to_parameters([v.numpy() for v in self.setup.layout.split(self.w).values()])
+        params = self._parameters(self.w)
         with seeded(self.setup.seed, self.server_round):
             pairs = self.strategy.configure_fit(server_round=self.server_round, parameters=params,
                                                 client_manager=manager)
@@ -350,16 +355,15 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         return sorted(self.configs)
 
     def _aggregate_legacy(self, arrivals: list[Arrival]) -> None:
-        from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+        from flwr.common import Code, FitRes, Status, parameters_to_ndarrays
 
         manager = _manager([a.client for a in arrivals])
         results = []
         for a in arrivals:
             metrics = self._metrics(a)
             examples = int(metrics.pop("num-examples"))
-            params = ndarrays_to_parameters([v.numpy() for v in self.setup.layout.split(a.weights).values()])
-            results.append((manager.all()[str(a.client)], FitRes(Status(Code.OK, ""), params, examples,
-                                                                   dict(metrics))))  # type: ignore[arg-type]
+            fit = FitRes(Status(Code.OK, ""), self._parameters(a.weights), examples, dict(metrics))  # type: ignore[arg-type]
+            results.append((manager.all()[str(a.client)], fit))
         with seeded(self.setup.seed, self.server_round):
             params, _ = self.strategy.aggregate_fit(self.server_round, results, [])
         if params is not None:
@@ -367,7 +371,8 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             if len(arrays) != len(self.setup.layout.segments):
                 raise InputError("algorithms.strategy", f"{self.config.strategy} returned {len(arrays)} arrays, "
                                  f"the model has {len(self.setup.layout.segments)}")
-            self.w = torch.cat([torch.from_numpy(np.asarray(x, dtype=np.float32)).reshape(-1) for x in arrays])
+            self.w = self.setup.layout.join({s.name: torch.from_numpy(np.asarray(x, dtype=np.float32))
+                                             for s, x in zip(self.setup.layout.segments, arrays, strict=True)})
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -377,7 +382,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
     def state(self) -> dict[str, Any]:
         attributes = {}
         for key, value in vars(self.strategy).items():
-            if callable(value) and not isinstance(value, np.ndarray):
+            if callable(value):  # e.g. a metrics aggregation function: an option, rebuilt by _build
                 continue
             attributes[key] = _plain(value, f"algorithms.strategy ({self.config.strategy}.{key})")
         return {"w": self.w, "server_round": self.server_round, "configs": {str(k): {key: _plain(v, "config")

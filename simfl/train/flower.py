@@ -157,15 +157,15 @@ def from_record(layout: Layout, record: ArrayRecord, where: str, fixed: Mapping[
     extra = [k for k in record if k not in fixed and k not in known]
     if extra:
         raise InputError(where, f"the arrays hold '{extra[0]}', which is not a tensor of the model")
-    parts = []
+    layers = {}
     for s in layout.segments:
         array = record[s.name].numpy()
         if tuple(array.shape) != s.shape:
             raise InputError(where, f"tensor '{s.name}' has shape {tuple(array.shape)}, the model's is {s.shape}")
         if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
             raise InputError(where, f"tensor '{s.name}' has dtype {array.dtype}, not a number type")
-        parts.append(torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32)).reshape(-1))
-    return torch.cat(parts) if parts else torch.zeros(0)
+        layers[s.name] = torch.from_numpy(np.ascontiguousarray(array, dtype=np.float32))
+    return layout.join(layers)
 
 
 def scalar_metrics(values: Mapping[str, Any]) -> dict[str, float]:
