@@ -132,7 +132,7 @@ def test_units_on_a_cluster_without_shared_files_equal_a_local_run(
     address, hidden, env = cluster
     raw = tiny_scenario(
         seeds=[0, 1],
-        data={"dataset": "mnist", "partition": {"kind": "dirichlet", "clients": 3, "alpha": 0.5}},
+        data={"dataset": "mnist", "partition": {"kind": "counts", "counts": [[20] * 10, [15] * 10, [10] * 10]}},
         model={"name": "mlp", "hidden": [16]},
         budget={"time": 12.0},
         algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "fedbuff", "buffer": 2}],

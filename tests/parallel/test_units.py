@@ -89,13 +89,15 @@ def wait_until(proc: subprocess.Popen[bytes], ready: Any, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture
-def reference(tmp_path: Path) -> tuple[Path, Path]:
-    """The scenario file and its result folder run one unit after another in this process."""
-    scn = tmp_path / "s.yaml"
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The scenario file and its result folder run one unit after another in this process (once per module:
+    the tests only read it)."""
+    folder = tmp_path_factory.mktemp("reference")
+    scn = folder / "s.yaml"
     scn.write_text(yaml.safe_dump(busy_scenario()))
-    assert main(["run", str(scn), "--out", str(tmp_path / "ref"), "--quiet", "--workers", "1"]) == 0
-    return scn, tmp_path / "ref"
+    assert main(["run", str(scn), "--out", str(folder / "ref"), "--quiet", "--workers", "1"]) == 0
+    return scn, folder / "ref"
 
 
 def test_two_workers_give_the_files_of_one(reference: tuple[Path, Path], tmp_path: Path,
