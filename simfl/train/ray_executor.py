@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from simfl.errors import InputError
+from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
 from simfl.train.flower import ClientConfig
@@ -119,6 +119,11 @@ class RayExecutor(Executor):
         ref, a = self._jobs.pop(handle)
         try:
             weights, arrays, metrics = self.ray.get(ref)
+        except self.ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, InputError | UserCodeFailed):  # the user's mistake or code: raised as such here
+                raise cause from None
+            raise
         finally:
             self._load[a] -= 1
         return Reply(torch.from_numpy(np.array(weights, copy=True)), from_numpy(arrays), metrics)

@@ -207,8 +207,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, entry: dict[str, Any],
     assert "Traceback" not in done.stderr
 
 
-def test_a_client_app_that_raises_names_the_client_and_round(tmp_path: Path) -> None:
-    raw = scenario([{"name": "fedavg", "clients_per_round": 6}],
+@pytest.mark.parametrize("executor", [{"kind": "inline"}, {"kind": "ray", "workers": 1}])
+def test_a_client_app_that_raises_names_the_client_and_round(tmp_path: Path, executor: dict[str, Any]) -> None:
+    if executor["kind"] == "ray":
+        pytest.importorskip("ray")
+    raw = scenario([{"name": "fedavg", "clients_per_round": 6}], executor=executor,
                    client={"flower_app": "tests.flower.apps:raising_app", "run_config": RUN_CONFIG})
     done = cli(tmp_path, raw, "--allow-imports")
     assert done.returncode == 2, done.stderr
