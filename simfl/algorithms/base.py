@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
@@ -85,6 +85,11 @@ class Arrival:
     """The round's ``steps`` (optimizer steps) and ``loss`` (mean training loss); empty when nothing trained."""
 
 
+ClientEvaluation = Callable[[int, torch.Tensor, Mapping[str, Any]], dict[str, int | float]]
+"""Evaluation on a client (federated evaluation): ``(client, flat weights, config)`` to the client's reply
+metrics, ``num-examples`` among them (:class:`simfl.train.flower.ClientEvaluator`)."""
+
+
 @dataclass(frozen=True)
 class Setup:
     """What every algorithm is built with."""
@@ -97,6 +102,9 @@ class Setup:
     seed: int
     store: StoreSpec = StoreSpec()
     """Where per-client vectors live (:mod:`simfl.algorithms.store`)."""
+    evaluate_client: ClientEvaluation | None = None
+    """Evaluates weights on a client's own data, costing no virtual time (None: the run cannot, e.g. in
+    pure-latency mode). Only an algorithm that asks clients to evaluate (a Flower strategy) calls it."""
 
     def vectors(self) -> ClientVectors:
         """An empty store of one model-sized row per client."""
@@ -134,6 +142,12 @@ class Algorithm(ABC, Generic[ConfigT]):
     @abstractmethod
     def global_weights(self) -> torch.Tensor:
         """The flat weights of the model that is evaluated (not to be modified)."""
+
+    def tables(self) -> dict[str, list[dict[str, Any]]]:
+        """Per-run tables the algorithm keeps beside metrics and events, by name: rows of scalars, written as
+        ``<name>.csv`` in the run's folder when the run ends (e.g. a Flower strategy's ``federated``
+        evaluation). Their rows belong to :meth:`state`, so a resumed run has them all. Default: none."""
+        return {}
 
     @abstractmethod
     def state(self) -> dict[str, Any]:

@@ -23,11 +23,22 @@ as its own ``Strategy.start`` loop does, through a simfl-side grid:
 Legacy strategies (``flwr.server.strategy.Strategy``: ``configure_fit``/``aggregate_fit``, still
 shipped by Flower 1.41-1.42) run the same way through a client manager of the free clients
 (``strategy: "flwr.server.strategy:FedAvg"``); their replies are ``FitRes`` with the same weights,
-``num_examples`` and metrics.
+``num_examples`` and metrics, and their evaluation replies ``EvaluateRes`` (``loss``: the
+reply's ``eval_loss``; ``federated.csv`` gains the aggregated ``loss``).
 
-What is not driven: ``configure_evaluate``/``aggregate_evaluate`` (federated evaluation on the
-clients). simfl evaluates the global model on the test set on its own grid, as Flower's
-server-side ``evaluate_fn`` does; evaluation on devices would need its own latency model.
+4. Federated evaluation, as Flower's loop runs it after ``aggregate_train``:
+   ``configure_evaluate(r, new arrays, ConfigRecord(evaluate_config), grid)`` picks nodes among
+   the clients that were free when the round opened (the grid ``configure_train`` saw: simfl
+   knows presence when it opens a round; seeded from ``(seed, "flower-evaluate", r)``), each
+   picked client evaluates the new global model on its own data
+   (:mod:`simfl.train.client_eval`: a ClientApp's ``evaluate`` handler, else simfl's scores on
+   its partition), and ``aggregate_evaluate`` turns the replies into the round's row of
+   ``federated.csv`` (round, update, nodes, the aggregated metrics). The evaluation costs no
+   virtual time: the latency model times training rounds. A strategy that would wait for more
+   nodes than were free (``min_evaluate_nodes``, ``min_available_nodes``) skips that round's
+   evaluation; ``fraction_evaluate: 0`` turns it off, as in Flower. simfl's own evaluation of
+   the global model on the test set (``metrics.csv``, Flower's server-side ``evaluate_fn``)
+   runs on its grid as for every algorithm. Pure-latency runs evaluate nothing.
 
 Checkpoints hold the strategy's attributes as plain data (numbers, strings, NumPy arrays,
 records), rebuilt on resume over a strategy made from the same options; a strategy whose state
@@ -47,7 +58,7 @@ import torch
 from pydantic import Field
 
 from simfl import rng
-from simfl.algorithms.base import AlgorithmConfig, Arrival, Setup, SyncAlgorithm
+from simfl.algorithms.base import AlgorithmConfig, Arrival, ClientEvaluation, Setup, SyncAlgorithm
 from simfl.errors import InputError
 from simfl.names import import_object, is_import_path, short_name
 from simfl.train import flower
@@ -74,6 +85,11 @@ class FlowerConfig(AlgorithmConfig):
     train_config: dict[str, Any] = Field(
         default_factory=dict, description="The ConfigRecord of every round (Strategy.start's train_config), "
         "e.g. {lr: 0.05} for a ClientApp that reads it; strategies add their own keys (server-round, ...)."
+    )
+    evaluate_config: dict[str, Any] = Field(
+        default_factory=dict, description="The ConfigRecord of every round's federated evaluation "
+        "(Strategy.start's evaluate_config); strategies add server-round. Turn the evaluation off with "
+        "options: {fraction_evaluate: 0} (legacy strategies: fraction_evaluate: 0)."
     )
 
     @property
@@ -113,10 +129,10 @@ def strategy_class(name: str) -> tuple[type, bool]:
 
 
 @contextlib.contextmanager
-def seeded(seed: int, round_: int) -> Iterator[None]:
-    """Python's and NumPy's global generators seeded from ``(seed, "flower", round_)`` within, restored after."""
+def seeded(seed: int, round_: int, what: str = "flower") -> Iterator[None]:
+    """Python's and NumPy's global generators seeded from ``(seed, what, round_)`` within, restored after."""
     py_state, np_state = random.getstate(), np.random.get_state()
-    draw = rng.stream(seed, "flower", round_)
+    draw = rng.stream(seed, what, round_)
     random.seed(int(draw.integers(2**63)))
     np.random.seed(int(draw.integers(2**32)))
     try:
@@ -166,6 +182,19 @@ def sample_size(strategy: Any, available: int) -> int:
     fraction = float(getattr(strategy, "fraction_train", getattr(strategy, "fraction_fit", 1.0)))
     least = int(getattr(strategy, "min_train_nodes", getattr(strategy, "min_fit_clients", 1)))
     return 0 if fraction == 0.0 else max(int(available * fraction), least)
+
+
+def evaluation_nodes(strategy: Any, available: int) -> int:
+    """How many nodes a strategy's federated evaluation needs connected when ``available`` are (0: it does not
+    evaluate). Flower's rule: ``max(min_available_nodes, max(int(available * fraction_evaluate),
+    min_evaluate_nodes))``, the legacy API's ``min_available_clients``/``min_evaluate_clients`` alike; a
+    strategy without these attributes asks for none."""
+    fraction = float(getattr(strategy, "fraction_evaluate", 0.0))
+    if fraction == 0.0:
+        return 0
+    least = int(getattr(strategy, "min_evaluate_nodes", getattr(strategy, "min_evaluate_clients", 1)))
+    connected = int(getattr(strategy, "min_available_nodes", getattr(strategy, "min_available_clients", 1)))
+    return max(connected, max(int(available * fraction), least))
 
 
 def needed_nodes(strategy: Any, available: int) -> int | None:
@@ -245,6 +274,10 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         self.server_round = 0
         self.configs: dict[int, dict[str, Any]] = {}
         """The config each client of the open round was sent (the strategy's ConfigRecord)."""
+        self.free: list[int] = []
+        """The clients free when the open round opened: the nodes its federated evaluation may pick."""
+        self.federated: list[dict[str, Any]] = []
+        """federated.csv: one row per evaluated round."""
         need = needed_nodes(self.strategy, setup.num_clients)
         if need is not None and need > setup.num_clients:
             raise InputError("algorithms.options", f"{config.strategy} waits for at least {need} nodes "
@@ -265,6 +298,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
 
     def choose(self, round_index: int, free: list[int]) -> list[int]:
         self.server_round = round_index + 1
+        self.free = list(free)
         if self.legacy:
             return self._choose_legacy(free)
         from flwr.app import ConfigRecord
@@ -336,6 +370,49 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             arrays, _ = self.strategy.aggregate_train(self.server_round, replies)
         if arrays is not None:
             self.w = flower.from_record(self.setup.layout, arrays, "algorithms.strategy")
+        self._evaluate(arrivals[-1].update)
+
+    # -- federated evaluation ---------------------------------------------------------------------------------
+
+    def _evaluate(self, update: int) -> None:
+        """The round's federated evaluation (module docstring, step 4): one row of federated.csv, or none."""
+        evaluate = self.setup.evaluate_client
+        need = evaluation_nodes(self.strategy, len(self.free))
+        if evaluate is None or need == 0 or need > len(self.free):
+            return
+        if self.legacy:
+            row = self._evaluate_legacy(evaluate)
+        else:
+            row = self._evaluate_messages(evaluate)
+        if row is not None:
+            self.federated.append({"round": self.server_round, "update": update, **row})
+
+    def _evaluate_messages(self, evaluate: ClientEvaluation) -> dict[str, Any] | None:
+        from flwr.app import ConfigRecord, MessageType, MetricRecord, RecordDict
+        from flwr.app import Message as FlowerMessage
+
+        arrays = flower.to_record(self.setup.layout, self.w)
+        with seeded(self.setup.seed, self.server_round, "flower-evaluate"):
+            messages = list(self.strategy.configure_evaluate(self.server_round, arrays,
+                                                             ConfigRecord(dict(self.config.evaluate_config)),
+                                                             _grid([c + 1 for c in self.free])))
+        replies = []
+        for message in messages:
+            client = int(message.metadata.dst_node_id) - 1
+            if client not in self.free:
+                raise InputError("algorithms.strategy", f"{self.config.strategy} asked node {client + 1} to "
+                                 "evaluate, which is not one of the nodes it was given")
+            self._check_arrays(message.content.array_records, arrays)
+            config = {k: v for record in message.content.config_records.values() for k, v in record.items()}
+            sent = FlowerMessage(RecordDict(), dst_node_id=client + 1, message_type=MessageType.EVALUATE)
+            sent.metadata.__dict__["_message_id"] = f"{self.server_round}.{client}.evaluate"
+            content = RecordDict({"metrics": MetricRecord(evaluate(client, self.w, config))})  # type: ignore[arg-type]
+            replies.append(FlowerMessage(content, reply_to=sent))
+        if not replies:
+            return None
+        with seeded(self.setup.seed, self.server_round, "flower-evaluate"):
+            metrics = self.strategy.aggregate_evaluate(self.server_round, replies)
+        return {"nodes": len(replies), **({} if metrics is None else flower.scalar_metrics(metrics))}
 
     # -- legacy strategies ------------------------------------------------------------------------------------
 
@@ -373,11 +450,38 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
                                  f"the model has {len(self.setup.layout.segments)}")
             self.w = self.setup.layout.join({s.name: torch.from_numpy(np.asarray(x, dtype=np.float32))
                                              for s, x in zip(self.setup.layout.segments, arrays, strict=True)})
+        self._evaluate(arrivals[-1].update)
+
+    def _evaluate_legacy(self, evaluate: ClientEvaluation) -> dict[str, Any] | None:
+        from flwr.common import Code, EvaluateRes, Status
+
+        manager = _manager(self.free)
+        with seeded(self.setup.seed, self.server_round, "flower-evaluate"):
+            pairs = self.strategy.configure_evaluate(server_round=self.server_round,
+                                                     parameters=self._parameters(self.w), client_manager=manager)
+        results = []
+        for proxy, ins in pairs:
+            metrics = dict(evaluate(int(proxy.cid), self.w, dict(ins.config)))
+            examples = int(metrics.pop("num-examples"))
+            loss = float(metrics.get("eval_loss", float("nan")))
+            results.append((proxy, EvaluateRes(Status(Code.OK, ""), loss, examples, metrics)))  # type: ignore[arg-type]
+        if not results:
+            return None
+        with seeded(self.setup.seed, self.server_round, "flower-evaluate"):
+            loss, aggregated = self.strategy.aggregate_evaluate(self.server_round, results, [])
+        row: dict[str, Any] = {"nodes": len(results)}
+        if loss is not None:
+            row["loss"] = float(loss)
+        row.update(flower.scalar_metrics(aggregated or {}))
+        return row
 
     # -- state ------------------------------------------------------------------------------------------------
 
     def global_weights(self) -> torch.Tensor:
         return self.w
+
+    def tables(self) -> dict[str, list[dict[str, Any]]]:
+        return {"federated": list(self.federated)}
 
     def state(self) -> dict[str, Any]:
         attributes = {}
@@ -386,12 +490,15 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
                 continue
             attributes[key] = _plain(value, f"algorithms.strategy ({self.config.strategy}.{key})")
         return {"w": self.w, "server_round": self.server_round, "configs": {str(k): {key: _plain(v, "config")
-                for key, v in c.items()} for k, c in self.configs.items()}, "strategy": attributes}
+                for key, v in c.items()} for k, c in self.configs.items()}, "strategy": attributes,
+                "free": list(self.free), "federated": [dict(row) for row in self.federated]}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
         self.server_round = int(state["server_round"])
         self.configs = {int(k): {key: _restore(v) for key, v in c.items()} for k, c in state["configs"].items()}
+        self.free = [int(c) for c in state.get("free", [])]
+        self.federated = [dict(row) for row in state.get("federated", [])]
         self.strategy = self._build()
         for key, value in state["strategy"].items():
             setattr(self.strategy, key, _restore(value))

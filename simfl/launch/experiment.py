@@ -12,8 +12,8 @@ import copy
 import dataclasses
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -21,7 +21,7 @@ from torch import nn
 
 from simfl import rng
 from simfl.algorithms import Setup
-from simfl.algorithms.base import run_name
+from simfl.algorithms.base import ClientEvaluation, run_name
 from simfl.algorithms.store import StoreSpec
 from simfl.data import Dataset
 from simfl.data.partition import split
@@ -37,6 +37,7 @@ from simfl.sim import fast
 from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
+from simfl.train.client_eval import ClientEvaluator, Memory
 from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, InlineExecutor, NullExecutor
 from simfl.train.trainers import make_trainer
@@ -69,6 +70,8 @@ class RunResult:
     seed: int
     state: SimState
     wall_seconds: float
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """The algorithm's own per-run tables (:meth:`~simfl.algorithms.base.Algorithm.tables`)."""
 
 
 def load_dataset(scenario: Scenario) -> Dataset:
@@ -132,6 +135,18 @@ def make_executor(scenario: Scenario, fed: Federation) -> Executor:
                             client=scenario.client)
     trainer = make_trainer(copy.deepcopy(fed.model), fed.layout, fed.shards, scenario.train, fed.seed, scenario.client)
     return InlineExecutor(trainer, threads=config.train_threads())
+
+
+def client_evaluation(scenario: Scenario, fed: Federation, memory: Memory) -> ClientEvaluation:
+    """Evaluation on a client's own data (federated evaluation), built when first asked for."""
+    built: list[ClientEvaluator] = []
+
+    def evaluate(client: int, weights: torch.Tensor, config: Mapping[str, Any]) -> dict[str, int | float]:
+        if not built:
+            built.append(ClientEvaluator(fed.model, fed.layout, fed.shards, fed.seed, scenario.client, memory))
+        return built[0](client, weights, config)
+
+    return evaluate
 
 
 def no_evaluation(weights: torch.Tensor) -> Scores:
@@ -217,12 +232,14 @@ def run_one(
     progress, verify, checkpointing, resume, engine = (opts.progress, opts.verify, opts.checkpointing, opts.resume,
                                                        opts.engine)
     config = scenario.algorithms[algo_index]
+    null = scenario.executor.kind == "none"
+    states: list[SimState] = []  # the simulation's state, once it is built (what clients keep, for evaluations)
     setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed,
-                  store_for(scenario, len(fed.shards), fed.init.numel()))
+                  store_for(scenario, len(fed.shards), fed.init.numel()),
+                  None if null else client_evaluation(scenario, fed, lambda m: states[0].clients[m].memory))
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
     latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
-    null = scenario.executor.kind == "none"
     evaluator: Callable[[torch.Tensor], Scores] = (
         no_evaluation if null
         else Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
@@ -255,6 +272,7 @@ def run_one(
             concurrency=concurrency,
             verify=verify, checkpointing=checkpointing, resume=resume,
         )
+    states.append(sim.state)
     start = time.perf_counter()
     try:
         state = sim.run()
@@ -262,4 +280,4 @@ def run_one(
         raise RunStopped(exc.message, exc.state, run_name(config), fed.seed) from None
     finally:
         executor.close()
-    return RunResult(run_name(config), fed.seed, state, time.perf_counter() - start)
+    return RunResult(run_name(config), fed.seed, state, time.perf_counter() - start, algorithm.tables())

@@ -284,7 +284,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         row = summary_row(unit.name, unit.seed, result.state, wall)
         if feed is not None:
             feed.finish(row)
-        return Done(unit.key, run_files(result.state), row, wall)
+        return Done(unit.key, run_files(result.state, result.tables), row, wall)
     finally:
         torch.set_num_threads(before)
 

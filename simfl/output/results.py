@@ -10,6 +10,8 @@ Layout of ``<out>/``::
     <algorithm>/seed<k>/events.csv   time, update, client, staleness, latency, dispatch_time, weight, event
     <algorithm>/seed<k>/layer_changes.npy  only with ``record: {layer: ...}``: change of that global
                                      tensor per aggregation, shape (aggregations, *layer shape)
+    <algorithm>/seed<k>/federated.csv  only for a Flower strategy that evaluates on clients: one row per
+                                     round (round, update, nodes, the aggregated metrics)
 
 A run writes into ``<out>.partial`` and renames it to ``<out>`` when every
 file is in place; while a run goes, its metrics.csv and events.csv grow there at each
@@ -25,7 +27,7 @@ import contextlib
 import csv
 import io
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -173,13 +175,18 @@ def append_to(folder: Path) -> Append:
     return append
 
 
-def run_files(state: SimState) -> dict[str, bytes]:
-    """The files of one run, by name: metrics.csv, events.csv (and layer_changes.npy when a layer is recorded)."""
+def run_files(state: SimState, tables: Mapping[str, Sequence[dict[str, Any]]] | None = None) -> dict[str, bytes]:
+    """The files of one run, by name: metrics.csv, events.csv (and layer_changes.npy when a layer is recorded,
+    ``<name>.csv`` for each of the algorithm's non-empty ``tables``, their columns in order of appearance)."""
     metric_rows = [m.row() for m in state.metrics]
     files = {
         "metrics.csv": csv_text(metric_columns(metric_rows), metric_rows).encode(),
         "events.csv": csv_text(Event.columns(), (e.row() for e in state.events)).encode(),
     }
+    for name, rows in (tables or {}).items():
+        if rows:
+            columns = list(dict.fromkeys(key for row in rows for key in row))
+            files[f"{name}.csv"] = csv_text(columns, rows).encode()
     changes = LayerRecorder.stacked(state)
     if changes is not None:
         buffer = io.BytesIO()

@@ -37,7 +37,7 @@ import contextvars
 import logging
 import os
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -209,8 +209,10 @@ def load_app(path: str) -> Any:
 
 @dataclass(frozen=True)
 class _Current:
-    trainer: ClientAppTrainer
-    job: Job
+    shards: list[tuple[torch.Tensor, torch.Tensor]]
+    seed: int
+    job: Job | None
+    """The training job being run; None during an evaluation."""
 
 
 _CURRENT: contextvars.ContextVar[_Current | None] = contextvars.ContextVar("simfl_flower_job", default=None)
@@ -226,13 +228,16 @@ def _current(what: str) -> _Current:
 def client_data(context: Context) -> tuple[torch.Tensor, torch.Tensor]:
     """The training inputs and labels of the client ``context`` belongs to (its partition in the scenario)."""
     current = _current("client_data")
-    return current.trainer.shards[int(context.node_config["partition-id"])]
+    return current.shards[int(context.node_config["partition-id"])]
 
 
 def batch_generator() -> torch.Generator:
-    """A torch generator on the stream simfl's own trainer shuffles this round's batches with."""
+    """A torch generator on the stream simfl's own trainer shuffles this round's batches with (training only)."""
     current = _current("batch_generator")
-    return rng.torch_generator(current.trainer.seed, "train", current.job.client, current.job.round)
+    if current.job is None:
+        raise RuntimeError("simfl.train.flower.batch_generator is for the train handler (an evaluation shuffles "
+                           "nothing)")
+    return rng.torch_generator(current.seed, "train", current.job.client, current.job.round)
 
 
 class ClientAppTrainer:
@@ -273,35 +278,94 @@ class ClientAppTrainer:
         context = Context(run_id=1, node_id=job.client + 1,
                           node_config={"partition-id": job.client, "num-partitions": len(self.shards)},
                           state=unpack(job.message.arrays.get(MEMORY)), run_config=dict(self.run_config))
-        token = _CURRENT.set(_Current(self, job))
+        token = _CURRENT.set(_Current(self.shards, self.seed, job))
         try:
-            reply = self.app(message, context)
-        except InputError:
-            raise
-        except Exception as exc:
-            raise UserCodeFailed(where, f"the ClientApp {self.path} raised {type(exc).__name__}: {exc}",
-                                 traceback.format_exc()) from None
+            reply = call_app(self.app, self.path, message, context, where)
         finally:
             _CURRENT.reset(token)
         return self._reply(reply, context, where)
 
     def _reply(self, reply: Any, context: Context, where: str) -> Reply:
-        from flwr.app import Message
-
-        if not isinstance(reply, Message):
-            raise InputError(where, f"the ClientApp returned a {type(reply).__name__}, not a flwr.app.Message")
-        if reply.has_error():
-            error = reply.error
-            raise UserCodeFailed(where, f"the ClientApp replied with error {error.code}: {error.reason}", "")
         records = reply.content.array_records
         if len(records) != 1:
             raise InputError(where, f"the reply holds {len(records)} ArrayRecords; it needs exactly one, "
                              "the trained model's")
         weights = from_record(self.layout, next(iter(records.values())), where, self.names.fixed)
-        metric_records = reply.content.metric_records
-        if len(metric_records) > 1:
-            raise InputError(where, f"the reply holds {len(metric_records)} MetricRecords; Flower's strategies "
-                             "take at most one")
-        metrics = scalar_metrics(next(iter(metric_records.values()))) if metric_records else {}
         state = pack(context.state)
-        return Reply(weights, {} if state is None else {MEMORY: state}, metrics)
+        return Reply(weights, {} if state is None else {MEMORY: state}, reply_metrics(reply, where))
+
+
+def call_app(app: Any, path: str, message: Any, context: Context, where: str) -> Any:
+    """``app(message, context)``: its reply Message; the user's exception or an error reply as UserCodeFailed."""
+    from flwr.app import Message
+
+    try:
+        reply = app(message, context)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise UserCodeFailed(where, f"the ClientApp {path} raised {type(exc).__name__}: {exc}",
+                             traceback.format_exc()) from None
+    if not isinstance(reply, Message):
+        raise InputError(where, f"the ClientApp returned a {type(reply).__name__}, not a flwr.app.Message")
+    if reply.has_error():
+        error = reply.error
+        raise UserCodeFailed(where, f"the ClientApp replied with error {error.code}: {error.reason}", "")
+    return reply
+
+
+def reply_metrics(reply: Any, where: str) -> dict[str, float]:
+    """The scalars of a reply's MetricRecord ({} without one; more than one is refused)."""
+    metric_records = reply.content.metric_records
+    if len(metric_records) > 1:
+        raise InputError(where, f"the reply holds {len(metric_records)} MetricRecords; Flower's strategies "
+                         "take at most one")
+    return scalar_metrics(next(iter(metric_records.values()))) if metric_records else {}
+
+
+def has_handler(app: Any, kind: str) -> bool:
+    """Whether a ClientApp registered a handler for messages of ``kind`` (``train``, ``evaluate``)."""
+    funcs = getattr(app, "_registered_funcs", None)
+    if not isinstance(funcs, dict):  # another Flower release: assume it has (a missing one then fails loudly)
+        return True
+    return any(key == kind or key.startswith(kind + ".") for key in funcs)
+
+
+class ClientAppEvaluator:
+    """Calls a ClientApp's ``evaluate`` handler on the global weights (federated evaluation, in this process)."""
+
+    def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
+                 shards: list[tuple[torch.Tensor, torch.Tensor]], seed: int,
+                 memory: Callable[[int], torch.Tensor | None]) -> None:
+        assert client.flower_app is not None
+        prepare()
+        self.app = load_app(client.flower_app)
+        self.path = client.flower_app
+        self.run_config = dict(client.run_config)
+        self.layout = layout
+        self.names = Names.of(model, layout)
+        self.shards = shards
+        self.seed = seed
+        self.memory = memory
+
+    def __call__(self, client: int, weights: torch.Tensor, config: Mapping[str, Any]) -> dict[str, int | float]:
+        from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+
+        where = f"client.flower_app (client {client}, evaluation of round {config.get('server-round', '?')})"
+        content = RecordDict({"arrays": to_record(self.layout, weights, self.names),
+                              "config": ConfigRecord(dict(config))})
+        message = Message(content, dst_node_id=client + 1, message_type=MessageType.EVALUATE)
+        message.metadata.__dict__["_message_id"] = f"{client}.evaluate.{config.get('server-round', 0)}"
+        context = Context(run_id=1, node_id=client + 1,
+                          node_config={"partition-id": client, "num-partitions": len(self.shards)},
+                          state=unpack(self.memory(client)), run_config=dict(self.run_config))
+        token = _CURRENT.set(_Current(self.shards, self.seed, None))
+        try:
+            reply = call_app(self.app, self.path, message, context, where)
+        finally:
+            _CURRENT.reset(token)
+        metrics: dict[str, int | float] = dict(reply_metrics(reply, where))
+        if "num-examples" not in metrics:
+            raise InputError(where, "the evaluate reply's MetricRecord lacks 'num-examples', which Flower's "
+                             "strategies weight by")
+        return {k: int(v) if k == "num-examples" and float(v).is_integer() else v for k, v in metrics.items()}

@@ -75,3 +75,36 @@ def wrong_train(msg: Message, context: Context) -> Message:
 
 
 not_an_app = object()
+
+
+frozen_app = ClientApp()
+"""Trains nothing: replies with the weights it was sent (the global model stays the initial one)."""
+
+
+@frozen_app.train()
+def frozen_train(msg: Message, context: Context) -> Message:
+    x, y = client_data(context)
+    metrics = MetricRecord({"num-examples": len(y)})
+    return Message(RecordDict({"arrays": msg.content["arrays"], "metrics": metrics}), reply_to=msg)
+
+
+evaluating_app = ClientApp()
+"""simfl's SGD for training, and an evaluate handler that reports what it was given: its partition id, the
+rounds its state has seen, and the server round and tag of its config."""
+
+
+@evaluating_app.train()
+def evaluating_train(msg: Message, context: Context) -> Message:
+    return sgd_train(msg, context)
+
+
+@evaluating_app.evaluate()
+def evaluating_evaluate(msg: Message, context: Context) -> Message:
+    x, y = client_data(context)
+    seen = int(context.state["seen"]["rounds"]) if "seen" in context.state else 0
+    context.state["seen"] = MetricRecord({"rounds": -1})  # not kept: an evaluation is not a round
+    mlp().load_state_dict(msg.content["arrays"].to_torch_state_dict())  # the model's whole state dict arrives
+    metrics = MetricRecord({"num-examples": len(y), "partition": int(context.node_config["partition-id"]),
+                            "rounds-seen": seen, "server-round": int(msg.content["config"]["server-round"]),
+                            "tag": float(msg.content["config"]["tag"])})
+    return Message(RecordDict({"metrics": metrics}), reply_to=msg)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import torch
 
 pytest.importorskip("flwr")
 
@@ -85,34 +86,93 @@ def test_flower_samples_its_own_nodes_the_same_for_a_seed(tmp_path: Path) -> Non
     assert arrivals["client"].nunique() > 3  # and not the same three every round
 
 
-@pytest.mark.parametrize("strategy", ["FedYogi", "FedTrimmedAvg", "Krum"])
-def test_strategies_resume_byte_identical(tmp_path: Path, strategy: str) -> None:
-    """FedYogi (stateful: moments), FedTrimmedAvg and Krum from YAML: kill, --resume, the same files."""
-    options = {"Krum": {"num_malicious_nodes": 1}, "FedTrimmedAvg": {"beta": 0.2}, "FedYogi": {}}[strategy]
-    raw = scenario([{"name": "flower", "strategy": strategy, "options": options}], budget={"time": 400})
+def test_strategies_resume_byte_identical(tmp_path: Path) -> None:
+    """FedYogi (stateful: moments), FedTrimmedAvg and Krum from YAML in one scenario, one unit at a time: killed
+    while FedYogi runs (its running checkpoint written), --resume gives the same files, federated.csv included."""
+    names = ["FedYogi", "FedTrimmedAvg", "Krum"]
+    options = {"Krum": {"num_malicious_nodes": 1}, "FedTrimmedAvg": {"beta": 0.2}, "FedYogi": {}}
+    raw = scenario([{"name": "flower", "strategy": s, "options": options[s]} for s in names], budget={"time": 400})
     path = tmp_path / "s.yaml"
     import yaml
 
     path.write_text(yaml.safe_dump(raw))
-    cmd = [sys.executable, "-m", "simfl", "run", str(path), "--quiet", "--checkpoint-every", "1"]
+    cmd = [sys.executable, "-m", "simfl", "run", str(path), "--quiet", "--checkpoint-every", "1", "--workers", "1"]
     full = subprocess.run([*cmd, "--out", str(tmp_path / "full")], cwd=ROOT, capture_output=True, text=True)
     assert full.returncode == 0, full.stderr
     killed = subprocess.Popen([*cmd, "--out", str(tmp_path / "cut")], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    running = tmp_path / "cut.partial" / "running" / strategy / "seed0.pt"
+    running = tmp_path / "cut.partial" / "running" / "FedYogi" / "seed0.pt"
     for _ in range(600):
         if running.exists() or killed.poll() is not None:
             break
         subprocess.run(["sleep", "0.1"])
-    if killed.poll() is None:
-        killed.send_signal(signal.SIGKILL)
+    assert killed.poll() is None, "the run ended before it could be killed"
+    killed.send_signal(signal.SIGKILL)
     killed.wait()
     resumed = subprocess.run([sys.executable, "-m", "simfl", "run", "--resume", str(tmp_path / "cut"), "--quiet"],
                              cwd=ROOT, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
-    for name in ("metrics.csv", "events.csv"):
-        assert (tmp_path / "full" / strategy / "seed0" / name).read_bytes() == \
-            (tmp_path / "cut" / strategy / "seed0" / name).read_bytes()
+    for strategy in names:
+        for name in ("metrics.csv", "events.csv", "federated.csv"):
+            assert (tmp_path / "full" / strategy / "seed0" / name).read_bytes() == \
+                (tmp_path / "cut" / strategy / "seed0" / name).read_bytes(), (strategy, name)
+
+
+def test_federated_evaluation_of_an_unchanged_model_is_its_accuracy_on_the_clients_data(tmp_path: Path) -> None:
+    """Clients that train nothing keep the initial model: each round's federated evaluation (simfl's scores on
+    every client's partition, weighted by num-examples) is that model's accuracy and loss on the union of the
+    partitions, computed here directly; the legacy FedAvg aggregates the same losses."""
+    from simfl.launch.experiment import federation, load_dataset
+    from simfl.schema.scenario import validate
+    from simfl.train.evaluate import Evaluator
+
+    raw = scenario([{"name": "flower", "strategy": "FedAvg"},
+                    {"name": "flower", "strategy": "flwr.server.strategy:FedAvg", "label": "legacy"}],
+                   client={"flower_app": "tests.flower.apps:frozen_app"})
+    simfl.run(raw, out=tmp_path / "o", allow_imports=True)
+    with simfl.names.allowing_imports(True):
+        scn = validate(raw)
+        fed = federation(scn, load_dataset(scn), 0)
+    x = torch.cat([s[0] for s in fed.shards])
+    y = torch.cat([s[1] for s in fed.shards])
+    expected = Evaluator(fed.model, fed.layout, x, y)(fed.init)
+    rounds = len(pd.read_csv(tmp_path / "o" / "FedAvg" / "seed0" / "events.csv")) // 6
+    table = pd.read_csv(tmp_path / "o" / "FedAvg" / "seed0" / "federated.csv")
+    assert list(table.columns) == ["round", "update", "nodes", "eval_loss", "eval_acc"]
+    assert table["round"].tolist() == list(range(1, rounds + 1)) and rounds >= 3
+    assert table["update"].tolist() == [6 * r for r in range(1, rounds + 1)]
+    assert (table["nodes"] == 6).all()
+    assert table["eval_acc"].tolist() == pytest.approx([expected.accuracy] * rounds, rel=1e-12)
+    assert table["eval_loss"].tolist() == pytest.approx([expected.loss] * rounds, rel=1e-6)
+    legacy = pd.read_csv(tmp_path / "o" / "legacy" / "seed0" / "federated.csv")
+    assert list(legacy.columns) == ["round", "update", "nodes", "loss"]
+    assert legacy["loss"].tolist() == pytest.approx([expected.loss] * rounds, rel=1e-6)
+
+
+def test_a_client_apps_evaluate_handler_answers_the_federated_evaluation(tmp_path: Path) -> None:
+    """The app's evaluate handler gets the strategy's evaluate config and the client's state as its training
+    left it (what the handler writes there is dropped); Flower's FedAvg weights its metrics by num-examples;
+    fraction_evaluate 0 turns the evaluation off."""
+    from simfl.launch.experiment import federation, load_dataset
+    from simfl.schema.scenario import validate
+
+    raw = scenario([{"name": "flower", "strategy": "FedAvg", "evaluate_config": {"tag": 7}},
+                    {"name": "flower", "strategy": "FedAvg", "options": {"fraction_evaluate": 0.0}, "label": "off"}],
+                   client={"flower_app": "tests.flower.apps:evaluating_app", "run_config": RUN_CONFIG})
+    simfl.run(raw, out=tmp_path / "o", allow_imports=True)
+    with simfl.names.allowing_imports(True):
+        sizes = federation(validate(raw), load_dataset(validate(raw)), 0).client_sizes
+    table = pd.read_csv(tmp_path / "o" / "FedAvg" / "seed0" / "federated.csv")
+    assert len(table) >= 3 and (table["nodes"] == 6).all()
+    # metrics are weighted means over the nodes: equal values come back to float64 rounding
+    assert table["server-round"].tolist() == pytest.approx(table["round"].tolist())
+    assert table["rounds-seen"].tolist() == pytest.approx(table["round"].tolist())  # every client trains each round
+    assert table["tag"].tolist() == pytest.approx([7] * len(table))
+    assert table["partition"].tolist() == pytest.approx([sum(i * n for i, n in enumerate(sizes)) / sum(sizes)]
+                                                        * len(table))
+    assert not (tmp_path / "o" / "off" / "seed0" / "federated.csv").exists()
+    assert (tmp_path / "o" / "off" / "seed0" / "metrics.csv").read_bytes() == \
+        (tmp_path / "o" / "FedAvg" / "seed0" / "metrics.csv").read_bytes()  # evaluation changes no training
 
 
 def test_flower_strategies_in_a_report_beside_simfls(tmp_path: Path) -> None:
