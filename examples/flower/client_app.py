@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
-from task import Net, train
+from task import Net, test, train
 
 from simfl.train.flower import client_data
 
@@ -28,3 +28,14 @@ def train_round(msg: Message, context: Context) -> Message:
     loss = train(net, x, y, int(context.run_config["local-epochs"]), lr, int(context.run_config["batch-size"]))
     metrics = MetricRecord({"train_loss": loss, "num-examples": len(y)})
     return Message(RecordDict({"arrays": ArrayRecord(net.state_dict()), "metrics": metrics}), reply_to=msg)
+
+
+@app.evaluate()
+def evaluate_round(msg: Message, context: Context) -> Message:
+    """Evaluate the received global model on this client's data (Flower's federated evaluation)."""
+    net = Net()
+    net.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    x, y = client_data(context)
+    loss, accuracy = test(net, x, y)
+    metrics = MetricRecord({"eval_loss": loss, "eval_acc": accuracy, "num-examples": len(y)})
+    return Message(RecordDict({"metrics": metrics}), reply_to=msg)

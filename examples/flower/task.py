@@ -62,3 +62,16 @@ def train(net: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int, lr: flo
             total += loss.item()
             steps += 1
     return total / max(steps, 1)
+
+
+def test(net: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``net`` on the given tensors."""
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
+    net.eval()
+    loss, correct = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(y), batch_size):
+            out = net(x[i : i + batch_size])
+            loss += float(loss_fn(out, y[i : i + batch_size]))
+            correct += int((out.argmax(1) == y[i : i + batch_size]).sum())
+    return loss / max(len(y), 1), correct / max(len(y), 1)
