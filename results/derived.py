@@ -26,7 +26,11 @@ Run from the repository root: ``python results/derived.py``. Each line is
   a client twice and how many arrivals repeat a client already in their buffer (what decides whether
   its two readings, ``calibrate_with``, differ);
 - ``har_orthofl_leads_from``: the first evaluation time from which OrthoFL's
-  seed-mean accuracy stays above every other asynchronous method's.
+  seed-mean accuracy stays above every other asynchronous method's;
+- ``cross_device_*``: the cross-device study (``cross-device-mnist``, not in ``cpu_hours_total``): its
+  core-hours, the distinct clients that delivered in seed 0, the mean staleness of OrthoFL chain under
+  ``returning: own`` and of FedAsync (seed 0), and how far OrthoFL global under ``returning: server`` is
+  from FedAsync (seeds whose events.csv are equal; the largest accuracy gap at any evaluation, points).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from simfl.output.report import find_result_folders, load_groups
 RESULTS = Path(__file__).resolve().parent
 ASYNC = ["orthofl", "fedasync", "fedbuff", "ca2fl"]
 SYNC = ["fedavg", "fedprox", "fedadam"]
+CROSS_DEVICE = RESULTS / "cross-device-mnist"
 
 
 def cpu_minutes(folder: Path) -> float:
@@ -66,7 +71,8 @@ def main() -> None:
     for name, value in minutes.items():
         print(f"cpu_minutes[{name}]={value:.0f}")
     e5 = sum(v for k, v in minutes.items() if "-e5" in k)
-    print(f"cpu_hours_total={(sum(minutes.values()) - e5) / 60:.1f}")
+    cross = minutes.get(CROSS_DEVICE.name, 0.0)
+    print(f"cpu_hours_total={(sum(minutes.values()) - e5 - cross) / 60:.1f}")
     print(f"cpu_hours_e5={e5 / 60:.1f}")
 
     for cell in sorted((RESULTS / "delays-mnist-e1-6000s").glob("latency=*")):
@@ -130,6 +136,26 @@ def main() -> None:
     har = pd.concat({a: seed_mean_accuracy(RESULTS / "paper-har-e1", a) for a in ASYNC}, axis=1)
     behind = har.index[har.drop(columns="orthofl").max(axis=1) >= har["orthofl"]]
     print(f"har_orthofl_leads_from={har.index[har.index > behind.max()].min():.0f}")
+    if CROSS_DEVICE.is_dir():
+        cross_device(cross)
+
+
+def cross_device(minutes: float) -> None:
+    """The cross-device study's figures (module docstring)."""
+    print(f"cross_device_cpu_hours={minutes / 60:.2f}")
+    events = {a: pd.read_csv(CROSS_DEVICE / a / "seed0" / "events.csv") for a in ("orthofl_chain", "fedasync")}
+    arrivals = {a: e[e["event"] == "arrival"] for a, e in events.items()}
+    print(f"cross_device_clients_seen[seed0]={arrivals['fedasync']['client'].nunique()}")
+    print(f"cross_device_staleness[seed0]=own {arrivals['orthofl_chain']['staleness'].mean():.0f}, "
+          f"fedasync {arrivals['fedasync']['staleness'].mean():.0f}")
+    seeds = sorted(int(p.name[4:]) for p in (CROSS_DEVICE / "fedasync").glob("seed*"))
+    same = [k for k in seeds if (CROSS_DEVICE / "orthofl_global_server" / f"seed{k}" / "events.csv").read_bytes()
+            == (CROSS_DEVICE / "fedasync" / f"seed{k}" / "events.csv").read_bytes()]
+    gap = max((pd.read_csv(CROSS_DEVICE / "orthofl_global_server" / f"seed{k}" / "metrics.csv")["accuracy"]
+               - pd.read_csv(CROSS_DEVICE / "fedasync" / f"seed{k}" / "metrics.csv")["accuracy"]).abs().max()
+              for k in seeds)
+    print(f"cross_device_global_server_vs_fedasync=events equal in {len(same)} of {len(seeds)} seeds, "
+          f"largest accuracy gap {100 * gap:.2f} points")
 
 
 if __name__ == "__main__":

@@ -111,6 +111,7 @@ report() {
   $SIMFL report results/ca2fl-readings-mnist-e5 results/paper-mnist-e5/ca2fl-seed0 --baseline ca2fl --out results/report-ca2fl-readings --force
   $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr --force
   $SIMFL report results/scaffold-mnist-e1 --baseline fedavg --out results/report-scaffold --force
+  $SIMFL report results/cross-device-mnist --baseline fedasync --out results/report-cross-device --force
 }
 
 steps=("$@")

@@ -158,5 +158,11 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
             if "mnist" in key:
                 assert f"{numbers[2]} of {numbers[3]}" in readme, key
     assert f"from {int(lines['har_orthofl_leads_from']):,} s on" in readme
+    assert f"The runs took {lines['cross_device_cpu_hours']} core-hours" in readme
+    assert f"from {lines['cross_device_clients_seen[seed0]']} distinct clients in seed 0" in readme
+    own, fedasync = re.findall(r"\d+", lines["cross_device_staleness[seed0]"])
+    assert f"mean staleness {own} updates under `own`, against {fedasync} for FedAsync" in readme
+    equal, seeds, gap = re.findall(r"\d+(?:\.\d+)?", lines["cross_device_global_server_vs_fedasync"])
+    assert f"events.csv equal in {equal} of {seeds} seeds), and accuracies within {gap} points" in readme
     assert f"about {round(float(lines['cpu_hours_total']))} hours of one core" in readme
     assert f"{lines['cpu_hours_e5']} hours of one\ncore with the FedAdam search" in (RESULTS / "README.md").read_text()
