@@ -176,6 +176,12 @@ class LocalWorkers:
             for proc in procs:
                 if proc.exitcode is not None and proc.pid in started:
                     raise WorkerLost(titles[started[proc.pid]], _ended(proc.exitcode))
+            if all(proc.exitcode is not None for proc in procs):  # units remain, nobody is left to run them
+                codes = sorted({int(proc.exitcode or 0) for proc in procs})
+                raise InputError("workers", f"every worker process ended before it ran a unit (exit code "
+                                 f"{', '.join(map(str, codes))}). A Python script that runs simfl with worker "
+                                 "processes must keep its code under `if __name__ == \"__main__\":` (each spawned "
+                                 "worker imports the script again); or run with one worker (workers=1, --workers 1)")
 
         try:
             for proc in procs:
