@@ -5,11 +5,12 @@ round (``configure_evaluate``/``aggregate_evaluate``, :mod:`simfl.algorithms.flo
 asked client answers here, in the simulating process, with the reply metrics Flower's
 strategies aggregate (weighted by ``num-examples``):
 
-- a Flower ClientApp (``client: {flower_app: ...}``) with an ``@app.evaluate()`` handler
-  answers itself: it is called with the message Flower would send it (the weights as an
-  ArrayRecord, the strategy's evaluate config) and the client's context, whose ``state`` is
-  what its last training round left there (read only: an evaluation is not a round of the
-  client, so what the handler writes there is not kept);
+- a Flower ClientApp (``client: {flower_app: ...}``) with an ``@app.evaluate()`` handler, or a
+  legacy one (``ClientApp(client_fn=...)``) whose client implements ``evaluate``, answers
+  itself: it is called with the message Flower would send it (the weights and the strategy's
+  evaluate config) and the client's context, whose ``state`` is what its last training round
+  left there (read only: an evaluation is not a round of the client, so what the handler
+  writes there is not kept);
 - otherwise simfl scores the weights on the client's partition (its training data: simfl
   holds no per-client test split) and replies ``{"num-examples": n, "eval_loss": mean
   cross-entropy, "eval_acc": accuracy}``, the keys of Flower's PyTorch quickstart.
@@ -49,7 +50,9 @@ class ClientEvaluator:
 
     def __call__(self, client: int, weights: torch.Tensor, config: Mapping[str, Any]) -> dict[str, int | float]:
         if self.app is not None:
-            return self.app(client, weights, config)
+            answer = self.app(client, weights, config)
+            if answer is not None:
+                return answer
         x, y = self.shards[client]
         scores = Evaluator(self.model, self.layout, x, y)(weights)
         return {"num-examples": len(y), "eval_loss": scores.loss, "eval_acc": scores.accuracy}

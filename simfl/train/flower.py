@@ -25,7 +25,10 @@ client's partition, and :func:`batch_generator` the stream simfl's own trainer s
 numbers. The app's reply must hold one ArrayRecord with the model's exchanged tensors (same
 names and shapes) and at most one MetricRecord (its scalars become the arrival's metrics;
 Flower's strategies weight by ``num-examples``). Its wall time does not matter: the latency
-model decides virtual time.
+model decides virtual time. A legacy app (``ClientApp(client_fn=...)`` around a ``Client`` or
+``NumPyClient``) gets and returns the legacy layout instead (``FitIns``/``FitRes``: the arrays as
+NumPy arrays in state-dict order; ``EvaluateIns``/``EvaluateRes``), as Flower's legacy server
+sends it.
 
 Flower is an optional dependency (``pip install 'simfl[flower]'``): this module imports it only
 inside functions.
@@ -271,8 +274,11 @@ class ClientAppTrainer:
         from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 
         where = f"client.flower_app (client {job.client}, its round {job.round})"
-        content = RecordDict({"arrays": to_record(self.layout, job.start, self.names),
-                              "config": ConfigRecord(self._config(job))})
+        arrays = to_record(self.layout, job.start, self.names)
+        if is_legacy(self.app):
+            content = legacy_content(arrays, self._config(job), MessageType.TRAIN)
+        else:
+            content = RecordDict({"arrays": arrays, "config": ConfigRecord(self._config(job))})
         message = Message(content, dst_node_id=job.client + 1, message_type=MessageType.TRAIN)
         message.metadata.__dict__["_message_id"] = f"{job.client}.{job.round}"
         context = Context(run_id=1, node_id=job.client + 1,
@@ -286,13 +292,53 @@ class ClientAppTrainer:
         return self._reply(reply, context, where)
 
     def _reply(self, reply: Any, context: Context, where: str) -> Reply:
+        state = pack(context.state)
+        memory = {} if state is None else {MEMORY: state}
+        if is_legacy(self.app):
+            from flwr.app import ArrayRecord
+            from flwr.common import Code, parameters_to_ndarrays
+            from flwr.compat.common.recorddict_compat import recorddict_to_fitres
+
+            fit = recorddict_to_fitres(reply.content, keep_input=False)
+            if fit.status.code != Code.OK:
+                raise UserCodeFailed(where, f"the client's fit replied {fit.status.code.name}: {fit.status.message}", "")
+            arrays = parameters_to_ndarrays(fit.parameters)
+            if len(arrays) != len(self.names.order):
+                raise InputError(where, f"fit returned {len(arrays)} arrays; the model's state dict has "
+                                 f"{len(self.names.order)} ({', '.join(self.names.order[:3])}, ...), in that order")
+            record = ArrayRecord({k: _array(v) for k, v in zip(self.names.order, arrays, strict=True)})
+            metrics = {**scalar_metrics(fit.metrics), "num-examples": float(fit.num_examples)}
+            return Reply(from_record(self.layout, record, where, self.names.fixed), memory, metrics)
         records = reply.content.array_records
         if len(records) != 1:
             raise InputError(where, f"the reply holds {len(records)} ArrayRecords; it needs exactly one, "
                              "the trained model's")
         weights = from_record(self.layout, next(iter(records.values())), where, self.names.fixed)
-        state = pack(context.state)
-        return Reply(weights, {} if state is None else {MEMORY: state}, reply_metrics(reply, where))
+        return Reply(weights, memory, reply_metrics(reply, where))
+
+
+def is_legacy(app: Any) -> bool:
+    """Whether a ClientApp wraps a legacy client (``ClientApp(client_fn=...)``: a ``Client`` or ``NumPyClient``
+    with ``fit``/``evaluate``), which reads the legacy record layout (``FitIns``/``EvaluateIns``)."""
+    return getattr(app, "_call", None) is not None
+
+
+def legacy_content(arrays: ArrayRecord, config: Mapping[str, Any], kind: str) -> RecordDict:
+    """The content Flower's legacy server sends a client: ``FitIns`` (train) or ``EvaluateIns`` (evaluate) of
+    the arrays, as NumPy arrays in state-dict order, and the config."""
+    from flwr.common import EvaluateIns, FitIns, MessageType, ndarrays_to_parameters
+    from flwr.compat.common.recorddict_compat import evaluateins_to_recorddict, fitins_to_recorddict
+
+    parameters = ndarrays_to_parameters([a.numpy() for a in arrays.values()])
+    if kind == MessageType.TRAIN:
+        return fitins_to_recorddict(FitIns(parameters, dict(config)), keep_input=True)
+    return evaluateins_to_recorddict(EvaluateIns(parameters, dict(config)), keep_input=True)
+
+
+def _array(value: Any) -> Any:
+    from flwr.app import Array
+
+    return Array(np.asarray(value))
 
 
 def call_app(app: Any, path: str, message: Any, context: Context, where: str) -> Any:
@@ -324,7 +370,10 @@ def reply_metrics(reply: Any, where: str) -> dict[str, float]:
 
 
 def has_handler(app: Any, kind: str) -> bool:
-    """Whether a ClientApp registered a handler for messages of ``kind`` (``train``, ``evaluate``)."""
+    """Whether a ClientApp registered a handler for messages of ``kind`` (``train``, ``evaluate``); a legacy
+    one handles both (its client may answer that it does not evaluate)."""
+    if is_legacy(app):
+        return True
     funcs = getattr(app, "_registered_funcs", None)
     if not isinstance(funcs, dict):  # another Flower release: assume it has (a missing one then fails loudly)
         return True
@@ -348,12 +397,17 @@ class ClientAppEvaluator:
         self.seed = seed
         self.memory = memory
 
-    def __call__(self, client: int, weights: torch.Tensor, config: Mapping[str, Any]) -> dict[str, int | float]:
+    def __call__(self, client: int, weights: torch.Tensor, config: Mapping[str, Any]
+                 ) -> dict[str, int | float] | None:
+        """The client's evaluation metrics, or None when its (legacy) client does not evaluate."""
         from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 
         where = f"client.flower_app (client {client}, evaluation of round {config.get('server-round', '?')})"
-        content = RecordDict({"arrays": to_record(self.layout, weights, self.names),
-                              "config": ConfigRecord(dict(config))})
+        arrays = to_record(self.layout, weights, self.names)
+        if is_legacy(self.app):
+            content = legacy_content(arrays, config, MessageType.EVALUATE)
+        else:
+            content = RecordDict({"arrays": arrays, "config": ConfigRecord(dict(config))})
         message = Message(content, dst_node_id=client + 1, message_type=MessageType.EVALUATE)
         message.metadata.__dict__["_message_id"] = f"{client}.evaluate.{config.get('server-round', 0)}"
         context = Context(run_id=1, node_id=client + 1,
@@ -364,8 +418,25 @@ class ClientAppEvaluator:
             reply = call_app(self.app, self.path, message, context, where)
         finally:
             _CURRENT.reset(token)
+        if is_legacy(self.app):
+            return self._legacy_metrics(reply, where)
         metrics: dict[str, int | float] = dict(reply_metrics(reply, where))
         if "num-examples" not in metrics:
             raise InputError(where, "the evaluate reply's MetricRecord lacks 'num-examples', which Flower's "
                              "strategies weight by")
         return {k: int(v) if k == "num-examples" and float(v).is_integer() else v for k, v in metrics.items()}
+
+    def _legacy_metrics(self, reply: Any, where: str) -> dict[str, int | float] | None:
+        """A legacy client's ``EvaluateRes`` as reply metrics (``eval_loss`` is its loss); None when the client
+        does not implement ``evaluate``."""
+        from flwr.common import Code
+        from flwr.compat.common.recorddict_compat import recorddict_to_evaluateres
+
+        result = recorddict_to_evaluateres(reply.content)
+        if result.status.code == Code.EVALUATE_NOT_IMPLEMENTED:
+            return None
+        if result.status.code != Code.OK:
+            raise UserCodeFailed(where, f"the client's evaluate replied {result.status.code.name}: "
+                                 f"{result.status.message}", "")
+        return {"num-examples": int(result.num_examples), "eval_loss": float(result.loss),
+                **scalar_metrics(result.metrics)}

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.client import NumPyClient
 from flwr.clientapp import ClientApp
 from torch import nn
 
@@ -19,14 +23,8 @@ def mlp() -> nn.Module:
     return MLP.build(MLPConfig(), (1, 8, 8), 10)
 
 
-@sgd_app.train()
-def sgd_train(msg: Message, context: Context) -> Message:
-    model = mlp()
-    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
-    lr = float(context.run_config["lr"])
-    epochs, batch = int(context.run_config["local-epochs"]), int(context.run_config["batch-size"])
-    mu = float(msg.content["config"].get("proximal-mu", 0.0))
-    x, y = client_data(context)
+def sgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, epochs: int, batch: int, mu: float) -> float:
+    """simfl's local SGD on the round's batch stream; the mean training loss."""
     gen = batch_generator()
     params = [p for p in model.parameters() if p.requires_grad]
     anchor = [p.detach().clone() for p in params]
@@ -46,9 +44,21 @@ def sgd_train(msg: Message, context: Context) -> Message:
             loss.backward()
             opt.step()
             steps += 1
+    return float(total) / steps
+
+
+@sgd_app.train()
+def sgd_train(msg: Message, context: Context) -> Message:
+    model = mlp()
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    lr = float(context.run_config["lr"])
+    epochs, batch = int(context.run_config["local-epochs"]), int(context.run_config["batch-size"])
+    mu = float(msg.content["config"].get("proximal-mu", 0.0))
+    x, y = client_data(context)
+    mean_loss = sgd(model, x, y, lr, epochs, batch, mu)
     calls = int(context.state["seen"]["rounds"]) + 1 if "seen" in context.state else 1
     context.state["seen"] = MetricRecord({"rounds": calls})
-    metrics = MetricRecord({"train_loss": float(total) / steps, "num-examples": len(y), "rounds-seen": calls})
+    metrics = MetricRecord({"train_loss": mean_loss, "num-examples": len(y), "rounds-seen": calls})
     return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=msg)
 
 
@@ -108,3 +118,24 @@ def evaluating_evaluate(msg: Message, context: Context) -> Message:
                             "rounds-seen": seen, "server-round": int(msg.content["config"]["server-round"]),
                             "tag": float(msg.content["config"]["tag"])})
     return Message(RecordDict({"metrics": metrics}), reply_to=msg)
+
+
+class LegacySGD(NumPyClient):
+    """simfl's local SGD as a legacy Flower NumPyClient (fit only: it does not evaluate)."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict[str, Any]]:
+        model = mlp()
+        keys = list(model.state_dict())
+        model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in zip(keys, parameters, strict=True)})
+        run = self.context.run_config
+        x, y = client_data(self.context)
+        loss = sgd(model, x, y, float(run["lr"]), int(run["local-epochs"]), int(run["batch-size"]),
+                   float(config.get("proximal-mu", 0.0)))
+        return [v.detach().numpy() for v in model.state_dict().values()], len(y), {"train_loss": loss}
+
+
+legacy_sgd_app = ClientApp(client_fn=lambda context: LegacySGD(context).to_client())
+"""A legacy ClientApp (client_fn), the way Flower's NumPyClient examples are written."""

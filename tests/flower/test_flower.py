@@ -201,6 +201,22 @@ def test_a_client_app_reproducing_simfls_sgd_gives_its_numbers(tmp_path: Path) -
                 (tmp_path / "app" / name / "seed0" / file).read_bytes(), (name, file)
 
 
+def test_a_legacy_numpy_client_app_gives_simfls_numbers(tmp_path: Path) -> None:
+    """simfl's SGD as a legacy NumPyClient behind ClientApp(client_fn=...): the same files as simfl's own trainer
+    under FedAvg, FedBuff and Flower's FedAvg; its client has no evaluate, so the federated evaluation falls back
+    to simfl's scores on each partition and equals the own trainer's too."""
+    algorithms = [{"name": "fedavg", "clients_per_round": 6}, {"name": "fedbuff", "buffer": 3},
+                  {"name": "flower", "strategy": "FedAvg"}]
+    simfl.run(scenario(algorithms), out=tmp_path / "own")
+    app = scenario(algorithms, client={"flower_app": "tests.flower.apps:legacy_sgd_app", "run_config": RUN_CONFIG})
+    simfl.run(app, out=tmp_path / "app", allow_imports=True)
+    for name, files in (("fedavg", ["metrics.csv", "events.csv"]), ("fedbuff", ["metrics.csv", "events.csv"]),
+                        ("FedAvg", ["metrics.csv", "events.csv", "federated.csv"])):
+        for file in files:
+            assert (tmp_path / "own" / name / "seed0" / file).read_bytes() == \
+                (tmp_path / "app" / name / "seed0" / file).read_bytes(), (name, file)
+
+
 def test_client_state_travels_with_the_client_and_resumes(tmp_path: Path) -> None:
     """context.state survives across a client's rounds, whichever process trains them."""
     from simfl.launch.experiment import federation, load_dataset, run_one
