@@ -8,13 +8,22 @@ cost per arrival must stay flat in N: sampling draws from a Fenwick tree (``O(lo
 and nothing per arrival visits the population. Beside the wall-clock figures, the
 process's CPU time per arrival from the first metric row (time 0, the first C clients
 dispatched) to the last: on a machine shared with other work it moves less than the wall
-clock. Prints ``name=value`` lines, the last being ``arrivals_per_second`` at N = 100,000.
+clock.
+
+A second series asks the same of the parts a plain FedAsync run leaves out: OrthoFL, which keeps
+each client's calibrated model and anchor in the client-state store (RAM here; rows only for
+clients seen), with random round failures (``availability: {p: 0.1}``, which the heap loop does
+not cover, so on the SimPy engine), 50,000 arrivals per population (``--stateful-updates``):
+its CPU microseconds per arrival at each N and their flatness.
+
+Prints ``name=value`` lines, the last being ``arrivals_per_second`` at N = 100,000 (the first series).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import torch
 
@@ -25,9 +34,10 @@ POPULATIONS = (1_000, 10_000, 100_000)
 CONCURRENCY = 1000
 
 
-def scenario(clients: int, updates: int) -> scenario_mod.Scenario:
-    """``clients`` devices, at most 1,000 training at once, an update budget, no training."""
-    return scenario_mod.validate({
+def scenario(clients: int, updates: int, **changes: Any) -> scenario_mod.Scenario:
+    """``clients`` devices, at most 1,000 training at once, an update budget, no training (``changes``: other
+    top-level sections)."""
+    return scenario_mod.validate({**{
         "name": "population", "seeds": [0],
         "data": {"dataset": "synthetic", "train_size": 2 * clients, "test_size": 10, "features": 4,
                  "classes": 10, "partition": {"kind": "iid", "clients": clients}},
@@ -38,7 +48,7 @@ def scenario(clients: int, updates: int) -> scenario_mod.Scenario:
         "algorithms": [{"name": "fedasync", "alpha": 0.6}],
         "server": {"concurrency": min(CONCURRENCY, clients)},
         "executor": {"kind": "none"},
-    })
+    }, **changes})
 
 
 def rate(clients: int, updates: int) -> tuple[float, float]:
@@ -50,9 +60,20 @@ def rate(clients: int, updates: int) -> tuple[float, float]:
     return result.state.updates / result.wall_seconds, 1e6 * (marks[-1] - marks[0]) / result.state.updates
 
 
+def stateful_cost(clients: int, updates: int) -> float:
+    """CPU microseconds per arrival of OrthoFL (client-state store) with round failures, on the SimPy engine."""
+    scn = scenario(clients, updates, algorithms=[{"name": "orthofl", "shift_source": "chain"}],
+                   availability={"p": 0.1}, client_state={"store": "ram"})
+    fed = federation(scn, load_dataset(scn), 0)
+    marks: list[float] = []
+    result = run_one(scn, fed, 0, engine="simpy", progress=lambda _: marks.append(time.process_time()))
+    return 1e6 * (marks[-1] - marks[0]) / result.state.updates
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=200_000, help="arrivals per run")
+    parser.add_argument("--stateful-updates", type=int, default=50_000, help="arrivals per run of the second series")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     measured = {n: rate(n, args.updates) for n in POPULATIONS}
@@ -64,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"n{n}_cpu_microseconds_per_arrival={cpu:.1f}")
     print(f"flatness_n100000_vs_n1000={rates[1_000] / rates[100_000]:.2f}")
     print(f"cpu_flatness_n100000_vs_n1000={measured[100_000][1] / measured[1_000][1]:.2f}")
+    stateful = {n: stateful_cost(n, args.stateful_updates) for n in POPULATIONS}
+    for n, cpu in stateful.items():
+        print(f"n{n}_orthofl_store_failures_cpu_microseconds_per_arrival={cpu:.1f}")
+    print(f"orthofl_store_failures_cpu_flatness_n100000_vs_n1000={stateful[100_000] / stateful[1_000]:.2f}")
     print(f"arrivals_per_second={rates[100_000]:.0f}")
 
 

@@ -15,6 +15,7 @@ Departures: ``{client, leave, rejoin}`` takes a client away at virtual time
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -54,11 +55,15 @@ class Availability:
         self.config = config
         self.num_clients = num_clients
         self.rngs = rng.Streams(seed, "failure", count=num_clients)
-        self.absences: list[list[tuple[float, float | None]]] = [[] for _ in range(num_clients)]
+        per: dict[int, list[tuple[float, float | None]]] = {}
         for d in config.departures:
-            self.absences[d.client].append((d.leave, d.rejoin))
-        for a in self.absences:
+            per.setdefault(d.client, []).append((d.leave, d.rejoin))
+        for a in per.values():
             a.sort(key=lambda iv: iv[0])
+        none: tuple[tuple[float, float | None], ...] = ()
+        self.absences: list[Sequence[tuple[float, float | None]]] = [per.get(m, none) for m in range(num_clients)]
+        """Each client's absences, sorted by leave time; the clients without any share one empty tuple (a
+        population's worth of empty lists costs memory and cache on every lookup)."""
 
     @classmethod
     def check(cls, config: AvailabilityConfig, num_clients: int) -> None:
@@ -105,7 +110,10 @@ class Availability:
 
     def next_leave(self, client: int, time: float) -> float | None:
         """The first departure time of ``client`` strictly after ``time``, if any."""
-        return next((lv for lv, _ in self.absences[client] if lv > time), None)
+        absences = self.absences[client]
+        if not absences:  # most clients: no generator to build
+            return None
+        return next((lv for lv, _ in absences if lv > time), None)
 
     def state(self) -> dict[str, Any]:
         """Plain-data state (the per-client failure generator states)."""
