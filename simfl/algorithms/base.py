@@ -87,7 +87,7 @@ class Arrival:
 
 ClientEvaluation = Callable[[int, torch.Tensor, Mapping[str, Any]], dict[str, int | float]]
 """Evaluation on a client (federated evaluation): ``(client, flat weights, config)`` to the client's reply
-metrics, ``num-examples`` among them (:class:`simfl.train.flower.ClientEvaluator`)."""
+metrics, ``num-examples`` among them (:class:`simfl.train.client_eval.ClientEvaluator`)."""
 
 
 @dataclass(frozen=True)

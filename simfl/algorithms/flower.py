@@ -342,8 +342,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
     def _metrics(self, arrival: Arrival) -> dict[str, int | float]:
         """A reply's MetricRecord: a ClientApp's own metrics (they hold num-examples), else simfl's."""
         if "num-examples" in arrival.metrics:
-            return {k: (int(v) if k == "num-examples" and float(v).is_integer() else float(v))
-                    for k, v in arrival.metrics.items()}
+            return flower.whole_examples(arrival.metrics)
         out: dict[str, int | float] = {"num-examples": int(arrival.num_samples)}
         loss = arrival.metrics.get("loss")
         if loss is not None and loss == loss:

@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,7 +21,7 @@ from torch import nn
 
 from simfl import rng
 from simfl.algorithms import Setup
-from simfl.algorithms.base import ClientEvaluation, run_name
+from simfl.algorithms.base import run_name
 from simfl.algorithms.store import StoreSpec
 from simfl.data import Dataset
 from simfl.data.partition import split
@@ -37,7 +37,7 @@ from simfl.sim import fast
 from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
-from simfl.train.client_eval import ClientEvaluator, Memory
+from simfl.train.client_eval import ClientEvaluator
 from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, InlineExecutor, NullExecutor
 from simfl.train.trainers import make_trainer
@@ -137,18 +137,6 @@ def make_executor(scenario: Scenario, fed: Federation) -> Executor:
     return InlineExecutor(trainer, threads=config.train_threads())
 
 
-def client_evaluation(scenario: Scenario, fed: Federation, memory: Memory) -> ClientEvaluation:
-    """Evaluation on a client's own data (federated evaluation), built when first asked for."""
-    built: list[ClientEvaluator] = []
-
-    def evaluate(client: int, weights: torch.Tensor, config: Mapping[str, Any]) -> dict[str, int | float]:
-        if not built:
-            built.append(ClientEvaluator(fed.model, fed.layout, fed.shards, fed.seed, scenario.client, memory))
-        return built[0](client, weights, config)
-
-    return evaluate
-
-
 def no_evaluation(weights: torch.Tensor) -> Scores:
     """Pure-latency mode records no accuracy: every score is NaN."""
     return Scores(float("nan"), float("nan"))
@@ -233,10 +221,10 @@ def run_one(
                                                        opts.engine)
     config = scenario.algorithms[algo_index]
     null = scenario.executor.kind == "none"
-    states: list[SimState] = []  # the simulation's state, once it is built (what clients keep, for evaluations)
+    clients = ClientEvaluator(fed.model, fed.layout, fed.shards, fed.seed, scenario.client,
+                              lambda m: sim.state.clients[m].memory)  # what m keeps, once the simulation is built
     setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed,
-                  store_for(scenario, len(fed.shards), fed.init.numel()),
-                  None if null else client_evaluation(scenario, fed, lambda m: states[0].clients[m].memory))
+                  store_for(scenario, len(fed.shards), fed.init.numel()), None if null else clients)
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
     latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
@@ -272,7 +260,6 @@ def run_one(
             concurrency=concurrency,
             verify=verify, checkpointing=checkpointing, resume=resume,
         )
-    states.append(sim.state)
     start = time.perf_counter()
     try:
         state = sim.run()

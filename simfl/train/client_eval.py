@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Any
 
 import torch
@@ -29,24 +30,39 @@ from torch import nn
 
 from simfl.models.flat import Layout
 from simfl.train.evaluate import Evaluator
-from simfl.train.flower import ClientAppEvaluator, ClientConfig, has_handler, load_app
+from simfl.train.flower import ClientAppEvaluator, ClientConfig, has_handler
 
 Memory = Callable[[int], torch.Tensor | None]
 """Client ``m``'s kept state (:data:`simfl.train.message.MEMORY` bytes), None when it keeps nothing."""
 
 
 class ClientEvaluator:
-    """Answers ``(client, flat weights, config)`` with the client's evaluation metrics."""
+    """Answers ``(client, flat weights, config)`` with the client's evaluation metrics.
+
+    Every run is given one; only an algorithm that asks clients to evaluate calls it, so the app and
+    the model replica are made at the first call."""
 
     def __init__(self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]], seed: int,
                  client: ClientConfig | None, memory: Memory) -> None:
-        self.shards = shards
-        self.app: ClientAppEvaluator | None = None
-        if client is not None and client.flower_app is not None and has_handler(load_app(client.flower_app),
-                                                                                "evaluate"):
-            self.app = ClientAppEvaluator(client, model, layout, shards, seed, memory)
+        self.source = model
         self.layout = layout
-        self.model = copy.deepcopy(model)
+        self.shards = shards
+        self.seed = seed
+        self.client = client
+        self.memory = memory
+
+    @cached_property
+    def app(self) -> ClientAppEvaluator | None:
+        """The ClientApp that answers, when the scenario names one that evaluates."""
+        if self.client is None or self.client.flower_app is None:
+            return None
+        app = ClientAppEvaluator(self.client, self.source, self.layout, self.shards, self.seed, self.memory)
+        return app if has_handler(app.app, "evaluate") else None
+
+    @cached_property
+    def model(self) -> nn.Module:
+        """The replica simfl scores with."""
+        return copy.deepcopy(self.source)
 
     def __call__(self, client: int, weights: torch.Tensor, config: Mapping[str, Any]) -> dict[str, int | float]:
         if self.app is not None:

@@ -171,6 +171,11 @@ def from_record(layout: Layout, record: ArrayRecord, where: str, fixed: Mapping[
     return layout.join(layers)
 
 
+def whole_examples(metrics: Mapping[str, float]) -> dict[str, int | float]:
+    """Reply metrics as Flower's strategies read them: a whole ``num-examples`` as an int (it weights)."""
+    return {k: int(v) if k == "num-examples" and float(v).is_integer() else float(v) for k, v in metrics.items()}
+
+
 def scalar_metrics(values: Mapping[str, Any]) -> dict[str, float]:
     """The int and float entries of a MetricRecord (lists left out), as floats."""
     return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
@@ -243,21 +248,64 @@ def batch_generator() -> torch.Generator:
     return rng.torch_generator(current.seed, "train", current.job.client, current.job.round)
 
 
-class ClientAppTrainer:
-    """Trains jobs by calling a Flower ClientApp in this process (the interface of LocalTrainer)."""
+class AppCaller:
+    """A user's ClientApp called in this process, as Flower's simulation engine calls it: the message Flower
+    would send client ``m`` (node ``m + 1``) and the client's context; the reply checked to be a message."""
 
     def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
-                 shards: list[tuple[torch.Tensor, torch.Tensor]], config: TrainConfig, seed: int) -> None:
+                 shards: list[tuple[torch.Tensor, torch.Tensor]], seed: int) -> None:
         assert client.flower_app is not None
         prepare()
         self.app = load_app(client.flower_app)
         self.path = client.flower_app
+        self.legacy = is_legacy(self.app)
         self.run_config = dict(client.run_config)
         self.layout = layout
         self.names = Names.of(model, layout)
         self.shards = shards
-        self.config = config
         self.seed = seed
+
+    def call(self, kind: str, client: int, weights: torch.Tensor, config: Mapping[str, Any],
+             state: torch.Tensor | None, job: Job | None, message_id: str, where: str) -> tuple[Any, Context]:
+        """Send ``kind`` (``train``/``evaluate``) with ``weights`` and ``config`` to ``client``, whose context
+        holds ``state``; its reply and the context after the call."""
+        from flwr.app import ConfigRecord, Context, Message, RecordDict
+
+        arrays = to_record(self.layout, weights, self.names)
+        if self.legacy:
+            content = legacy_content(arrays, config, kind)
+        else:
+            content = RecordDict({"arrays": arrays, "config": ConfigRecord(dict(config))})
+        message = Message(content, dst_node_id=client + 1, message_type=kind)
+        message.metadata.__dict__["_message_id"] = message_id
+        context = Context(run_id=1, node_id=client + 1,
+                          node_config={"partition-id": client, "num-partitions": len(self.shards)},
+                          state=unpack(state), run_config=dict(self.run_config))
+        token = _CURRENT.set(_Current(self.shards, self.seed, job))
+        try:
+            reply = self.app(message, context)
+        except InputError:
+            raise
+        except Exception as exc:
+            raise UserCodeFailed(where, f"the ClientApp {self.path} raised {type(exc).__name__}: {exc}",
+                                 traceback.format_exc()) from None
+        finally:
+            _CURRENT.reset(token)
+        if not isinstance(reply, Message):
+            raise InputError(where, f"the ClientApp returned a {type(reply).__name__}, not a flwr.app.Message")
+        if reply.has_error():
+            error = reply.error
+            raise UserCodeFailed(where, f"the ClientApp replied with error {error.code}: {error.reason}", "")
+        return reply, context
+
+
+class ClientAppTrainer(AppCaller):
+    """Trains jobs by calling a Flower ClientApp in this process (the interface of LocalTrainer)."""
+
+    def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
+                 shards: list[tuple[torch.Tensor, torch.Tensor]], config: TrainConfig, seed: int) -> None:
+        super().__init__(client, model, layout, shards, seed)
+        self.config = config
 
     def _config(self, job: Job) -> dict[str, Any]:
         config = dict(job.message.config)
@@ -271,31 +319,18 @@ class ClientAppTrainer:
 
     def run(self, job: Job) -> Reply:
         """Call the app on ``job``: its trained weights, its metrics and the client's new state."""
-        from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+        from flwr.app import MessageType
 
         where = f"client.flower_app (client {job.client}, its round {job.round})"
-        arrays = to_record(self.layout, job.start, self.names)
-        if is_legacy(self.app):
-            content = legacy_content(arrays, self._config(job), MessageType.TRAIN)
-        else:
-            content = RecordDict({"arrays": arrays, "config": ConfigRecord(self._config(job))})
-        message = Message(content, dst_node_id=job.client + 1, message_type=MessageType.TRAIN)
-        message.metadata.__dict__["_message_id"] = f"{job.client}.{job.round}"
-        context = Context(run_id=1, node_id=job.client + 1,
-                          node_config={"partition-id": job.client, "num-partitions": len(self.shards)},
-                          state=unpack(job.message.arrays.get(MEMORY)), run_config=dict(self.run_config))
-        token = _CURRENT.set(_Current(self.shards, self.seed, job))
-        try:
-            reply = call_app(self.app, self.path, message, context, where)
-        finally:
-            _CURRENT.reset(token)
+        reply, context = self.call(MessageType.TRAIN, job.client, job.start, self._config(job),
+                                   job.message.arrays.get(MEMORY), job, f"{job.client}.{job.round}", where)
         return self._reply(reply, context, where)
 
     def _reply(self, reply: Any, context: Context, where: str) -> Reply:
         state = pack(context.state)
         memory = {} if state is None else {MEMORY: state}
-        if is_legacy(self.app):
-            from flwr.app import ArrayRecord
+        if self.legacy:
+            from flwr.app import Array, ArrayRecord
             from flwr.common import Code, parameters_to_ndarrays
             from flwr.compat.common.recorddict_compat import recorddict_to_fitres
 
@@ -306,7 +341,7 @@ class ClientAppTrainer:
             if len(arrays) != len(self.names.order):
                 raise InputError(where, f"fit returned {len(arrays)} arrays; the model's state dict has "
                                  f"{len(self.names.order)} ({', '.join(self.names.order[:3])}, ...), in that order")
-            record = ArrayRecord({k: _array(v) for k, v in zip(self.names.order, arrays, strict=True)})
+            record = ArrayRecord({k: Array(np.asarray(v)) for k, v in zip(self.names.order, arrays, strict=True)})
             metrics = {**scalar_metrics(fit.metrics), "num-examples": float(fit.num_examples)}
             return Reply(from_record(self.layout, record, where, self.names.fixed), memory, metrics)
         records = reply.content.array_records
@@ -335,31 +370,6 @@ def legacy_content(arrays: ArrayRecord, config: Mapping[str, Any], kind: str) ->
     return evaluateins_to_recorddict(EvaluateIns(parameters, dict(config)), keep_input=True)
 
 
-def _array(value: Any) -> Any:
-    from flwr.app import Array
-
-    return Array(np.asarray(value))
-
-
-def call_app(app: Any, path: str, message: Any, context: Context, where: str) -> Any:
-    """``app(message, context)``: its reply Message; the user's exception or an error reply as UserCodeFailed."""
-    from flwr.app import Message
-
-    try:
-        reply = app(message, context)
-    except InputError:
-        raise
-    except Exception as exc:
-        raise UserCodeFailed(where, f"the ClientApp {path} raised {type(exc).__name__}: {exc}",
-                             traceback.format_exc()) from None
-    if not isinstance(reply, Message):
-        raise InputError(where, f"the ClientApp returned a {type(reply).__name__}, not a flwr.app.Message")
-    if reply.has_error():
-        error = reply.error
-        raise UserCodeFailed(where, f"the ClientApp replied with error {error.code}: {error.reason}", "")
-    return reply
-
-
 def reply_metrics(reply: Any, where: str) -> dict[str, float]:
     """The scalars of a reply's MetricRecord ({} without one; more than one is refused)."""
     metric_records = reply.content.metric_records
@@ -380,51 +390,31 @@ def has_handler(app: Any, kind: str) -> bool:
     return any(key == kind or key.startswith(kind + ".") for key in funcs)
 
 
-class ClientAppEvaluator:
+class ClientAppEvaluator(AppCaller):
     """Calls a ClientApp's ``evaluate`` handler on the global weights (federated evaluation, in this process)."""
 
     def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
                  shards: list[tuple[torch.Tensor, torch.Tensor]], seed: int,
                  memory: Callable[[int], torch.Tensor | None]) -> None:
-        assert client.flower_app is not None
-        prepare()
-        self.app = load_app(client.flower_app)
-        self.path = client.flower_app
-        self.run_config = dict(client.run_config)
-        self.layout = layout
-        self.names = Names.of(model, layout)
-        self.shards = shards
-        self.seed = seed
+        super().__init__(client, model, layout, shards, seed)
         self.memory = memory
 
     def __call__(self, client: int, weights: torch.Tensor, config: Mapping[str, Any]
                  ) -> dict[str, int | float] | None:
         """The client's evaluation metrics, or None when its (legacy) client does not evaluate."""
-        from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+        from flwr.app import MessageType
 
-        where = f"client.flower_app (client {client}, evaluation of round {config.get('server-round', '?')})"
-        arrays = to_record(self.layout, weights, self.names)
-        if is_legacy(self.app):
-            content = legacy_content(arrays, config, MessageType.EVALUATE)
-        else:
-            content = RecordDict({"arrays": arrays, "config": ConfigRecord(dict(config))})
-        message = Message(content, dst_node_id=client + 1, message_type=MessageType.EVALUATE)
-        message.metadata.__dict__["_message_id"] = f"{client}.evaluate.{config.get('server-round', 0)}"
-        context = Context(run_id=1, node_id=client + 1,
-                          node_config={"partition-id": client, "num-partitions": len(self.shards)},
-                          state=unpack(self.memory(client)), run_config=dict(self.run_config))
-        token = _CURRENT.set(_Current(self.shards, self.seed, None))
-        try:
-            reply = call_app(self.app, self.path, message, context, where)
-        finally:
-            _CURRENT.reset(token)
-        if is_legacy(self.app):
+        round_ = config.get("server-round", "?")
+        where = f"client.flower_app (client {client}, evaluation of round {round_})"
+        reply, _ = self.call(MessageType.EVALUATE, client, weights, config, self.memory(client), None,
+                             f"{client}.evaluate.{round_}", where)
+        if self.legacy:
             return self._legacy_metrics(reply, where)
-        metrics: dict[str, int | float] = dict(reply_metrics(reply, where))
+        metrics = reply_metrics(reply, where)
         if "num-examples" not in metrics:
             raise InputError(where, "the evaluate reply's MetricRecord lacks 'num-examples', which Flower's "
                              "strategies weight by")
-        return {k: int(v) if k == "num-examples" and float(v).is_integer() else v for k, v in metrics.items()}
+        return whole_examples(metrics)
 
     def _legacy_metrics(self, reply: Any, where: str) -> dict[str, int | float] | None:
         """A legacy client's ``EvaluateRes`` as reply metrics (``eval_loss`` is its loss); None when the client
