@@ -62,11 +62,11 @@ def main(argv: list[str] | None = None) -> None:
     tiny_simpy = scenario({"name": "fedasync", "alpha": 0.6}, 4, [2], slow_updates)
     lenet = scenario({"name": "orthofl"}, 784, [56], max(1000, args.updates // 20))
     rate_simpy, _ = arrivals_per_second(tiny_simpy, "simpy")
-    rate_orthofl, params = arrivals_per_second(lenet, "fast")
+    rate_orthofl, params = arrivals_per_second(lenet, "heap")
     rate_constant, _ = arrivals_per_second(
-        scenario({"name": "fedasync", "alpha": 0.6}, 4, [2], args.updates, constant=True), "fast"
+        scenario({"name": "fedasync", "alpha": 0.6}, 4, [2], args.updates, constant=True), "heap"
     )
-    rate, tiny_params = arrivals_per_second(tiny, "fast")
+    rate, tiny_params = arrivals_per_second(tiny, "heap")
     print(f"clients={CLIENTS}")
     print(f"tiny_params={tiny_params}")
     print(f"fedasync_tiny_simpy_arrivals_per_second={rate_simpy:.0f}")

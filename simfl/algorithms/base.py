@@ -23,7 +23,7 @@ from simfl.algorithms.store import ClientVectors, StoreSpec, vectors
 from simfl.fields import Section
 from simfl.models.flat import Layout
 from simfl.names import short_name
-from simfl.train.message import Message
+from simfl.train.message import NO_MESSAGE, Message
 
 ConfigT = TypeVar("ConfigT", bound=Section)
 
@@ -137,7 +137,7 @@ class Algorithm(ABC, Generic[ConfigT]):
         later must send a copy. Default: :meth:`local_options` as hooks, no arrays, no config.
         """
         options = self.local_options()
-        return Message(hooks=options) if options else Message()
+        return Message(hooks=options) if options else NO_MESSAGE
 
     @abstractmethod
     def global_weights(self) -> torch.Tensor:

@@ -33,7 +33,6 @@ from simfl.models.cost import exchanged_bytes, training_flops_per_sample
 from simfl.output.recording import LayerRecorder
 from simfl.schema import estimate, plugins
 from simfl.schema.scenario import Scenario
-from simfl.sim import fast
 from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
@@ -42,7 +41,7 @@ from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, InlineExecutor, NullExecutor
 from simfl.train.trainers import make_trainer
 
-Engine = Literal["auto", "simpy", "fast"]
+Engine = Literal["auto", "simpy", "heap"]
 
 
 @dataclass
@@ -142,31 +141,6 @@ def no_evaluation(weights: torch.Tensor) -> Scores:
     return Scores(float("nan"), float("nan"))
 
 
-def fast_unsupported(
-    scenario: Scenario, verify: bool = False, checkpoints: bool = False, absences: bool = False,
-    observer: bool = False, synchronous: bool = False,
-) -> list[str]:
-    """What in a run the heap loop of :mod:`simfl.sim.fast` does not cover (empty: it can run it).
-
-    ``absences``: the delay model brings presence windows of its own (fleet traces);
-    ``observer``: a per-aggregation observer is attached (:attr:`RunOptions.on_update`);
-    ``synchronous``: the run's algorithm is synchronous (the loop serves a population only asynchronously).
-    """
-    missing = {
-        "availability (failures, departures)": scenario.availability is not None,
-        "presence windows of the delay model": absences,
-        "server_time": scenario.server_time != 0,
-        "rounds (deadline, over-selection)": scenario.rounds is not None,
-        "server (concurrency) with a synchronous algorithm": scenario.server is not None and synchronous,
-        "record": scenario.record is not None,
-        "per-update observers (tracking)": observer,
-        "eval.after_each_update": scenario.eval.after_each_update,
-        "verification": verify,
-        "checkpoints": checkpoints,
-    }
-    return [name for name, present in missing.items() if present]
-
-
 def chain(callbacks: list[Progress]) -> Progress | None:
     """One engine callback calling ``callbacks`` in order (None for none)."""
     if len(callbacks) <= 1:
@@ -191,12 +165,11 @@ class RunOptions:
     resume: dict[str, Any] | None = None
     """Such saved data: continue that run."""
     on_update: Progress | None = None
-    """Called with the state after every aggregation (live tracking). Only the SimPy engine has this hook,
-    so ``auto`` runs such a run there (same results, event for event)."""
+    """Called with the state after every aggregation (live tracking)."""
     engine: Engine = "auto"
-    """``simpy``: :class:`~simfl.sim.engine.Simulation`; ``fast``: the heap loop of :mod:`simfl.sim.fast`
-    (refused, in one line, for what it does not cover); ``auto``: the fast loop in pure-latency mode
-    (``executor.kind: none``) where it applies, SimPy otherwise."""
+    """The clock of :class:`~simfl.sim.engine.Simulation` (:mod:`simfl.sim.clock`): ``simpy`` or ``heap``, the
+    same rules and order on both (the same events and state); ``auto``: the heap clock in pure-latency mode
+    (``executor.kind: none``), where events dominate, SimPy otherwise."""
 
 
 def store_for(scenario: Scenario, clients: int, params: int) -> StoreSpec:
@@ -237,29 +210,18 @@ def run_one(
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     observers = [o for o in (recorder, opts.on_update) if o is not None]
     budget = Budget(scenario.budget.time, scenario.budget.updates)
-    unsupported = fast_unsupported(scenario, verify, checkpointing is not None or resume is not None,
-                                   absences=presence is not None and scenario.availability is None,
-                                   observer=opts.on_update is not None, synchronous=algorithm.mode == "sync")
-    if engine == "fast" and unsupported:
-        raise InputError("engine", f"the fast loop cannot run this scenario ({', '.join(unsupported)}); "
-                         "use the simpy engine")
-    use_fast = engine == "fast" or (engine == "auto" and null and not unsupported)
     executor = make_executor(scenario, fed)
     server = scenario.server
     concurrency = None if server is None else Concurrency(server.concurrency, server.selection)
-    sim: Simulation | fast.FastSimulation
-    if use_fast:
-        sim = fast.FastSimulation(algorithm, latency, executor, evaluator, fed.client_sizes, budget,
-                                  scenario.eval.every, fed.seed, progress=progress, concurrency=concurrency)
-    else:
-        sim = Simulation(
-            algorithm, latency, executor, evaluator, fed.client_sizes, budget, scenario.eval.every, fed.seed,
-            availability=availability, server_time=scenario.server_time, progress=progress, on_update=chain(observers),
-            eval_each_update=scenario.eval.after_each_update,
-            rounds=None if scenario.rounds is None else RoundRules(scenario.rounds.deadline, scenario.rounds.over_select),
-            concurrency=concurrency,
-            verify=verify, checkpointing=checkpointing, resume=resume,
-        )
+    sim = Simulation(
+        algorithm, latency, executor, evaluator, fed.client_sizes, budget, scenario.eval.every, fed.seed,
+        availability=availability, server_time=scenario.server_time, progress=progress, on_update=chain(observers),
+        eval_each_update=scenario.eval.after_each_update,
+        rounds=None if scenario.rounds is None else RoundRules(scenario.rounds.deadline, scenario.rounds.over_select),
+        concurrency=concurrency,
+        verify=verify, checkpointing=checkpointing, resume=resume,
+        clock="heap" if engine == "heap" or (engine == "auto" and null) else "simpy",
+    )
     start = time.perf_counter()
     try:
         state = sim.run()

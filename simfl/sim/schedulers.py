@@ -21,6 +21,7 @@ transient within one instant; what lasts (queue, phase, round members) is in
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import torch
@@ -182,16 +183,14 @@ class AsyncServer:
         """A delivery is queued; a waiting server takes the first queued one a step later."""
         if self.waiting:
             self.waiting = False
-            index = self.world.state.queue.pop(0)
-            self.world.clock.soon(lambda: self._take(index))
+            self.world.clock.soon(partial(self._take, self.world.state.queue.pop(0)))
 
     def _next(self) -> None:
         """Take the next queued arrival (a step later), or wait for one."""
         st = self.world.state
         st.server_phase = "wait"
         if st.queue:
-            index = st.queue.pop(0)
-            self.world.clock.soon(lambda: self._take(index))
+            self.world.clock.soon(partial(self._take, st.queue.pop(0)))
         else:
             self.waiting = True
 
@@ -199,15 +198,16 @@ class AsyncServer:
         """Aggregate the arrival of client ``index`` and send it back out (now, or after ``server_time``)."""
         w = self.world
         st = w.state
+        now = w.clock.now
         client = st.clients[index]
         arrival = w.arrival(client, st.updates + 1 - client.tau)
         weights, weight = self.algorithm.on_arrival(arrival)
         if w.verifier is not None:
-            w.verifier.time(w.clock.now)
-            w.verifier.global_weights(self.algorithm.global_weights(), arrival.update, client.index)
+            w.verifier.time(now)
+            w.verifier.global_weights(self.algorithm.global_weights(), arrival.update, index)
         client.tau = arrival.update
-        st.events.append(Event(w.clock.now, arrival.update, client.index, arrival.staleness, client.latency,
-                               client.dispatch_time, weight))
+        st.events.append(Event(now, arrival.update, index, arrival.staleness, client.latency, client.dispatch_time,
+                               weight))
         if self.sampler is not None:
             self._release(client, weights)
             self.sampler.pool.add(index)
@@ -226,7 +226,7 @@ class AsyncServer:
         if self.sampler is None:
             st.server_client = index
             st.server_weights = weights
-        w.wake("server", w.clock.now + self.server_time)
+        w.wake("server", now + self.server_time)
 
     def wake(self, wake: Wake) -> None:
         """The server's busy time ended: dispatch the client it held (or a sampled one), then take the next arrival."""

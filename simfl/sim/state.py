@@ -152,7 +152,7 @@ class SimState:
         data["clients"] = [asdict(c) for c in self.clients]  # copies; a message becomes Message.to_data's dicts
         data["events"] = [astuple(e) for e in self.events]
         data["metrics"] = [asdict(m) for m in self.metrics]
-        data["pending"] = [astuple(w) for w in sorted(self.pending.values(), key=lambda w: w.order)]
+        data["pending"] = [tuple(w) for w in sorted(self.pending.values(), key=lambda w: w.order)]
         return data
 
     @staticmethod

@@ -7,7 +7,7 @@ absence, the evaluation grid, the time and update budgets, checkpoints, and
 recording a metric. What the server does with a delivered round is the
 scheduler's business (:mod:`simfl.sim.schedulers`: an asynchronous server or
 synchronous rounds, chosen once from the algorithm's kind). The
-:class:`~simfl.sim.clock.Clock` decides when handlers run; every pending wake-up
+:class:`~simfl.sim.clock.Clock` (SimPy's or the heap's: the same order) decides when handlers run; every pending wake-up
 is a :class:`~simfl.sim.clock.Wake` kept in :class:`~simfl.sim.state.SimState`.
 
 Semantics (docs/architecture.md): the server keeps an update counter ``t``;
@@ -30,7 +30,7 @@ import torch
 from simfl.algorithms.base import Algorithm, Arrival
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
-from simfl.sim.clock import Clock, Wake, WakeKind
+from simfl.sim.clock import Clock, ClockKind, Wake, WakeKind, make_clock
 from simfl.sim.evaluation import Recorder, next_grid_time
 from simfl.sim.server import Scheduler
 from simfl.sim.state import ClientState, Event, EventKind, SimState
@@ -92,6 +92,7 @@ class World:
         observers: Observers,
         save: Callable[[], dict[str, Any]],
         resumed: bool = False,
+        clock: ClockKind = "simpy",
     ) -> None:
         self.state = state
         self.algorithm = algorithm
@@ -105,7 +106,7 @@ class World:
         self.observers = observers
         self.save = save
         """The whole simulation as data (for checkpoints)."""
-        self.clock = Clock(state.now if resumed else None, self.fire)
+        self.clock: Clock = make_clock(clock, state.now if resumed else None, self.fire)
         self.recorder = Recorder(evaluate, observers.progress, verifier)
         self._handlers: dict[WakeKind, Callable[[Wake], None]] = {
             "deliver": self._deliver, "leave": self._leave, "rejoin": self._rejoin, "return": self._return,
@@ -174,36 +175,36 @@ class World:
         """Start a round of ``client`` from ``weights`` now; it ends at its arrival time or at a departure."""
         st = self.state
         now = self.clock.now
+        index, rounds, availability = client.index, client.rounds, self.availability
         if self.verifier is not None:
             self.verifier.dispatch(client, now, st.in_flight())
-        client.start = weights
-        client.dispatch_time = now
-        client.latency = self.latency.sample(client.index)
-        client.fails = self.availability is not None and self.availability.fails(client.index)
-        if client.fails:
+        latency = self.latency.sample(index)
+        arrival = now + latency
+        fails = availability is not None and availability.fails(index)
+        client.start, client.dispatch_time, client.latency, client.fails = weights, now, latency, fails
+        if fails:
             client.handle = client.message = None
         else:
-            client.message = self.algorithm.message(client.index, client.rounds)
+            message = self.algorithm.message(index, rounds)
             if client.memory is not None:  # what the client kept on its device travels with its job
-                m = client.message
-                client.message = Message(m.hooks, {**m.arrays, MEMORY: client.memory}, m.config)
-            client.handle = self.executor.submit(Job(client.index, client.rounds, weights, client.message),
-                                                 due=client.arrival_time)
-        client.rounds += 1
+                message = Message(message.hooks, {**message.arrays, MEMORY: client.memory}, message.config)
+            client.message = message
+            client.handle = self.executor.submit(Job(index, rounds, weights, message), due=arrival)
+        client.rounds = rounds + 1
         client.seq = st.seq
         client.phase = "round"
         client.outcome = None
         st.seq += 1
-        leave = None if self.availability is None else self.availability.next_leave(client.index, now)
-        if leave is not None and leave <= client.arrival_time:
-            self.wake("leave", leave, client.index)
+        leave = None if availability is None else availability.next_leave(index, now)
+        if leave is not None and leave <= arrival:
+            self.wake("leave", leave, index)
         else:
-            self.wake("deliver", client.arrival_time, client.index)
+            self.wake("deliver", arrival, index)
 
     def _deliver(self, wake: Wake) -> None:
         """A round ends at its arrival time: the update is delivered to the scheduler, or the round failed."""
-        assert wake.index is not None
-        client = self.state.clients[wake.index]
+        assert wake.target is not None
+        client = self.state.clients[wake.target]
         if self.verifier is not None:
             self.verifier.delivery(client, self.clock.now)
         if client.fails:
@@ -217,8 +218,8 @@ class World:
 
     def _leave(self, wake: Wake) -> None:
         """The client departs during its round: the round is lost."""
-        assert wake.index is not None
-        client = self.state.clients[wake.index]
+        assert wake.target is not None
+        client = self.state.clients[wake.target]
         self.note(client, "leave")
         if client.handle is not None:
             self.executor.discard(client.handle)
@@ -230,9 +231,9 @@ class World:
 
     def _rejoin(self, wake: Wake) -> None:
         """After a failed async round and the rejoin delay: the scheduler restarts the client (if present)."""
-        assert wake.index is not None and self.availability is not None
+        assert wake.target is not None and self.availability is not None
         if not self.clock.stopping:
-            self.scheduler.rejoined(self.state.clients[wake.index])
+            self.scheduler.rejoined(self.state.clients[wake.target])
 
     def leave_until_back(self, client: ClientState) -> None:
         """Mark ``client`` away until its return (if it ever comes back)."""
@@ -248,10 +249,10 @@ class World:
 
     def _return(self, wake: Wake) -> None:
         """A departed client's absence ends: it is selectable again (async: it restarts at once)."""
-        assert wake.index is not None
+        assert wake.target is not None
         if self.clock.stopping:
             return
-        client = self.state.clients[wake.index]
+        client = self.state.clients[wake.target]
         client.active = True
         client.phase = "idle"
         self.note(client, "join")

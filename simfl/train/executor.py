@@ -19,8 +19,8 @@ machine whose cores would all go to a default process pool; ``workers: 1``
 Pure-latency mode (``executor: {kind: none}``) is for delay sweeps at event
 speed: :class:`NullExecutor` trains nothing (a job returns its start weights
 plus a fixed pseudo-update), evaluation records NaN for every score, and the
-run goes through the heap loop of :mod:`simfl.sim.fast` (event for event the
-SimPy engine's trace) where it covers the run (docs/architecture.md, "Schedulers"). The
+run goes through the heap clock of :mod:`simfl.sim.clock` (the same rules as the
+SimPy clock, event for event; docs/architecture.md, "Clocks"). The
 algorithms keep their real state over the scenario model's real layout, so
 state size and per-arrival aggregation cost are those of the real model;
 pick a small model (and the synthetic dataset) when only the event trace

@@ -46,9 +46,14 @@ class Message:
         return Message(dict(data["hooks"]), dict(data["arrays"]), dict(data["config"]))
 
 
-@dataclass(frozen=True, slots=True)
+NO_MESSAGE = Message()
+"""The empty message (plain SGD), shared: a message is immutable."""
+
+
+@dataclass(slots=True)
 class Reply:
-    """What a client sends back after its round."""
+    """What a client sends back after its round (read-only by convention: built once per arrival, and a frozen
+    dataclass costs several times as much to build)."""
 
     weights: torch.Tensor
     """The client's flat weights after local training."""

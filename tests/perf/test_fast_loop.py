@@ -81,7 +81,7 @@ def test_fast_loop_equals_simpy_engine(case: int, server: dict[str, Any] | None)
     ties = 0
     for i in range(len(scn.algorithms)):
         slow = run_one(scn, fed, i, engine="simpy").state
-        quick = run_one(scn, fed, i, engine="fast").state
+        quick = run_one(scn, fed, i, engine="heap").state
         assert_identical(slow, quick)
         times = [e.time for e in slow.events]
         ties += len(times) - len(set(times))

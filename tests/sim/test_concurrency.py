@@ -36,7 +36,7 @@ from simfl import rng
 from simfl.algorithms.base import Setup
 from simfl.algorithms.orthofl import OrthoFL, OrthoFLConfig
 from simfl.errors import InputError
-from simfl.launch.experiment import fast_unsupported, federation, load_dataset, run_one
+from simfl.launch.experiment import federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
 from simfl.sim.selection import BLOCK, Draws, Pool
 from simfl.sim.state import SimState
@@ -213,6 +213,3 @@ def test_scenario_checks_of_the_server_section() -> None:
         run(five(server={"concurrency": 2}, algorithms=[{"name": "fedavg", "clients_per_round": 3}]))
     with pytest.raises(InputError, match="selection"):
         scenario_mod.validate(five(server={"concurrency": 2, "selection": "fastest"}))
-    scn = scenario_mod.validate(five(executor={"kind": "none"}))
-    assert fast_unsupported(scn) == []
-    assert fast_unsupported(scn, synchronous=True) == ["server (concurrency) with a synchronous algorithm"]

@@ -17,7 +17,7 @@ from simfl.launch.experiment import Engine, federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
 from tests.conftest import tiny_scenario
 
-ENGINES: list[Engine] = ["simpy", "fast"]
+ENGINES: list[Engine] = ["simpy", "heap"]
 
 #          t,  time, client, staleness, dispatch_time
 EXPECTED = [

@@ -1,4 +1,4 @@
-"""The schedulers: the fast loop refuses, in one line, what it does not cover, instead of running it differently."""
+"""The schedulers on both clocks: the same rules, so the same events and whole state; wake-ups as plain data."""
 
 from __future__ import annotations
 
@@ -6,55 +6,57 @@ from typing import Any
 
 import pytest
 
-from simfl.errors import InputError
 from simfl.launch.experiment import federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
 from simfl.sim.clock import PRIORITY
 from simfl.sim.state import SimState
 from simfl.sim.world import Checkpointing
 from tests.conftest import tiny_scenario
+from tests.sim.same import assert_same_state, same_data
 
 NULL = {"kind": "none"}
 
 
-@pytest.mark.parametrize("changes, feature", [
-    ({"availability": {"p": 0.5}}, "availability"),
-    ({"server_time": 0.5}, "server_time"),
-    ({"eval": {"every": 2.0, "after_each_update": True}}, "eval.after_each_update"),
-    ({"algorithms": [{"name": "fedavg", "clients_per_round": 2}], "rounds": {"deadline": 3.0}}, "rounds"),
+@pytest.mark.parametrize("changes", [
+    {"availability": {"p": 0.5}},
+    {"server_time": 0.5},
+    {"eval": {"every": 2.0, "after_each_update": True}},
+    {"algorithms": [{"name": "fedavg", "clients_per_round": 2}], "rounds": {"deadline": 3.0}},
 ])
-def test_fast_loop_refuses_what_it_cannot_run_in_one_line(changes: dict[str, Any], feature: str) -> None:
+def test_the_heap_clock_runs_what_the_heap_loop_refused_with_the_same_state(changes: dict[str, Any]) -> None:
+    """One set of rules: the heap clock runs every feature, with the events and state of SimPy's clock."""
     scn = scenario_mod.validate(tiny_scenario(executor=NULL, **changes))
     fed = federation(scn, load_dataset(scn), 0)
-    with pytest.raises(InputError) as info:
-        run_one(scn, fed, 0, engine="fast")
-    message = str(info.value)
-    assert "\n" not in message
-    assert message.startswith("engine: the fast loop cannot run this scenario") and feature in message
+    heap = run_one(scn, fed, 0, engine="heap").state
+    simpy = run_one(scn, fed, 0, engine="simpy").state
+    assert_same_state(heap, simpy)
 
 
-def test_fast_loop_refuses_verification() -> None:
+def test_verification_checkpoints_and_observers_run_on_the_heap_clock() -> None:
     scn = scenario_mod.validate(tiny_scenario(executor=NULL))
     fed = federation(scn, load_dataset(scn), 0)
-    with pytest.raises(InputError, match="verification"):
-        run_one(scn, fed, 0, verify=True, engine="fast")
+    saved: dict[str, list[dict[str, Any]]] = {"heap": [], "simpy": []}
+    seen: dict[str, list[int]] = {"heap": [], "simpy": []}
+    states = {
+        engine: run_one(scn, fed, 0, verify=True, engine=engine, on_update=lambda s, e=engine: seen[e].append(s.updates),
+                        checkpointing=Checkpointing(saved[engine].append, every_updates=2)).state
+        for engine in ("heap", "simpy")
+    }
+    assert_same_state(states["heap"], states["simpy"])
+    assert seen["heap"] == seen["simpy"] == list(range(1, states["heap"].updates + 1))
+    assert len(saved["heap"]) == len(saved["simpy"]) > 2
+    for a, b in zip(saved["heap"], saved["simpy"], strict=True):
+        assert same_data(a["state"], b["state"])
 
 
-def test_auto_engine_runs_availability_failures_on_simpy() -> None:
-    """The drift once seen: pure latency with failures must still fail rounds (auto picks SimPy)."""
+def test_auto_engine_runs_availability_failures_on_the_heap_clock() -> None:
+    """The drift once seen: pure latency with failures must still fail rounds."""
     scn = scenario_mod.validate(tiny_scenario(executor=NULL, availability={"p": 0.5}))
     fed = federation(scn, load_dataset(scn), 0)
     auto = run_one(scn, fed, 0).state
     simpy = run_one(scn, fed, 0, engine="simpy").state
-    assert auto.events == simpy.events
+    assert_same_state(auto, simpy)
     assert any(e.event != "arrival" for e in auto.events)
-
-
-def test_fast_loop_refuses_checkpoints() -> None:
-    scn = scenario_mod.validate(tiny_scenario(executor=NULL))
-    fed = federation(scn, load_dataset(scn), 0)
-    with pytest.raises(InputError, match="checkpoints"):
-        run_one(scn, fed, 0, checkpointing=Checkpointing(lambda data: None, every_updates=2), engine="fast")
 
 
 @pytest.mark.parametrize("algorithm", [{"name": "fedasync", "alpha": 0.6}, {"name": "fedavg", "clients_per_round": 2}])

@@ -9,7 +9,7 @@ from simfl.schema import scenario as scenario_mod
 from simfl.sim.state import SimState
 from tests.conftest import tiny_scenario
 
-ENGINES: list[Engine] = ["simpy", "fast"]
+ENGINES: list[Engine] = ["simpy", "heap"]
 """Plain synchronous rounds run on both loops; availability only on SimPy (the fast loop refuses it)."""
 
 
