@@ -75,5 +75,5 @@ def test_a_checkpoint_holds_the_pending_wake_ups_as_plain_rows(algorithm: dict[s
         kinds = {r[0] for r in rows}
         assert {"eval", "stop", "checkpoint"} <= kinds and kinds & {"deliver", "leave"}
         restored = SimState.from_data(state)
-        assert [(w.kind, w.order, w.time, w.index) for w in sorted(restored.pending.values(), key=lambda w: w.order)] \
+        assert [(w.kind, w.order, w.time, w.target) for w in sorted(restored.pending.values(), key=lambda w: w.order)] \
             == [tuple(r) for r in rows]
