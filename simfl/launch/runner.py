@@ -100,7 +100,7 @@ def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | Non
     from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(out, force=force)
-    folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
+    folder.path("scenario.yaml").write_text(scenario_mod.dump(scn, folder.stage))
     session = Session(folder.stage, None if every is None else parse_every(every), verify)
     session.write()  # the scenario's digest, from the start: --resume refuses an edited scenario.yaml
     return Target(scn, folder, session, estimate=estimate.estimate(scn).wall_seconds or 1.0)
