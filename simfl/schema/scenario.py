@@ -160,7 +160,11 @@ class ServerConfig(Section):
     concurrency: PositiveInt = Field(description="C: the most clients training at once.")
     selection: Selection = Field(
         "uniform", description="How the next client is drawn from the idle, present ones: 'uniform', or "
-        "'by_data' (probability proportional to its number of training samples)."
+        "'by_data' (probability proportional to its number of training samples among the idle, present clients, "
+        "at each draw). Clients in flight are not drawn, and a large client is in flight more often, so over a "
+        "run by_data dispatches the largest clients less often per sample than their share of the samples: "
+        "the largest tenth of 1,000 fleet clients at concurrency 50 got 11.7% fewer arrivals than proportional "
+        "(python -m benchmarks.selection)."
     )
 
 
