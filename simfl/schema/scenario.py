@@ -311,6 +311,7 @@ class Scenario(Section):
         if server is not None and server.concurrency > num_clients:
             raise InputError("server.concurrency", f"must be at most the {num_clients} clients, got {server.concurrency}")
         for i, algo in enumerate(self.algorithms):
+            plugins.lookup("algorithm", algo.name).check(algo, num_clients, f"algorithms[{i}]")
             k = getattr(algo, "clients_per_round", None)
             if k is not None and k > num_clients:
                 raise InputError(
