@@ -4,7 +4,8 @@ Each type checks its value after pydantic's own type check and fails with a
 message that states what is allowed and what was given, e.g.
 ``must be in (0, 1), got 1.5``; ``simfl.schema.scenario`` prefixes the YAML path.
 Component configs (an algorithm's, a delay model's, ...) subclass
-:class:`Section` so that unknown keys are rejected everywhere.
+:class:`Section` so that unknown keys are rejected everywhere. :data:`PATH_KEYS` names the
+settings that are file or folder paths.
 """
 
 from __future__ import annotations
@@ -59,3 +60,11 @@ PositiveInt = Annotated[int, AfterValidator(_range(0, None, True, True))]
 """An int >= 1."""
 NonNegInt = Annotated[int, AfterValidator(_range(0, None, False, True))]
 """An int >= 0."""
+
+
+PATH_KEYS = ("data.root", "data.cache_dir", "data.partition.path", "client_state.dir", "latency.path",
+             "latency.behavior", "tracking.tensorboard.dir", "tracking.wandb.dir")
+"""The scenario settings (dotted keys) that name a file or folder. A scenario file gives them relative to its
+own folder: :func:`simfl.schema.scenario.resolve_paths` makes them absolute for a run, the scenario.yaml a run
+writes gives them relative to itself where it can (:func:`simfl.schema.scenario.dump`), and ``simfl report``
+compares them resolved."""

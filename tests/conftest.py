@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED = Path(os.environ.get("SIMFL_SHARED") or Path(__file__).resolve().parents[1].parent / "shared").resolve()
+"""The real data and raw logs beside the checkout (``../shared``), or the folder $SIMFL_SHARED names (.ci/run names
+an empty one to run the data tests as on a fresh clone). Tests that use it skip, or generate files, where it lacks them."""
 
 # Scenarios without data.root read the data folder $SIMFL_DATA: the shared datasets beside the checkout
 # (as .ci/run sets it), never a user's ~/.cache/simfl. Tests that need data they do not find generate it.

@@ -124,6 +124,11 @@ class Algorithm(ABC, Generic[ConfigT]):
         self.config = config
         self.setup = setup
 
+    @classmethod
+    def check(cls, config: ConfigT, num_clients: int, where: str) -> None:
+        """Raise :class:`simfl.errors.InputError` (at ``where``, the entry's YAML path) if ``config`` cannot run over
+        ``num_clients`` clients. Default: any number can."""
+
     def local_options(self) -> dict[str, Any]:
         """Changes to local training, the same for every client and round, keyed by :data:`simfl.train.hooks.HOOKS`
         entries (plain data; {}: none). The default :meth:`message` sends them."""

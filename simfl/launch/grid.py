@@ -203,7 +203,7 @@ def cell_target(cell: Cell, out: Path) -> Target:
     scn = cell.scenario()
     final = out / cell.name
     stage = out / (cell.name + ".partial")
-    text = scenario_mod.dump(scn)
+    text = scenario_mod.dump(scn, stage)
     saved = None
     if (stage / "scenario.yaml").is_file() and (stage / CHECKPOINT_FILE).is_file() and outdir.is_ours(stage):
         try:

@@ -9,7 +9,9 @@ mistake, a crash, a worker that died) stops every unit and is raised here; so is
 
 - :class:`InProcess`: one unit after another in this process (``--workers 1``).
 - :class:`LocalWorkers`: ``workers`` spawned processes taking units from one queue in plan
-  order. They ignore SIGINT and SIGTERM (this process stops them) and die with this process (Linux's
+  order. They never import the caller's ``__main__`` (:mod:`simfl.launch.spawning`), so a script
+  without ``if __name__ == "__main__":``, code on standard input and notebooks run them alike.
+  They ignore SIGINT and SIGTERM (this process stops them) and die with this process (Linux's
   parent-death signal), so a killed ``simfl run`` leaves no worker writing anywhere.
 - :class:`RayTasks`: one Ray task per unit, declared with the cores the unit uses, on a local
   Ray instance or the cluster at an address. A task streams its messages back (a Ray
@@ -27,11 +29,11 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing import get_context
 from typing import Any, Protocol
 
 from simfl.data import Dataset
 from simfl.errors import InputError, WorkerLost
+from simfl.launch.spawning import context
 from simfl.launch.units import Done, Key, Message, Stopped, Unit, run_unit
 
 Outcome = Done | Stopped
@@ -155,13 +157,13 @@ def _worker(tasks: Any, results: Any) -> None:
 
 
 class LocalWorkers:
-    """Units in ``workers`` spawned processes on this machine."""
+    """Units in ``workers`` spawned processes on this machine, which never import the caller's ``__main__``."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
 
     def run(self, units: Sequence[Unit], handle: Handle) -> None:
-        ctx = get_context("spawn")
+        ctx = context()
         tasks, results = ctx.Queue(), ctx.Queue()
         for unit in units:
             tasks.put(unit)
@@ -179,9 +181,8 @@ class LocalWorkers:
             if all(proc.exitcode is not None for proc in procs):  # units remain, nobody is left to run them
                 codes = sorted({int(proc.exitcode or 0) for proc in procs})
                 raise InputError("workers", f"every worker process ended before it ran a unit (exit code "
-                                 f"{', '.join(map(str, codes))}). A Python script that runs simfl with worker "
-                                 "processes must keep its code under `if __name__ == \"__main__\":` (each spawned "
-                                 "worker imports the script again); or run with one worker (workers=1, --workers 1)")
+                                 f"{', '.join(map(str, codes))}); run with one worker (workers=1, --workers 1) to "
+                                 "run the units in this process")
 
         try:
             for proc in procs:

@@ -100,7 +100,7 @@ def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | Non
     from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(out, force=force)
-    folder.path("scenario.yaml").write_text(scenario_mod.dump(scn))
+    folder.path("scenario.yaml").write_text(scenario_mod.dump(scn, folder.stage))
     session = Session(folder.stage, None if every is None else parse_every(every), verify)
     session.write()  # the scenario's digest, from the start: --resume refuses an edited scenario.yaml
     return Target(scn, folder, session, estimate=estimate.estimate(scn).wall_seconds or 1.0)
@@ -180,9 +180,17 @@ def backend_for(launch: Launch, units: Sequence[Unit], targets: Sequence[Target]
         per_unit = max(unit_cpus(t.scn) for t in targets)
         return RayTasks(None if launch.ray == "local" else launch.ray, max(cores(), launch.workers * per_unit),
                         lambda u: ray_task_cpus(targets[u.cell].scn), datasets)
-    if launch.workers > 1 and len(units) > 1:
+    if launch.workers > 1 and len(units) > 1 and not _only_here(targets):
         return LocalWorkers(launch.workers)
     return InProcess()
+
+
+def _only_here(targets: Sequence[Target]) -> bool:
+    """Whether a scenario names a class that worker processes cannot import (one of the caller's ``__main__``):
+    its units then run in this process, where the class was given."""
+    from simfl.schema import plugins
+
+    return any(plugins.only_here(t.scn.model_dump(mode="json")) for t in targets)
 
 
 def _check_tracking_on_cluster(scenarios: Sequence[Scenario]) -> None:

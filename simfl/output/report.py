@@ -13,6 +13,7 @@ as CSV, markdown and LaTeX, plus a Figure-5-like accuracy-vs-time figure.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ import yaml
 
 from simfl import yamlsafe
 from simfl.errors import InputError
+from simfl.fields import PATH_KEYS
 from simfl.names import short_name
 from simfl.outdir import name_problem
 from simfl.output.tables import Kind, read_table
@@ -161,11 +163,16 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def pooled_settings(scenario: Mapping[str, Any]) -> dict[str, Any]:
+def pooled_settings(scenario: Mapping[str, Any], folder: Path | None = None) -> dict[str, Any]:
     """What runs of one scenario must share to be pooled as seeds: every setting but the seeds, the tracking
-    and the list of entries; each entry's own settings under ``algorithms[<run name>]``."""
+    and the list of entries; each entry's own settings under ``algorithms[<run name>]``. With ``folder`` (the
+    one holding the scenario.yaml), relative file and folder paths are compared resolved against it."""
     flat = _flat({k: v for k, v in scenario.items() if k not in POOL_IGNORED})
     flat.pop("data.root", None)  # where the data lie on the machine that ran them, not which data
+    for key in PATH_KEYS:
+        value = flat.get(key)
+        if folder is not None and isinstance(value, str) and not Path(value).is_absolute():
+            flat[key] = os.path.normpath(folder.resolve() / value)
     if "workload" not in (flat.get("latency.scaling.compute"), flat.get("latency.scaling.comm")):
         # the reference workload only scales latencies by a workload ratio; its default's FLOP count changed once
         for key in [k for k in flat if k.startswith("latency.scaling.reference.")]:
@@ -201,7 +208,7 @@ def load_groups(folders: Sequence[Path], apart: bool = False) -> list[RunGroup]:
         try:
             scenario = yamlsafe.load(scenario_file.read_text(encoding="utf-8"))
             name = str(scenario["name"])
-            settings = pooled_settings(scenario)
+            settings = pooled_settings(scenario, folder)
         except InputError:
             raise
         except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, IndexError, AttributeError):

@@ -278,6 +278,25 @@ def normalize(raw: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def only_here(scenario: Mapping[str, Any]) -> list[str]:
+    """The component names of a (dumped) scenario that only this process can import: classes of the caller's
+    ``__main__`` (a script, code on standard input, a notebook), which worker processes never import, and classes
+    defined inside a function."""
+    found: list[str] = []
+    for spec in KINDS.values():
+        section = scenario.get(spec.field)
+        for entry in section if isinstance(section, list) else [section]:
+            if not isinstance(entry, Mapping):
+                continue
+            for key in (spec.discriminator, "strategy"):
+                name = entry.get(key)
+                if isinstance(name, str) and is_import_path(name):
+                    module, _, qualname = name.partition(":")
+                    if module == "__main__" or "<locals>" in qualname:
+                        found.append(name)
+    return found
+
+
 def lookup(kind: str, name: str) -> Any:
     """The component a validated scenario names (built-in or plugin)."""
     return resolve(kind, name)

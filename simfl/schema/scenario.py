@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -27,7 +28,7 @@ from simfl.algorithms import ALGORITHMS
 from simfl.algorithms.base import run_name
 from simfl.data import DATASETS
 from simfl.errors import InputError
-from simfl.fields import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section, UnitHalfOpen
+from simfl.fields import PATH_KEYS, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section, UnitHalfOpen
 from simfl.latency import LATENCY_MODELS
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.models import MODELS
@@ -159,7 +160,11 @@ class ServerConfig(Section):
     concurrency: PositiveInt = Field(description="C: the most clients training at once.")
     selection: Selection = Field(
         "uniform", description="How the next client is drawn from the idle, present ones: 'uniform', or "
-        "'by_data' (probability proportional to its number of training samples)."
+        "'by_data' (probability proportional to its number of training samples among the idle, present clients, "
+        "at each draw). Clients in flight are not drawn, and a large client is in flight more often, so over a "
+        "run by_data dispatches the largest clients less often per sample than their share of the samples: "
+        "the largest tenth of 1,000 fleet clients at concurrency 50 got 11.7% fewer arrivals than proportional "
+        "(python -m benchmarks.selection)."
     )
 
 
@@ -306,6 +311,7 @@ class Scenario(Section):
         if server is not None and server.concurrency > num_clients:
             raise InputError("server.concurrency", f"must be at most the {num_clients} clients, got {server.concurrency}")
         for i, algo in enumerate(self.algorithms):
+            plugins.lookup("algorithm", algo.name).check(algo, num_clients, f"algorithms[{i}]")
             k = getattr(algo, "clients_per_round", None)
             if k is not None and k > num_clients:
                 raise InputError(
@@ -333,28 +339,35 @@ def load(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     return resolve_paths(scenario, path.parent)
 
 
+def _path_settings(scenario: Scenario) -> Iterable[tuple[Any, str]]:
+    """``(section, attribute)`` of every setting of :data:`~simfl.fields.PATH_KEYS` the scenario gives."""
+    for key in PATH_KEYS:
+        *parents, attr = key.split(".")
+        section: Any = scenario
+        for part in parents:
+            section = getattr(section, part, None)
+        if isinstance(getattr(section, attr, None), str | Path):
+            yield section, attr
+
+
 def resolve_paths(scenario: Scenario, base: Path) -> Scenario:
     """Make the scenario's relative data paths (and tracking folders) relative to ``base`` (the scenario file's folder)."""
-    for key in ("root", "cache_dir"):
-        value = getattr(scenario.data, key, None)
-        if value is not None and not Path(value).is_absolute():
-            setattr(scenario.data, key, (base / value).resolve())
-    state = scenario.client_state
-    if state is not None and state.dir is not None and not Path(state.dir).is_absolute():
-        state.dir = str((base / state.dir).resolve())
-    for key in ("path", "behavior"):  # fleet trace files
-        value = getattr(scenario.latency, key, None)
-        if isinstance(value, str) and not Path(value).is_absolute():
-            setattr(scenario.latency, key, str((base / value).resolve()))
-    tracking = scenario.tracking
-    for section in (None if tracking is None else tracking.tensorboard, None if tracking is None else tracking.wandb):
-        if section is not None and section.dir is not None and not Path(section.dir).is_absolute():
-            section.dir = str((base / section.dir).resolve())
-    partition = getattr(scenario.data, "partition", None)
-    path = getattr(partition, "path", None)
-    if partition is not None and path is not None and not Path(path).is_absolute():
-        partition.path = (base / path).resolve()
+    for section, attr in _path_settings(scenario):
+        value = getattr(section, attr)
+        if not Path(value).is_absolute():
+            resolved = (base / value).resolve()
+            setattr(section, attr, resolved if isinstance(value, Path) else str(resolved))
     return scenario
+
+
+def relative_path(value: str, folder: Path) -> str:
+    """``value`` (an absolute path) relative to ``folder``, where one folder below the top level of the file
+    system holds both (a checkout, a home folder: ``/work/repo/...``), else as it is: a path from one top-level
+    folder to another (``/tmp/...`` to ``/home/...``) would be neither shorter nor more portable."""
+    path, folder = Path(value), folder.resolve()
+    if not path.is_absolute() or len(Path(os.path.commonpath([path, folder])).parts) < 3:
+        return value
+    return os.path.relpath(path, folder)
 
 
 def sweep_cells(raw: Mapping[str, Any], where: str = "scenario") -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -540,9 +553,27 @@ def _message(err: Mapping[str, Any]) -> str:
     return f"{text}, got {shown}"
 
 
-def dump(scenario: Scenario) -> str:
-    """The resolved scenario as YAML (defaults filled in; ``tracking`` only when set)."""
+def dump(scenario: Scenario, folder: Path | None = None) -> str:
+    """The resolved scenario as YAML (defaults filled in; ``tracking`` only when set).
+
+    Paths are absolute (what a unit runs with), or with ``folder``, the folder the text is written to as
+    scenario.yaml, relative to it where :func:`relative_path` can: a result folder then names a fleet file or a
+    data folder of the same checkout relative to itself, and moves with it. Reading it back
+    (:func:`load`, as ``simfl run --resume`` does) resolves them against that folder, giving the same
+    scenario; a run's staging folder and its published folder are siblings, so the text holds for both, and the
+    digest ``--resume`` compares is of this text. A ``data.root`` the scenario does not set stays null: the data
+    folder then comes from ``$SIMFL_DATA`` (or the default) where the run runs, which is the machine's business,
+    not the scenario's, and is never written.
+    """
     data = copy.deepcopy(scenario.model_dump(mode="json"))
+    if folder is not None:
+        for key in PATH_KEYS:
+            *parents, attr = key.split(".")
+            section: Any = data
+            for part in parents:
+                section = section.get(part) if isinstance(section, dict) else None
+            if isinstance(section, dict) and isinstance(section.get(attr), str):
+                section[attr] = relative_path(section[attr], folder)
     if data.get("tracking") is None:  # scenarios without trackers read as they always have
         data.pop("tracking", None)
     # each algorithm entry reads name first, its label (shared by every config) after it

@@ -314,3 +314,34 @@ def test_no_ma_client_trajectory_equals_chain_orthofl() -> None:
         torch.testing.assert_close(no_ma.global_weights(), chain.chain, rtol=1e-5, atol=1e-6)
         starts[c], last[c] = (sent_chain, sent_no_ma), t
     assert not torch.allclose(chain.global_weights(), no_ma.global_weights())  # the evaluated models differ
+
+
+def test_pairwise_is_refused_above_its_population_limit(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Its arrival orthogonalises every other client's latest update (work in the square of their number):
+    validate refuses it above PAIRWISE_MAX_CLIENTS in one line, and so does a run whose partition makes more."""
+    import yaml
+
+    from simfl.algorithms.orthofl_ablations import PAIRWISE_MAX_CLIENTS
+    from simfl.cli import main
+    from tests.conftest import tiny_scenario
+
+    def write(partition: dict, name: str) -> str:
+        raw = tiny_scenario(data={"dataset": "synthetic", "train_size": 1_000, "test_size": 20, "features": 4,
+                                  "classes": 2, "partition": partition},
+                            latency={"model": "uniform", "low": 1.0, "high": 2.0}, server={"concurrency": 5},
+                            algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "orthofl_pairwise"}])
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(raw))
+        return str(path)
+
+    assert main(["validate", write({"kind": "iid", "clients": PAIRWISE_MAX_CLIENTS}, "ok.yaml")]) == 0
+    capsys.readouterr()
+    assert main(["validate", write({"kind": "iid", "clients": PAIRWISE_MAX_CLIENTS + 1}, "big.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "algorithms[1]: orthofl_pairwise runs over at most 100 clients and the partition makes 101" in err
+    assert "grows with the square" in err
+    counts = write({"kind": "counts", "counts": [[3, 3]] * (PAIRWISE_MAX_CLIENTS + 1)}, "counts.yaml")  # no clients key
+    assert main(["run", counts, "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "partition makes 101" in err, err

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from simfl.cli import main
+from tests.conftest import SHARED
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").rglob("*.yaml"))
@@ -39,8 +40,9 @@ def test_models_unknown_name(capsys) -> None:  # type: ignore[no-untyped-def]
     assert "unknown model 'alexnet'" in capsys.readouterr().err
 
 
+@pytest.mark.data
 def test_traces_import_writes_the_derived_files(tmp_path: Path) -> None:
-    raw = ROOT.parent / "shared" / "latency_traces_raw"
+    raw = SHARED / "latency_traces_raw"
     if not raw.is_dir():
         pytest.skip(f"raw latency logs not found at {raw}")
     assert main(["traces", "import", str(raw), "--out", str(tmp_path)]) == 0

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
+from tests.conftest import SHARED as _SHARED
+
+SHARED = _SHARED / "datasets"
 
 
 def write_idx(path: Path, array: np.ndarray, compress: bool) -> Path:

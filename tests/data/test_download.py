@@ -31,6 +31,8 @@ from simfl.errors import InputError
 from .helpers import write_cifar, write_mnist
 from .test_har import write_uci_har
 
+pytestmark = pytest.mark.data  # reads the data folder or ../shared: also run without them (.ci/run)
+
 PART = {"kind": "iid", "clients": 2}
 
 

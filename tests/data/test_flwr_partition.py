@@ -21,6 +21,8 @@ from tests.conftest import tiny_scenario
 
 from .helpers import SHARED
 
+pytestmark = pytest.mark.data  # reads the data folder or ../shared: also run without them (.ci/run)
+
 pytest.importorskip("flwr_datasets")
 fp = pytest.importorskip("flwr_datasets.partitioner")
 Dataset = pytest.importorskip("datasets").Dataset

@@ -13,6 +13,8 @@ from simfl.errors import InputError
 
 from .helpers import SHARED
 
+pytestmark = pytest.mark.data  # reads the data folder or ../shared: also run without them (.ci/run)
+
 PART = {"kind": "by_subject"}
 
 

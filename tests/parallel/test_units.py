@@ -226,21 +226,22 @@ def test_a_worker_killed_under_a_unit_is_one_line_and_the_folder_resumes(referen
     assert result_files(out) == result_files(ref)
 
 
-def test_a_script_without_a_main_guard_is_told_so_instead_of_waiting(tmp_path: Path) -> None:
-    """Spawned workers import the user's script again; without `if __name__ == "__main__":` each one runs it and
-    dies before taking a unit. The launch says so in one line (a ValueError from the API) and leaves no folder."""
-    script = tmp_path / "script.py"
-    script.write_text(
-        "import simfl\n"
-        "from tests.conftest import tiny_scenario\n"
-        f"simfl.run(tiny_scenario(seeds=[0, 1]), out={str(tmp_path / 'out')!r}, quiet=True, workers=2)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("SIMFL_WORKERS", None)
-    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("simfl.errors.InputError: workers: every worker process ended before it ran a unit"), last
-    assert 'if __name__ == "__main__":' in last
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["script.py"]
+def _ends_at_once(tasks: Any, results: Any) -> None:
+    """A worker process that ends before it takes a unit."""
+    os._exit(3)
+
+
+def test_workers_that_all_end_before_a_unit_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """When every worker process has ended and units remain, the launch says so in one line instead of waiting
+    (a script without a main guard does not end them: tests/api/test_any_script.py), and leaves no folder."""
+    from simfl.launch import parallel
+
+    monkeypatch.setattr(parallel, "_worker", _ends_at_once)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump(tiny_scenario(seeds=[0, 1])))
+    assert main(["run", str(scenario), "--out", str(tmp_path / "out"), "--quiet", "--workers", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "workers: every worker process ended before it ran a unit (exit code 3)" in err and "--workers 1" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]

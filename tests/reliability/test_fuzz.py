@@ -19,10 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simfl.cli import main
-from tests.conftest import tiny_scenario
+from tests.conftest import SHARED, tiny_scenario
 
-ROOT = Path(__file__).resolve().parents[2]
-RAW_TRACES = ROOT.parent / "shared" / "latency_traces_raw"
+RAW_TRACES = SHARED / "latency_traces_raw"
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 HOSTILE: st.SearchStrategy[Any] = st.one_of(
@@ -144,6 +143,7 @@ def raw_traces() -> Path:
     return RAW_TRACES
 
 
+@pytest.mark.data
 @settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(file=st.sampled_from(["gw1_round_delay.txt", "gw1_comp_delay.txt", "gw2_round_delay.txt"]),
        edit=st.sampled_from(["cell", "drop_line", "truncate", "bytes", "empty", "columns"]),

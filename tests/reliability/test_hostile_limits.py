@@ -432,6 +432,7 @@ def test_fetch_of_intact_files_says_what_it_checked(generated_mnist: Path, capsy
     assert err.count("matches the published checksum") == 8 and "content read by simfl's loader" in err, err
 
 
+@pytest.mark.data
 def test_fetch_accepts_the_real_mnist_recompressed_and_refuses_one_changed_byte(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The published checksums themselves, on the real files (their .gz recompressed, their content official)."""
