@@ -83,6 +83,17 @@ class ClientConfig(Section):
         "e.g. {local-epochs: 1, lr: 0.01}, as [tool.flwr.app.config] gives it under Flower.",
     )
 
+    @field_validator("flower_app")
+    @classmethod
+    def _an_app(cls, path: str | None) -> str | None:
+        """The app is loaded as every run loads it, so that ``simfl validate`` refuses what the run would."""
+        if path is not None:
+            try:
+                load_app(path)
+            except InputError as exc:
+                raise ValueError(exc.message) from None
+        return path
+
     @field_validator("run_config")
     @classmethod
     def _keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
