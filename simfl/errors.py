@@ -81,9 +81,10 @@ def user_call(where: str, what: str, call: Callable[[], T], returns: Callable[[A
         raise UserCodeFailed(where, f"{what} raised {type(exc).__name__}{': ' + text if text else ''}",
                              traceback.format_exc()) from None
     if returns is not None and not returns(value):
-        shown = _text(repr, value)
-        shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        raise UserCodeFailed(where, f"{what} returned {type(value).__name__} {shown}, not {expected}", "")
+        whole = _text(repr, value)
+        shown = whole if len(whole) <= 60 else whole[:57] + "..."
+        raise UserCodeFailed(where, f"{what} returned {type(value).__name__} {shown}, not {expected}",
+                             f"{what} returned this {type(value).__name__}:\n{whole[:100_000]}\n")
     return value
 
 

@@ -97,8 +97,8 @@ class FlowerConfig(AlgorithmConfig):
         "are named after the class unless it has a label."
     )
     options: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments of the strategy's constructor, e.g. "
-        "{fraction_train: 0.5, min_train_nodes: 5} or {eta: 0.01} for FedYogi."
+        default_factory=dict, validate_default=True, description="Keyword arguments of the strategy's constructor, "
+        "e.g. {fraction_train: 0.5, min_train_nodes: 5} or {eta: 0.01} for FedYogi."
     )
     train_config: dict[str, Any] = Field(
         default_factory=dict, description="The ConfigRecord of every round (Strategy.start's train_config), "
