@@ -214,8 +214,9 @@ def check_options(cls: type, options: Mapping[str, Any], name: str) -> None:
     missing = [k for k, p in named.items() if p.default is p.empty and k not in options]
     if missing:
         raise InputError(where, f"{name} needs {missing[0]} (an option without a default)")
+    constructor: Any = cls
     try:
-        hints = typing.get_type_hints(cls.__init__)
+        hints = typing.get_type_hints(constructor.__init__)
     except Exception:  # annotations that do not resolve: the constructor decides
         return
     for key, value in options.items():
