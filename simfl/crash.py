@@ -53,9 +53,11 @@ def report(exc: BaseException, argv: Sequence[str], out: Path | None) -> str:
 
 
 def user_code(exc: UserCodeFailed, argv: Sequence[str], out: Path | None) -> str:
-    """Write the traceback of the user's own failing code to a crash file; the one line naming it and the file."""
+    """Write the traceback (or what it returned) of the user's own failing code to a crash file; the one line naming
+    it and the file."""
     text = f"command: simfl {' '.join(argv)}\ncwd: {os.getcwd()}\n\n{_versions()}\n\n{exc}\n\n{exc.details}"
-    return f"simfl: {exc}; its traceback is in {_write(text, out)}"
+    what = "its traceback" if exc.details.startswith("Traceback") else "the details"
+    return f"simfl: {exc}; {what} {'is' if what == 'its traceback' else 'are'} in {_write(text, out)}"
 
 
 def _write(text: str, out: Path | None) -> str:

@@ -7,6 +7,11 @@ code 2; anything else that escapes is a bug and keeps its traceback.
 from __future__ import annotations
 
 import errno
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class InputError(ValueError):
@@ -41,7 +46,7 @@ class WorkerLost(Exception):
 
 
 class UserCodeFailed(Exception):
-    """The user's own code that simfl runs (a Flower ClientApp) raised or answered with an error.
+    """The user's own code that simfl runs (a Flower strategy or ClientApp) raised or answered wrongly (:func:`user_call`).
 
     Neither a bug in simfl nor a mistake in a file: the CLI says in one line which code failed for which
     client and round, and puts the traceback (``details``) into ``crash.txt``.
@@ -55,6 +60,40 @@ class UserCodeFailed(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"
+
+
+def user_call(where: str, what: str, call: Callable[[], T], returns: Callable[[Any], bool] | None = None,
+              expected: str = "") -> T:
+    """``call()``, the user's own code (a Flower strategy's constructor or method, a ClientApp), and what it returned.
+
+    The one place that decides that user code failed: whatever it raises (``SystemExit`` and other
+    ``BaseException`` subclasses too), or a returned value that ``returns`` refuses, becomes
+    :class:`UserCodeFailed` naming ``what`` (the code and the call), the exception or the value (and
+    ``expected``, what it should have returned), with the traceback as details. Ctrl-C and SIGTERM pass,
+    and so does an :class:`InputError` raised through the code by a simfl function it called.
+    """
+    try:
+        value = call()
+    except (InputError, UserCodeFailed, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        text = _text(str, exc).strip().replace("\n", " ")
+        raise UserCodeFailed(where, f"{what} raised {type(exc).__name__}{': ' + text if text else ''}",
+                             traceback.format_exc()) from None
+    if returns is not None and not returns(value):
+        whole = _text(repr, value)
+        shown = whole if len(whole) <= 60 else whole[:57] + "..."
+        raise UserCodeFailed(where, f"{what} returned {type(value).__name__} {shown}, not {expected}",
+                             f"{what} returned this {type(value).__name__}:\n{whole[:100_000]}\n")
+    return value
+
+
+def _text(show: Callable[[Any], str], value: Any) -> str:
+    """``show(value)``, or nothing when the user's ``__str__``/``__repr__`` fails too."""
+    try:
+        return show(value)
+    except Exception:
+        return ""
 
 
 class Terminated(KeyboardInterrupt):

@@ -125,9 +125,10 @@ class Algorithm(ABC, Generic[ConfigT]):
         self.setup = setup
 
     @classmethod
-    def check(cls, config: ConfigT, num_clients: int, where: str) -> None:
-        """Raise :class:`simfl.errors.InputError` (at ``where``, the entry's YAML path) if ``config`` cannot run over
-        ``num_clients`` clients. Default: any number can."""
+    def check_federation(cls, config: Any, num_clients: int, client_app: bool, where: str) -> None:
+        """Refuse, in one InputError naming ``where`` (the entry's YAML path), a config that cannot run on
+        ``num_clients`` clients (trained by a Flower ClientApp when ``client_app``). ``simfl validate`` and
+        every run call it before any training (``Scenario.check_clients``). Default: no such rule."""
 
     def local_options(self) -> dict[str, Any]:
         """Changes to local training, the same for every client and round, keyed by :data:`simfl.train.hooks.HOOKS`

@@ -43,29 +43,47 @@ reply's ``eval_loss``; ``federated.csv`` gains the aggregated ``loss``).
 Checkpoints hold the strategy's attributes as plain data (numbers, strings, NumPy arrays,
 records), rebuilt on resume over a strategy made from the same options; a strategy whose state
 holds anything else cannot be checkpointed, said in one line.
+
+Validating a scenario makes the strategy as the run will (:func:`build`): the class named, the
+options against its constructor's signature and annotations, the constructor called; with the
+number of clients (:meth:`FlowerStrategy.check_federation`), a strategy under which no round could
+ever open (:func:`never_opens`) is refused too, so ``simfl validate`` refuses what the run would,
+before any training. A round where the strategy picks no node while every client is free ends the
+run in one line (nothing could change the answer). Every call of the strategy goes through
+:func:`simfl.errors.user_call`: whatever it raises, or a value of the wrong kind it returns, is
+one line naming the strategy, the method, the round and the exception.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
+import math
 import random
-from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
 
 from simfl import rng
 from simfl.algorithms.base import AlgorithmConfig, Arrival, ClientEvaluation, Setup, SyncAlgorithm
-from simfl.errors import InputError
+from simfl.errors import InputError, user_call
 from simfl.names import import_object, is_import_path, short_name
 from simfl.train import flower
 from simfl.train.message import Message
 
 FLOWER_MODULES = ("flwr.serverapp.strategy", "flwr.server.strategy")
 """Flower's own strategy modules: named without --allow-imports (Flower is installed, and imported anyway)."""
+SIMFL_TRAIN_METRICS = ("num-examples", "train_loss")
+"""The metrics of a training reply of simfl's own trainer (``train_loss`` when the loss is a number)."""
+SIMFL_EVALUATE_METRICS = ("num-examples", "eval_loss", "eval_acc")
+"""The metrics of an evaluation reply of simfl's own scores (:mod:`simfl.train.client_eval`)."""
+
+T = TypeVar("T")
 
 
 class FlowerConfig(AlgorithmConfig):
@@ -79,8 +97,8 @@ class FlowerConfig(AlgorithmConfig):
         "are named after the class unless it has a label."
     )
     options: dict[str, Any] = Field(
-        default_factory=dict, description="Keyword arguments of the strategy's constructor, e.g. "
-        "{fraction_train: 0.5, min_train_nodes: 5} or {eta: 0.01} for FedYogi."
+        default_factory=dict, validate_default=True, description="Keyword arguments of the strategy's constructor, "
+        "e.g. {fraction_train: 0.5, min_train_nodes: 5} or {eta: 0.01} for FedYogi."
     )
     train_config: dict[str, Any] = Field(
         default_factory=dict, description="The ConfigRecord of every round (Strategy.start's train_config), "
@@ -97,6 +115,185 @@ class FlowerConfig(AlgorithmConfig):
         """The strategy's class name (``FedYogi``)."""
         return short_name(self.strategy if is_import_path(self.strategy) else f"x:{self.strategy}")
 
+    # Validation makes the strategy as the run will, so that `simfl validate` refuses what the run would.
+
+    @field_validator("strategy")
+    @classmethod
+    def _a_strategy(cls, name: str) -> str:
+        try:
+            strategy_class(name)
+        except InputError as exc:
+            raise ValueError(exc.message) from None
+        return name
+
+    @field_validator("options")
+    @classmethod
+    def _options_build_it(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        name = info.data.get("strategy")
+        if name is None:  # the strategy's own error is reported
+            return options
+        found, _ = strategy_class(name)
+        try:
+            with _quiet():
+                never_opens(build(found, options, name), name, None)
+        except InputError as exc:
+            raise ValueError(exc.message) from None
+        return options
+
+    @field_validator("train_config", "evaluate_config")
+    @classmethod
+    def _a_config_record(cls, config: dict[str, Any]) -> dict[str, Any]:
+        try:
+            config_record(config)
+        except InputError as exc:
+            raise ValueError(exc.message) from None
+        return config
+
+
+def config_record(config: Mapping[str, Any]) -> Any:
+    """``config`` as a Flower ConfigRecord; one line naming the key whose value ConfigRecord refuses (or a NaN)."""
+    flower.require("algorithms.train_config")
+    from flwr.app import ConfigRecord
+
+    for key, value in config.items():
+        _finite(value, key)
+        try:
+            ConfigRecord({key: value})
+        except Exception as exc:  # Flower's own check of the value's type
+            raise InputError("algorithms.train_config", f"{key}: {exc} (got {_shown(value)})") from None
+    return ConfigRecord(dict(config))
+
+
+def _finite(value: Any, where: str) -> None:
+    """Refuse NaN and infinities anywhere in ``value`` (a resolved scenario.yaml would write them as null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError("algorithms.options", f"{where}: must be a finite number, got {value}")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _finite(item, f"{where}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _finite(item, f"{where}[{i}]")
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Flower's log silenced within: a strategy built to be checked logs nothing (the run's own one does)."""
+    logger = logging.getLogger("flwr")
+    before = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True, allow_inf_nan=False)
+
+
+def check_options(cls: type, options: Mapping[str, Any], name: str) -> None:
+    """Refuse options ``cls``'s constructor cannot take, before it is called: a keyword it does not have, one it
+    needs that is missing, a value its annotation refuses (strictly: no text for a number, no bool for an
+    int; annotations pydantic cannot check are left to the constructor), a NaN or infinity anywhere."""
+    where = "algorithms.options"
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # no signature to read: the constructor decides
+        return
+    named = {k: p for k, p in parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    anything = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+    for key, value in options.items():
+        if key not in named and not anything:
+            raise InputError(where, f"unexpected keyword '{key}' for {name}; its options: {', '.join(named) or 'none'}")
+        _finite(value, key)
+    missing = [k for k, p in named.items() if p.default is p.empty and k not in options]
+    if missing:
+        raise InputError(where, f"{name} needs {missing[0]} (an option without a default)")
+    constructor: Any = cls
+    try:
+        hints = typing.get_type_hints(constructor.__init__)
+    except Exception:  # annotations that do not resolve: the constructor decides
+        return
+    for key, value in options.items():
+        if key not in hints:
+            continue
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(hints[key], config=_STRICT)
+        except Exception:  # a type pydantic cannot check (e.g. a dataclass): the constructor decides
+            continue
+        try:
+            adapter.validate_python(value)
+        except ValidationError as exc:
+            message = str(exc.errors()[0]["msg"]).rstrip(".")
+            raise InputError(where, f"{key}: {message[:1].lower()}{message[1:]} ({name} takes "
+                             f"{_annotation(hints[key])}), got {_shown(value)}") from None
+
+
+def _annotation(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def _flowers(cls: type) -> bool:
+    """Whether ``cls`` is one of Flower's own strategies (not the user's code)."""
+    return cls.__module__.split(".")[0] == "flwr"
+
+
+def build(cls: type, options: Mapping[str, Any], name: str) -> Any:
+    """The strategy ``cls(**options)``, made as every run makes it, after :func:`check_options`.
+
+    Flower's own strategies refusing the options is a mistake in them (an InputError); the user's own
+    strategy raising is user code failing (:func:`simfl.errors.user_call`)."""
+    check_options(cls, options, name)
+    call = f"{name}({', '.join(f'{k}={_shown(v)}' for k, v in options.items())})"
+    if _flowers(cls):
+        try:
+            return cls(**options)
+        except Exception as exc:
+            raise InputError("algorithms.options", f"{call}: {type(exc).__name__}: {exc}") from None
+    return user_call("algorithms.strategy", f"the strategy {call}", lambda: cls(**options))
+
+
+def _number(strategy: Any, attribute: str, default: float, name: str) -> float:
+    """A strategy's sampling attribute as a finite number (its default when it has none)."""
+    value = getattr(strategy, attribute, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InputError("algorithms.options", f"{name}'s {attribute} is {_shown(value)}, not a finite number")
+    return float(value)
+
+
+def never_opens(strategy: Any, name: str, clients: int | None) -> None:
+    """Refuse a strategy under which no round can ever open with ``clients`` clients (None: whatever their number).
+
+    simfl opens a round when the strategy picks a node; a strategy that samples none (Flower's
+    ``fraction_train: 0``, a sample of fewer than one node) or more nodes than there are (a legacy
+    ``min_fit_clients`` above the clients) would leave the run waiting forever for a round.
+    """
+    where = "algorithms.options"
+    if hasattr(strategy, "fraction_train") and _number(strategy, "fraction_train", 1.0, name) == 0.0:
+        raise InputError(where, f"{name} has fraction_train 0: it trains no node, so no round would ever open; "
+                         "give a fraction > 0")
+    if clients is None:
+        return
+    size = sample_size(strategy, clients, name)
+    legacy = _legacy_sampling(strategy)
+    fraction, least = ("fraction_fit", "min_fit_clients") if legacy else ("fraction_train", "min_train_nodes")
+    if size < 1:
+        raise InputError(where, f"{name} samples {size} of the {clients} clients each round ({fraction}, {least}), "
+                         "so no round would ever open")
+    if legacy and size > clients:
+        raise InputError(where, f"{name} samples {size} clients each round ({fraction}, {least}), the federation has "
+                         f"{clients}, so no round would ever open")
+    evaluation_nodes(strategy, clients)  # its numbers are checked too
+    need = needed_nodes(strategy, clients, name)
+    if need is not None and need > clients:
+        raise InputError(where, f"{name} waits for at least {need} nodes (min_available_nodes, min_train_nodes), "
+                         f"the federation has {clients} clients")
+
 
 def strategy_class(name: str) -> tuple[type, bool]:
     """The strategy class ``name`` names and whether it is a legacy one; one line when it is not a strategy."""
@@ -109,7 +306,7 @@ def strategy_class(name: str) -> tuple[type, bool]:
 
     if not is_import_path(name):
         found = getattr(current, name, None)
-        if not (isinstance(found, type) and issubclass(found, Strategy)):
+        if not (isinstance(found, type) and issubclass(found, Strategy)) or inspect.isabstract(found):
             known = sorted(n for n, v in vars(current).items()
                            if isinstance(v, type) and issubclass(v, Strategy) and not inspect.isabstract(v))
             raise InputError(where, f"'{name}' is not a strategy of flwr.serverapp.strategy; known: {known}, "
@@ -176,12 +373,24 @@ def _grid(nodes: list[int]) -> Any:
     return NodeGrid()
 
 
-def sample_size(strategy: Any, available: int) -> int:
+def _legacy_sampling(strategy: Any) -> bool:
+    """Whether a strategy samples by the legacy API's attributes (``fraction_fit``, ``min_fit_clients``)."""
+    return hasattr(strategy, "fraction_fit") and not hasattr(strategy, "fraction_train")
+
+
+def sample_size(strategy: Any, available: int, name: str = "the strategy") -> int:
     """How many nodes a strategy samples from ``available`` (Flower's rule: ``max(int(available * fraction),
-    least)``; the legacy API's ``fraction_fit``/``min_fit_clients`` alike; 0 when the fraction is 0)."""
-    fraction = float(getattr(strategy, "fraction_train", getattr(strategy, "fraction_fit", 1.0)))
-    least = int(getattr(strategy, "min_train_nodes", getattr(strategy, "min_fit_clients", 1)))
-    return 0 if fraction == 0.0 else max(int(available * fraction), least)
+    least)``; 0 when the Message API's ``fraction_train`` is 0, which skips training; the legacy API's
+    ``fraction_fit``/``min_fit_clients`` always take the rule)."""
+    legacy = _legacy_sampling(strategy)
+    attribute, least = ("fraction_fit", "min_fit_clients") if legacy else ("fraction_train", "min_train_nodes")
+    fraction = _number(strategy, attribute, 1.0, name)
+    if fraction == 0.0 and not legacy:
+        return 0
+    if not math.isfinite(available * fraction):
+        raise InputError("algorithms.options", f"{name}'s {attribute} {fraction:g} times {available} nodes is not a "
+                         "number of nodes")
+    return max(int(available * fraction), int(_number(strategy, least, 1, name)))
 
 
 def evaluation_nodes(strategy: Any, available: int) -> int:
@@ -189,15 +398,19 @@ def evaluation_nodes(strategy: Any, available: int) -> int:
     evaluate). Flower's rule: ``max(min_available_nodes, max(int(available * fraction_evaluate),
     min_evaluate_nodes))``, the legacy API's ``min_available_clients``/``min_evaluate_clients`` alike; a
     strategy without these attributes asks for none."""
-    fraction = float(getattr(strategy, "fraction_evaluate", 0.0))
+    fraction = _number(strategy, "fraction_evaluate", 0.0, "the strategy")
     if fraction == 0.0:
         return 0
-    least = int(getattr(strategy, "min_evaluate_nodes", getattr(strategy, "min_evaluate_clients", 1)))
-    connected = int(getattr(strategy, "min_available_nodes", getattr(strategy, "min_available_clients", 1)))
+    legacy = not hasattr(strategy, "min_evaluate_nodes")
+    least = int(_number(strategy, "min_evaluate_clients" if legacy else "min_evaluate_nodes", 1, "the strategy"))
+    connected = int(_number(strategy, "min_available_clients" if legacy else "min_available_nodes", 1, "the strategy"))
+    if not math.isfinite(available * fraction):
+        raise InputError("algorithms.options", f"fraction_evaluate {fraction:g} times {available} nodes is not a number "
+                         "of nodes")
     return max(connected, max(int(available * fraction), least))
 
 
-def needed_nodes(strategy: Any, available: int) -> int | None:
+def needed_nodes(strategy: Any, available: int, name: str = "the strategy") -> int | None:
     """How many nodes a Message-API FedAvg-family strategy waits for when ``available`` are there (None: not
     such a one).
 
@@ -205,8 +418,8 @@ def needed_nodes(strategy: Any, available: int) -> int | None:
     connected, forever here: the bridge checks first and waits in virtual time instead."""
     if not all(hasattr(strategy, a) for a in ("fraction_train", "min_train_nodes", "min_available_nodes")):
         return None
-    size = sample_size(strategy, available)
-    return 0 if size == 0 else max(int(strategy.min_available_nodes), size)
+    size = sample_size(strategy, available, name)
+    return 0 if size == 0 else max(int(_number(strategy, "min_available_nodes", 1, name)), size)
 
 
 # -- the strategy's state as plain data ---------------------------------------------------------------------------
@@ -269,7 +482,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
     def __init__(self, config: FlowerConfig, setup: Setup) -> None:
         super().__init__(config, setup)
         self.cls, self.legacy = strategy_class(config.strategy)
-        self.strategy = self._build()
+        self.strategy = build(self.cls, config.options, config.strategy)
         self.w = setup.init.clone()
         self.server_round = 0
         self.configs: dict[int, dict[str, Any]] = {}
@@ -278,39 +491,68 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         """The clients free when the open round opened: the nodes its federated evaluation may pick."""
         self.federated: list[dict[str, Any]] = []
         """federated.csv: one row per evaluated round."""
-        need = needed_nodes(self.strategy, setup.num_clients)
-        if need is not None and need > setup.num_clients:
-            raise InputError("algorithms.options", f"{config.strategy} waits for at least {need} nodes "
-                             f"(min_available_nodes, min_train_nodes), the federation has {setup.num_clients} clients")
+        never_opens(self.strategy, config.strategy, setup.num_clients)
 
-    def _build(self) -> Any:
+    @classmethod
+    def check_federation(cls, config: Any, num_clients: int, client_app: bool, where: str) -> None:
+        """The strategy made as the run makes it, on ``num_clients`` clients: refused when no round could ever
+        open, or when simfl's own clients (no ``client_app``) would not reply its ``weighted_by_key``."""
+        found, _ = strategy_class(config.strategy)
         try:
-            return self.cls(**self.config.options)
-        except (TypeError, ValueError) as exc:
-            raise InputError("algorithms.options", f"{self.cls.__name__}({self.config.options}): {exc}") from None
+            with _quiet():
+                strategy = build(found, config.options, config.strategy)
+            never_opens(strategy, config.strategy, num_clients)
+            if not client_app:
+                _simfl_replies_carry(strategy, config.strategy)
+        except InputError as exc:
+            raise InputError(f"{where}.options", exc.message) from None
+
+    def _call(self, method: str, call: Callable[[], T], returns: Callable[[Any], bool] | None = None,
+              expected: str = "") -> T:
+        """``call()``, the strategy's ``method`` for the open round, as user code (:func:`simfl.errors.user_call`),
+        seeded as the module docstring says (evaluation calls from their own stream)."""
+        what = "flower-evaluate" if "evaluate" in method else "flower"
+        with seeded(self.setup.seed, self.server_round, what):
+            return user_call("algorithms.strategy", f"{self.config.strategy}.{method} in round {self.server_round}",
+                             call, returns, expected)
+
+    def _messages(self, method: str, call: Callable[[], Any]) -> list[Any]:
+        """The messages a Message-API ``configure_*`` call returns, read once as user code."""
+        from flwr.app import Message as FlowerMessage
+
+        found = self._call(method, call, _iterable, "an iterable of flwr.app.Message")
+        return self._call(method, lambda: list(found), lambda ms: all(isinstance(m, FlowerMessage) for m in ms),
+                          "an iterable of flwr.app.Message")
 
     @property
     def clients_per_round(self) -> int:
         """Flower's sample size with every client free (the estimate's K; Flower decides each round)."""
-        return max(1, min(sample_size(self.strategy, self.setup.num_clients), self.setup.num_clients))
+        return max(1, min(sample_size(self.strategy, self.setup.num_clients, self.config.strategy),
+                          self.setup.num_clients))
 
     # -- a round ----------------------------------------------------------------------------------------------
 
     def choose(self, round_index: int, free: list[int]) -> list[int]:
         self.server_round = round_index + 1
         self.free = list(free)
-        if self.legacy:
-            return self._choose_legacy(free)
-        from flwr.app import ConfigRecord
+        chosen = self._choose_legacy(free) if self.legacy else self._choose_messages(free)
+        if not chosen and len(free) == self.setup.num_clients:
+            # every client is free, so no client can become free and no later call can see more nodes
+            raise InputError("algorithms.strategy", f"{self.config.strategy} picked no node in round "
+                             f"{self.server_round} with all {len(free)} clients free, so no round can ever open "
+                             "(simfl opens one when the strategy picks a node)")
+        return chosen
 
-        need = needed_nodes(self.strategy, len(free))
+    def _choose_messages(self, free: list[int]) -> list[int]:
+        """The nodes and configs of a Message-API strategy's ``configure_train`` (none: wait for more free)."""
+        need = needed_nodes(self.strategy, len(free), self.config.strategy)
         if need is not None and len(free) < need:
             return []  # Flower would wait for nodes to connect: the engine waits for clients to be free
         arrays = flower.to_record(self.setup.layout, self.w)
-        with seeded(self.setup.seed, self.server_round):
-            messages = list(self.strategy.configure_train(self.server_round, arrays,
-                                                          ConfigRecord(dict(self.config.train_config)),
-                                                          _grid([c + 1 for c in free])))
+        config = config_record(self.config.train_config)
+        grid = _grid([c + 1 for c in free])
+        messages = self._messages("configure_train",
+                                  lambda: self.strategy.configure_train(self.server_round, arrays, config, grid))
         self.configs = {}
         for message in messages:
             client = int(message.metadata.dst_node_id) - 1
@@ -365,8 +607,11 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             content = RecordDict({"arrays": flower.to_record(self.setup.layout, a.weights),
                                   "metrics": MetricRecord(dict(self._metrics(a)))})  # type: ignore[arg-type]
             replies.append(FlowerMessage(content, reply_to=sent))
-        with seeded(self.setup.seed, self.server_round):
-            arrays, _ = self.strategy.aggregate_train(self.server_round, replies)
+        from flwr.app import ArrayRecord
+
+        arrays, _ = self._call("aggregate_train", lambda: self.strategy.aggregate_train(self.server_round, replies),
+                               lambda v: _pair(v) and (v[0] is None or isinstance(v[0], ArrayRecord)),
+                               "a pair (ArrayRecord or None, MetricRecord or None)")
         if arrays is not None:
             self.w = flower.from_record(self.setup.layout, arrays, "algorithms.strategy")
         self._evaluate(arrivals[-1].update)
@@ -387,14 +632,14 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             self.federated.append({"round": self.server_round, "update": update, **row})
 
     def _evaluate_messages(self, evaluate: ClientEvaluation) -> dict[str, Any] | None:
-        from flwr.app import ConfigRecord, MessageType, MetricRecord, RecordDict
         from flwr.app import Message as FlowerMessage
+        from flwr.app import MessageType, MetricRecord, RecordDict
 
         arrays = flower.to_record(self.setup.layout, self.w)
-        with seeded(self.setup.seed, self.server_round, "flower-evaluate"):
-            messages = list(self.strategy.configure_evaluate(self.server_round, arrays,
-                                                             ConfigRecord(dict(self.config.evaluate_config)),
-                                                             _grid([c + 1 for c in self.free])))
+        config = config_record(self.config.evaluate_config)
+        grid = _grid([c + 1 for c in self.free])
+        messages = self._messages("configure_evaluate",
+                                  lambda: self.strategy.configure_evaluate(self.server_round, arrays, config, grid))
         replies = []
         for message in messages:
             client = int(message.metadata.dst_node_id) - 1
@@ -409,8 +654,8 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             replies.append(FlowerMessage(content, reply_to=sent))
         if not replies:
             return None
-        with seeded(self.setup.seed, self.server_round, "flower-evaluate"):
-            metrics = self.strategy.aggregate_evaluate(self.server_round, replies)
+        metrics = self._call("aggregate_evaluate", lambda: self.strategy.aggregate_evaluate(self.server_round, replies),
+                             lambda v: v is None or isinstance(v, Mapping), "a MetricRecord or None")
         return {"nodes": len(replies), **({} if metrics is None else flower.scalar_metrics(metrics))}
 
     # -- legacy strategies ------------------------------------------------------------------------------------
@@ -424,11 +669,19 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
     def _choose_legacy(self, free: list[int]) -> list[int]:
         manager = _manager(free)
         params = self._parameters(self.w)
-        with seeded(self.setup.seed, self.server_round):
-            pairs = self.strategy.configure_fit(server_round=self.server_round, parameters=params,
-                                                client_manager=manager)
+        pairs = self._instructions("configure_fit", lambda: self.strategy.configure_fit(
+            server_round=self.server_round, parameters=params, client_manager=manager), free)
         self.configs = {int(proxy.cid): dict(ins.config) for proxy, ins in pairs}
         return sorted(self.configs)
+
+    def _instructions(self, method: str, call: Callable[[], Any], free: list[int]) -> list[tuple[Any, Any]]:
+        """The (ClientProxy, instructions) pairs a legacy ``configure_*`` call returns, among the ``free`` clients."""
+        expected = "a list of (ClientProxy, FitIns or EvaluateIns) pairs of the clients it was given"
+        found = self._call(method, call, _iterable, expected)
+        names = {str(c) for c in free}
+        return self._call(method, lambda: list(found), lambda pairs: all(
+            _pair(p) and getattr(p[0], "cid", None) in names and isinstance(getattr(p[1], "config", None), Mapping)
+            for p in pairs), expected)
 
     def _aggregate_legacy(self, arrivals: list[Arrival]) -> None:
         from flwr.common import Code, FitRes, Status, parameters_to_ndarrays
@@ -440,8 +693,11 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             examples = int(metrics.pop("num-examples"))
             fit = FitRes(Status(Code.OK, ""), self._parameters(a.weights), examples, dict(metrics))  # type: ignore[arg-type]
             results.append((manager.all()[str(a.client)], fit))
-        with seeded(self.setup.seed, self.server_round):
-            params, _ = self.strategy.aggregate_fit(self.server_round, results, [])
+        from flwr.common import Parameters
+
+        params, _ = self._call("aggregate_fit", lambda: self.strategy.aggregate_fit(self.server_round, results, []),
+                               lambda v: _pair(v) and (v[0] is None or isinstance(v[0], Parameters)),
+                               "a pair (Parameters or None, dict of metrics)")
         if params is not None:
             arrays = parameters_to_ndarrays(params)
             if len(arrays) != len(self.setup.layout.segments):
@@ -455,9 +711,9 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         from flwr.common import Code, EvaluateRes, Status
 
         manager = _manager(self.free)
-        with seeded(self.setup.seed, self.server_round, "flower-evaluate"):
-            pairs = self.strategy.configure_evaluate(server_round=self.server_round,
-                                                     parameters=self._parameters(self.w), client_manager=manager)
+        params = self._parameters(self.w)
+        pairs = self._instructions("configure_evaluate", lambda: self.strategy.configure_evaluate(
+            server_round=self.server_round, parameters=params, client_manager=manager), self.free)
         results = []
         for proxy, ins in pairs:
             metrics = dict(evaluate(int(proxy.cid), self.w, dict(ins.config)))
@@ -466,8 +722,10 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             results.append((proxy, EvaluateRes(Status(Code.OK, ""), loss, examples, metrics)))  # type: ignore[arg-type]
         if not results:
             return None
-        with seeded(self.setup.seed, self.server_round, "flower-evaluate"):
-            loss, aggregated = self.strategy.aggregate_evaluate(self.server_round, results, [])
+        loss, aggregated = self._call(
+            "aggregate_evaluate", lambda: self.strategy.aggregate_evaluate(self.server_round, results, []),
+            lambda v: _pair(v) and (v[0] is None or _real(v[0])) and (v[1] is None or isinstance(v[1], Mapping)),
+            "a pair (loss or None, dict of metrics)")
         row: dict[str, Any] = {"nodes": len(results)}
         if loss is not None:
             row["loss"] = float(loss)
@@ -498,9 +756,34 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         self.configs = {int(k): {key: _restore(v) for key, v in c.items()} for k, c in state["configs"].items()}
         self.free = [int(c) for c in state.get("free", [])]
         self.federated = [dict(row) for row in state.get("federated", [])]
-        self.strategy = self._build()
+        self.strategy = build(self.cls, self.config.options, self.config.strategy)
         for key, value in state["strategy"].items():
             setattr(self.strategy, key, _restore(value))
+
+
+def _iterable(value: Any) -> bool:
+    return isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping)
+
+
+def _pair(value: Any) -> bool:
+    return isinstance(value, tuple | list) and len(value) == 2
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool)
+
+
+def _simfl_replies_carry(strategy: Any, name: str) -> None:
+    """Refuse a ``weighted_by_key`` that simfl's own clients do not reply (training, and evaluation when it runs)."""
+    key = getattr(strategy, "weighted_by_key", None)
+    if key is None:
+        return
+    evaluates = _number(strategy, "fraction_evaluate", 0.0, name) != 0.0
+    if key not in SIMFL_TRAIN_METRICS or (evaluates and key not in SIMFL_EVALUATE_METRICS):
+        raise InputError("algorithms.options", f"weighted_by_key {key!r} of {name} is not a metric simfl's clients "
+                         f"reply (training: {', '.join(SIMFL_TRAIN_METRICS)}; evaluation: "
+                         f"{', '.join(SIMFL_EVALUATE_METRICS)}); a Flower ClientApp (client.flower_app) may reply "
+                         "others")
 
 
 def _manager(clients: list[int]) -> Any:

@@ -132,7 +132,7 @@ class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
     client_vectors = 2
 
     @classmethod
-    def check(cls, config: OrthoFLPairwiseConfig, num_clients: int, where: str) -> None:
+    def check_federation(cls, config: Any, num_clients: int, client_app: bool, where: str) -> None:
         if num_clients > PAIRWISE_MAX_CLIENTS:
             raise InputError(where, f"orthofl_pairwise runs over at most {PAIRWISE_MAX_CLIENTS} clients and the "
                              f"partition makes {num_clients:,}: each arrival is made orthogonal to the latest update of "

@@ -23,7 +23,8 @@ import pandas as pd
 import yaml
 from matplotlib.axes import Axes
 
-from simfl import outdir, yamlsafe
+from simfl import outdir
+from simfl.launch import arguments
 from simfl.names import allowing_imports
 from simfl.schema import estimate, plugins
 from simfl.schema import scenario as scenario_mod
@@ -72,59 +73,11 @@ class Results:
         return ax
 
 
-def _kind(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
-
-
-def _check_arguments(scenario: Any, out: Any, seeds: Any, overrides: Any, workers: Any, ray: Any,
-                     flags: Mapping[str, Any]) -> None:
-    """Raise a TypeError naming the argument for a value of the wrong type (before anything runs)."""
-    if not isinstance(scenario, (str, Path, Mapping, Scenario)):
-        raise TypeError(f"scenario must be a path to a YAML file, a mapping or a Scenario, got {_kind(scenario)}")
-    if out is not None and not isinstance(out, (str, Path)):
-        raise TypeError(f"out must be a folder path (str or Path) or None, got {_kind(out)}")
-    if seeds is not None:
-        if isinstance(seeds, (str, bytes, Mapping)) or not isinstance(seeds, Iterable):
-            raise TypeError(f"seeds must be a list of integers, e.g. [0, 1, 2], got {_kind(seeds)}")
-        for i, seed in enumerate(seeds):
-            if isinstance(seed, bool) or not isinstance(seed, int):
-                raise TypeError(f"seeds[{i}] must be an integer, got {_kind(seed)}")
-    if isinstance(overrides, (str, bytes)) or not isinstance(overrides, Iterable) or isinstance(overrides, Mapping):
-        raise TypeError(f"overrides must be a list of 'key=value' strings, e.g. ['train.lr=0.1'], got {_kind(overrides)}")
-    for i, text in enumerate(overrides):
-        if not isinstance(text, str):
-            raise TypeError(f"overrides[{i}] must be a 'key=value' string, got {_kind(text)}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
-        raise TypeError(f"workers must be a whole number of processes or None, got {_kind(workers)}")
-    if ray is not None and not isinstance(ray, str):
-        raise TypeError(f"ray must be 'local', a cluster address (str) or None, got {_kind(ray)}")
-    for name, value in flags.items():
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, got {_kind(value)}")
-
-
-def _check_over(over: Any) -> None:
-    """``over`` of :func:`sweep`: a mapping of dotted keys to lists of values."""
-    if over is None:
-        return
-    if not isinstance(over, Mapping):
-        raise TypeError(f"over must be a mapping of dotted keys to lists of values, e.g. {{'train.lr': [0.1, 0.05]}}, "
-                        f"got {_kind(over)}")
-    for key, values in over.items():
-        if not isinstance(key, str):
-            raise TypeError(f"over's keys must be dotted keys (str), got {_kind(key)}")
-        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
-            raise TypeError(f"over[{key!r}] must be a list of values, e.g. [{values!r}], got {_kind(values)}")
-    yamlsafe.check_value(over, "over")
-
-
 def _raw(scenario: ScenarioLike) -> tuple[dict[str, Any], Path, str]:
     """The raw mapping of a scenario, the folder its relative data paths are relative to, and its name in messages."""
     if isinstance(scenario, Scenario):
         return yaml.safe_load(scenario_mod.dump(scenario)), Path.cwd(), "scenario"
-    if isinstance(scenario, Mapping):
-        yamlsafe.check_value(scenario, "scenario")  # the limits a YAML file has
+    if isinstance(scenario, Mapping):  # held to a YAML file's limits by arguments.read
         return copy.deepcopy(dict(scenario)), Path.cwd(), "scenario"
     path = Path(scenario)
     return scenario_mod.read_yaml(path), path.parent, str(path)
@@ -180,10 +133,10 @@ def run(
     cores); ``quiet=False`` shows the progress bar and a line per finished run. ``allow_imports`` lets the
     scenario name components by import path (``--allow-imports``; classes passed as objects need no permission).
     """
-    _check_arguments(scenario, out, seeds, overrides, workers, ray,
-                     {"force": force, "quiet": quiet, "allow_imports": allow_imports})
+    given = arguments.read(scenario, out, seeds, overrides, workers, ray,
+                           {"force": force, "quiet": quiet, "allow_imports": allow_imports})
     with allowing_imports(allow_imports):
-        return _run(scenario, out, seeds, overrides, force, workers, ray, quiet)
+        return _run(given.scenario, out, given.seeds, given.overrides, force, workers, ray, quiet)
 
 
 def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | None, overrides: Iterable[str],
@@ -219,10 +172,10 @@ def sweep(
     ``over`` maps dotted keys to the values to try (``{"data.partition.alpha": [0.1, 1.0]}``);
     it replaces the scenario's own ``sweep:`` block when given. ``allow_imports`` as for :func:`run`.
     """
-    _check_arguments(scenario, out, seeds, overrides, workers, ray, {"quiet": quiet, "allow_imports": allow_imports})
-    _check_over(over)
+    given = arguments.read(scenario, out, seeds, overrides, workers, ray, {"quiet": quiet, "allow_imports": allow_imports},
+                           over=over)
     with allowing_imports(allow_imports):
-        return _sweep(scenario, over, out, seeds, overrides, workers, ray, quiet)
+        return _sweep(given.scenario, given.over, out, given.seeds, given.overrides, workers, ray, quiet)
 
 
 def _sweep(scenario: ScenarioLike, over: Mapping[str, Sequence[Any]] | None, out: str | Path | None,

@@ -310,8 +310,9 @@ class Scenario(Section):
         server = self.server
         if server is not None and server.concurrency > num_clients:
             raise InputError("server.concurrency", f"must be at most the {num_clients} clients, got {server.concurrency}")
+        client_app = self.client is not None and self.client.flower_app is not None
         for i, algo in enumerate(self.algorithms):
-            plugins.lookup("algorithm", algo.name).check(algo, num_clients, f"algorithms[{i}]")
+            plugins.lookup("algorithm", algo.name).check_federation(algo, num_clients, client_app, f"algorithms[{i}]")
             k = getattr(algo, "clients_per_round", None)
             if k is not None and k > num_clients:
                 raise InputError(

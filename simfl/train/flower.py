@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,7 +49,7 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from simfl import rng
-from simfl.errors import InputError, UserCodeFailed
+from simfl.errors import InputError, UserCodeFailed, user_call
 from simfl.fields import Section
 from simfl.models.flat import Layout
 from simfl.names import import_object
@@ -83,6 +82,17 @@ class ClientConfig(Section):
         default_factory=dict, description="flower_app only: the app's run config (context.run_config), "
         "e.g. {local-epochs: 1, lr: 0.01}, as [tool.flwr.app.config] gives it under Flower.",
     )
+
+    @field_validator("flower_app")
+    @classmethod
+    def _an_app(cls, path: str | None) -> str | None:
+        """The app is loaded as every run loads it, so that ``simfl validate`` refuses what the run would."""
+        if path is not None:
+            try:
+                load_app(path)
+            except InputError as exc:
+                raise ValueError(exc.message) from None
+        return path
 
     @field_validator("run_config")
     @classmethod
@@ -283,12 +293,7 @@ class AppCaller:
                           state=unpack(state), run_config=dict(self.run_config))
         token = _CURRENT.set(_Current(self.shards, self.seed, job))
         try:
-            reply = self.app(message, context)
-        except InputError:
-            raise
-        except Exception as exc:
-            raise UserCodeFailed(where, f"the ClientApp {self.path} raised {type(exc).__name__}: {exc}",
-                                 traceback.format_exc()) from None
+            reply = user_call(where, f"the ClientApp {self.path}", lambda: self.app(message, context))
         finally:
             _CURRENT.reset(token)
         if not isinstance(reply, Message):

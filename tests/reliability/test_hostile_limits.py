@@ -3,7 +3,9 @@
 Classes: report pooling (runs of one scenario name whose settings differ, refused naming both
 folders and the key, or labelled apart with ``--apart``), network trackers (unreachable servers,
 a store that is not SQLite, W&B online without a key: one line within seconds), API argument types
-(a TypeError naming the argument), and the issue's remaining examples by name (a never-ending
+(a TypeError naming the argument), API iterators (an argument given as a generator or other iterator,
+endless ones included, read once: what it holds is applied, never consumed by the check or read
+forever), and the issue's remaining examples by name (a never-ending
 run, a fleet period that unrolls without bound, HF without network, a latin-1 fleet CSV, bad
 FedScale numbers, a corrupt parquet file, a binary sweep.yaml, tampered fetched files, workers
 beyond the machine, a dict past the YAML limits). Counts per class go to
@@ -15,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
+import itertools
 import pickle
 import re
 import shutil
@@ -24,12 +27,14 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 import simfl
 from simfl.cli import main
 from tests.conftest import tiny_scenario
 from tests.data.helpers import write_mnist
-from tests.reliability.hostile import COUNTS, cli
+from tests.reliability.hostile import COUNTS, bounded, cli, fuzz
 
 
 def _write(folder: Path, raw: dict[str, Any], name: str = "s.yaml") -> Path:
@@ -254,6 +259,128 @@ def test_a_dict_passed_to_the_api_has_the_limits_of_yaml(tmp_path: Path, where: 
         simfl.run(tiny_scenario(extra=looped), out=tmp_path / "o")
     assert time.monotonic() - start < 10 and not (tmp_path / "o").exists()
     COUNTS[("API argument types", "ValueError")] += 3
+
+
+# -- API iterators ------------------------------------------------------------------------------------------------
+
+
+def _generator(items: list[Any]) -> Any:
+    yield from items
+
+
+def _endless(items: list[Any]) -> Any:
+    while True:
+        yield from items or [0]
+
+
+FINITE: dict[str, Any] = {
+    "generator": _generator,
+    "iter(list)": lambda items: iter(list(items)),
+    "iter(tuple)": lambda items: iter(tuple(items)),
+    "map": lambda items: map(lambda x: x, items),
+    "filter": lambda items: filter(lambda x: True, items),
+    "chain": lambda items: itertools.chain(items[:1], items[1:]),
+    "reversed": lambda items: reversed(list(reversed(items))),
+    "islice": lambda items: itertools.islice(itertools.chain(items, itertools.count()), len(items)),
+    "enumerate": lambda items: (x for _, x in enumerate(items)),
+    "tuple": tuple,
+}
+"""Iterables holding ``items`` once: iterators (read once) and, as a control, a tuple."""
+ENDLESS: dict[str, Any] = {
+    "count": lambda items: itertools.count(),
+    "cycle": lambda items: itertools.cycle(items or [0]),
+    "repeat": lambda items: itertools.repeat(items[0] if items else 0),
+    "generator": _endless,
+    "chain with count": lambda items: itertools.chain(items, itertools.count()),
+}
+"""Iterators that never end."""
+
+PROBES: dict[str, tuple[list[Any], type[Exception], str]] = {
+    # argument: (items that show they were read, the exception they give, words of its message)
+    "run seeds": ([0, 0], ValueError, "seeds must be distinct"),
+    "run seeds negative": ([3, -1], ValueError, "seeds"),
+    "run seeds wrong type": ([0, "1"], TypeError, "seeds[1] must be an integer"),
+    "run overrides": (["train.lr=-1"], ValueError, "train.lr"),
+    "run overrides later": (["train.epochs=1", "budget.time=-3"], ValueError, "budget.time"),
+    "run overrides wrong type": (["train.lr=0.1", 7], TypeError, "overrides[1] must be"),
+    "sweep seeds": ([1, 1], ValueError, "seeds must be distinct"),
+    "sweep overrides": (["eval.every=-2"], ValueError, "eval.every"),
+    "sweep over values": ([0.1, -1.0], ValueError, "sweep cell [train.lr=-1.0]"),
+    "sweep over section": ([{"model": "constant", "seconds": -1.0}], ValueError, "latency"),
+    "scenario seeds": ([0, 0], ValueError, "seeds must be distinct"),
+    "scenario algorithms": ([{"name": "fedasync", "alpha": 7.0}], ValueError, "alpha"),
+    "scenario latency seconds": ([1.0, -2.0], ValueError, "latency.seconds"),
+}
+
+
+def _call(argument: str, tmp: Path, value: Any) -> Any:
+    """``simfl.run`` or ``simfl.sweep`` with ``value`` in the place ``argument`` names."""
+    out = tmp / "o"
+    what, _, name = argument.partition(" ")
+    name = name.split(" ")[0]
+    if what == "scenario":
+        raw = tiny_scenario()
+        if name == "latency":
+            raw["latency"] = {"model": "constant", "seconds": value}
+        else:
+            raw[name] = value
+        return simfl.run(raw, out=out)
+    if what == "run":
+        return simfl.run(tiny_scenario(), out=out, **{name: value})
+    if name == "over":
+        key = "latency" if argument.endswith("section") else "train.lr"
+        return simfl.sweep(tiny_scenario(), over={key: value}, out=out)
+    return simfl.sweep(tiny_scenario(sweep={"train.lr": [0.1]}), out=out, **{name: value})
+
+
+@fuzz(150)
+@given(argument=st.sampled_from(sorted(PROBES)), wrapper=st.sampled_from(sorted(FINITE)))
+def test_an_iterator_argument_is_read_once_and_what_it_holds_applies(
+        tmp_path_factory: pytest.TempPathFactory, argument: str, wrapper: str) -> None:
+    """The issue: overrides=<a generator> ran with none of them applied; seeds=<a generator> found no seed."""
+    tmp = tmp_path_factory.mktemp("iterators")
+    items, error, words = PROBES[argument]
+    start = time.monotonic()
+    with bounded(20), pytest.raises(error) as caught:
+        _call(argument, tmp, FINITE[wrapper](items))
+    assert words in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+    assert time.monotonic() - start < 20 and not (tmp / "o").exists()
+    COUNTS[("API iterators", error.__name__)] += 1
+
+
+@fuzz(65)
+@given(argument=st.sampled_from(sorted(PROBES)), wrapper=st.sampled_from(sorted(ENDLESS)))
+def test_an_endless_iterator_argument_is_refused_at_once(
+        tmp_path_factory: pytest.TempPathFactory, argument: str, wrapper: str) -> None:
+    """The issue: seeds=itertools.count() and over={'train.lr': itertools.count()} spun or ate memory."""
+    tmp = tmp_path_factory.mktemp("endless")
+    items, error, words = PROBES[argument]
+    start = time.monotonic()
+    with bounded(20), pytest.raises((TypeError, ValueError)) as caught:
+        _call(argument, tmp, ENDLESS[wrapper](items))
+    text = str(caught.value)
+    assert "more than 200000 items" in text or (isinstance(caught.value, TypeError) and " must be" in text), text
+    assert time.monotonic() - start < 20 and not (tmp / "o").exists()
+    COUNTS[("API iterators", type(caught.value).__name__)] += 1
+
+
+@pytest.mark.parametrize("call", ["run", "sweep"])
+def test_generators_give_the_results_of_lists(tmp_path: Path, call: str) -> None:
+    """An iterator argument runs exactly what the same items in a list run."""
+    tables = []
+    for kind in ("list", "generator"):
+        wrap = list if kind == "list" else _generator
+        overrides = wrap(["train.lr=0.05", "budget.time=4"])
+        if call == "run":
+            done = simfl.run(tiny_scenario(), out=tmp_path / kind, seeds=wrap([2, 1]), overrides=overrides)
+        else:
+            done = simfl.sweep(tiny_scenario(), over={"train.epochs": wrap([1, 2])}, out=tmp_path / kind,
+                               seeds=wrap([1]), overrides=overrides)
+        tables.append(done.summary.drop(columns=["wall_seconds"]))
+    assert tables[0].equals(tables[1]) and len(tables[0]) == 2, tables
+    assert "lr: 0.05" in (tmp_path / "generator" / ("" if call == "run" else "epochs=1__seed=1")
+                          / "scenario.yaml").read_text()
+    COUNTS[("API iterators", "ok")] += 1
 
 
 # -- the issue's other examples, by name ------------------------------------------------------------------------------
