@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.fleet
 	$(PY) -m benchmarks.population
 	$(PY) -m benchmarks.runs
+	$(PY) -m benchmarks.numerics
 	$(PY) -m benchmarks.selection
 
 reference: $(STAMP)

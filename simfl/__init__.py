@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from simfl import numerics
+
+numerics.pin_environment()  # before torch first computes in this process (simfl.numerics)
+
 if TYPE_CHECKING:
     from simfl.launch.api import Results, run, sweep
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from simfl import numerics
 from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, WorkerLost
 from simfl.launch.checkpoint import FAILED_FILE, Session, parse_every
@@ -215,6 +216,7 @@ def ray_task_cpus(scn: Scenario) -> int:
 def run_targets(targets: Sequence[Target], launch: Launch,
                 on_published: Callable[[Target], None] | None = None) -> list[Completed]:
     """Run every unfinished run of ``targets`` as ``launch`` says and publish each folder when complete."""
+    numerics.check()
     units = units_for(targets)
     for target in targets:
         target.session.write()

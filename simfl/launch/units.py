@@ -33,6 +33,7 @@ from typing import Any
 import torch
 import yaml
 
+from simfl import numerics
 from simfl.algorithms.base import run_name
 from simfl.data import Dataset
 from simfl.errors import InputError
@@ -252,6 +253,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
     scn = unit_scenario(unit)
     before = torch.get_num_threads()
     torch.set_num_threads(unit.threads)
+    numerics.apply()
     try:
         fed = federation(scn, dataset_for(scn, fallback), unit.seed)
         feeds = _Feeds(unit, scn, emit)
@@ -275,7 +277,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         except RunStopped as exc:
             if feed is not None:
                 feed.finish({}, failed=True)
-            return Stopped(unit.key, run_files(exc.state), exc.message)
+            return Stopped(unit.key, {**run_files(exc.state), numerics.FILE: numerics.record()}, exc.message)
         except BaseException:
             if feed is not None:
                 feed.finish({}, failed=True)
@@ -284,7 +286,8 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         row = summary_row(unit.name, unit.seed, result.state, wall)
         if feed is not None:
             feed.finish(row)
-        return Done(unit.key, run_files(result.state, result.tables), row, wall)
+        files = {**run_files(result.state, result.tables), numerics.FILE: numerics.record()}
+        return Done(unit.key, files, row, wall)
     finally:
         torch.set_num_threads(before)
 

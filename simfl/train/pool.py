@@ -30,6 +30,7 @@ import torch
 import torch.multiprocessing as mp
 from torch import nn
 
+from simfl import numerics
 from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
@@ -51,6 +52,7 @@ def _worker(
     The message's arrays come and the reply's go as numpy copies through the pipe (SCAFFOLD's
     control variates, for one); the weights through the slots."""
     torch.set_num_threads(threads)
+    numerics.apply()
     slot_in, slot_out = slots[0, index], slots[1, index]
     # tensors passed to a child arrive in shared memory, so every worker would otherwise train the
     # same parameter storage in place: each worker trains its own private copy

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from simfl import numerics
 from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
@@ -63,6 +64,7 @@ class _Trainer:
         config: TrainConfig, seed: int, threads: int, client: ClientConfig | None = None,
     ) -> None:
         torch.set_num_threads(threads)
+        numerics.apply()
         self.trainer = make_trainer(model, layout, shards, config, seed, client)
 
     def train(

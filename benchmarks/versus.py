@@ -1,0 +1,91 @@
+"""Pure-latency speed of this tree against an earlier commit, both measured in one run, alternately.
+
+``python -m benchmarks.versus --base REV`` checks REV out into a temporary git worktree and times
+the runs of ``benchmarks.events`` (FedAsync, 1,000 clients, uniform latencies) and
+``benchmarks.population`` (C = 1,000 of N = 100,000) on each clock of each tree, each run in a
+fresh process, the trees alternating ``--repeat`` times, and prints the median arrivals per
+wall second and per CPU second and the ratio of this tree to REV. A clock is named by what it is,
+whatever the tree calls it: ``heap`` (the heap clock here; before it, the heap loop
+``engine="fast"``) and ``simpy``. Only the loop is timed (from the first metric row to the last).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PROBE = r"""
+import json, sys, time, typing
+import torch
+from simfl.launch import experiment
+from simfl.schema import scenario as scenario_mod
+kind, clock, updates = sys.argv[1], sys.argv[2], int(sys.argv[3])
+names = typing.get_args(experiment.Engine)
+engine = clock if clock in names else "fast"
+clients = 1000 if kind == "events" else 100_000
+raw = {"name": "versus", "seeds": [0],
+       "data": {"dataset": "synthetic", "train_size": 2 * clients, "test_size": 10, "features": 4, "classes": 10,
+                "partition": {"kind": "iid", "clients": clients}},
+       "model": {"name": "mlp", "hidden": [2]}, "latency": {"model": "uniform", "low": 1.0, "high": 10.0},
+       "budget": {"updates": updates}, "eval": {"every": 100.0},
+       "algorithms": [{"name": "fedasync", "alpha": 0.6}], "executor": {"kind": "none"}}
+if kind == "population":
+    raw["server"] = {"concurrency": 1000}
+torch.set_num_threads(1)
+scn = scenario_mod.validate(raw)
+fed = experiment.federation(scn, experiment.load_dataset(scn), 0)
+marks = []
+result = experiment.run_one(scn, fed, 0, engine=engine,
+                            progress=lambda s: marks.append((time.perf_counter(), time.process_time(), s.updates)))
+(w0, c0, u0), (w1, c1, u1) = marks[0], marks[-1]
+print(json.dumps({"wall": (u1 - u0) / (w1 - w0), "cpu": (u1 - u0) / (c1 - c0)}))
+"""
+
+SERIES = (("events", "heap", 200_000), ("events", "simpy", 20_000), ("population", "heap", 200_000),
+          ("population", "simpy", 20_000))
+
+
+def probe(tree: Path, kind: str, clock: str, updates: int) -> dict[str, float]:
+    """One run of ``kind`` on ``clock`` with the code of ``tree``, in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", PROBE, kind, clock, str(updates)], cwd=tree, capture_output=True,
+                          text=True, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, check=True)
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the commit to compare with")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per tree and series")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            rates: dict[tuple[str, str, str], list[dict[str, float]]] = {}
+            for _ in range(args.repeat):
+                for kind, clock, updates in SERIES:
+                    for name, tree in (("base", base), ("this", ROOT)):
+                        rates.setdefault((name, kind, clock), []).append(probe(tree, kind, clock, updates))
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False,
+                           capture_output=True)
+    print(f"base={args.base}")
+    for kind, clock, _ in SERIES:
+        for measure in ("wall", "cpu"):
+            before = statistics.median(r[measure] for r in rates[("base", kind, clock)])
+            after = statistics.median(r[measure] for r in rates[("this", kind, clock)])
+            print(f"{kind}_{clock}_{measure}_arrivals_per_second_base={before:.0f}")
+            print(f"{kind}_{clock}_{measure}_arrivals_per_second_this={after:.0f}")
+            print(f"{kind}_{clock}_{measure}_ratio={after / before:.3f}")
+
+
+if __name__ == "__main__":
+    main()
