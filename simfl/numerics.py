@@ -63,7 +63,7 @@ def apply() -> None:
 
     pin_environment()
     portable = mode() == "portable"
-    torch.backends.mkldnn.enabled = not portable
+    torch.backends.mkldnn.enabled = not portable  # type: ignore[assignment]  # a module property
     torch.backends.nnpack.set_flags(not portable)
 
 
