@@ -183,14 +183,16 @@ class AsyncServer:
         """A delivery is queued; a waiting server takes the first queued one a step later."""
         if self.waiting:
             self.waiting = False
-            self.world.clock.soon(partial(self._take, self.world.state.queue.pop(0)))
+            w = self.world
+            w.clock.soon(partial(self._take, w.state.queue.pop(0)))
 
     def _next(self) -> None:
         """Take the next queued arrival (a step later), or wait for one."""
-        st = self.world.state
+        w = self.world
+        st = w.state
         st.server_phase = "wait"
         if st.queue:
-            self.world.clock.soon(partial(self._take, st.queue.pop(0)))
+            w.clock.soon(partial(self._take, st.queue.pop(0)))
         else:
             self.waiting = True
 
@@ -211,10 +213,8 @@ class AsyncServer:
         if self.sampler is not None:
             self._release(client, weights)
             self.sampler.pool.add(index)
-        w.aggregated()
-        if w.finish_if_done():
+        if w.updated():
             return
-        w.count_update()
         if self.server_time <= 0:
             if self.sampler is not None:
                 self._fill()

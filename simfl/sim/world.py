@@ -108,6 +108,8 @@ class World:
         """The whole simulation as data (for checkpoints)."""
         self.clock: Clock = make_clock(clock, state.now if resumed else None, self.fire)
         self.recorder = Recorder(evaluate, observers.progress, verifier)
+        self._observed = observers.eval_each_update or observers.on_update is not None
+        self._counting = checkpointing is not None and checkpointing.every_updates is not None
         self._handlers: dict[WakeKind, Callable[[Wake], None]] = {
             "deliver": self._deliver, "leave": self._leave, "rejoin": self._rejoin, "return": self._return,
             "server": self._to_scheduler, "deadline": self._to_scheduler,
@@ -294,10 +296,11 @@ class World:
 
     def finish_if_done(self) -> bool:
         """Stop once the update budget is spent; whether the run is stopping."""
+        clock = self.clock
         limit = self.budget.updates
         if limit is not None and self.state.updates >= limit:
-            self.clock.stop()
-        return self.clock.stopping
+            clock.stop()
+        return clock.stopping
 
     def _time_up(self, wake: Wake) -> None:
         self.clock.stop()
@@ -320,6 +323,17 @@ class World:
             self.record_metric(self.clock.now)
         if self.observers.on_update is not None:
             self.observers.on_update(self.state)
+
+    def updated(self) -> bool:
+        """After an aggregation of one update: :meth:`aggregated`, then the update budget (whether the run
+        stops), else an update-count checkpoint when due (:meth:`count_update`)."""
+        if self._observed:
+            self.aggregated()
+        if self.finish_if_done():
+            return True
+        if self._counting:
+            self.count_update()
+        return False
 
     def record_metric(self, time: float) -> None:
         """Record the global model's scores for grid time ``time`` now."""
