@@ -120,6 +120,9 @@ class Algorithm(ABC, Generic[ConfigT]):
     """How many model-sized vectors the algorithm keeps per client (its :class:`ClientVectors` stores),
     for the memory estimate."""
 
+    _sent: Message | None = None
+    """The default :meth:`message`, built at its first use (the local options are fixed for the run)."""
+
     def __init__(self, config: ConfigT, setup: Setup) -> None:
         self.config = config
         self.setup = setup
@@ -140,10 +143,13 @@ class Algorithm(ABC, Generic[ConfigT]):
 
         Built at dispatch, so it may read the algorithm's state then (e.g. SCAFFOLD's control
         variates); the arrays are not copied, so an algorithm that changes a sent tensor in place
-        later must send a copy. Default: :meth:`local_options` as hooks, no arrays, no config.
+        later must send a copy. Default: :meth:`local_options` as hooks, no arrays, no config (one message,
+        built once: the options are the same for every client and round).
         """
-        options = self.local_options()
-        return Message(hooks=options) if options else NO_MESSAGE
+        if self._sent is None:
+            options = self.local_options()
+            self._sent = Message(hooks=options) if options else NO_MESSAGE
+        return self._sent
 
     @abstractmethod
     def global_weights(self) -> torch.Tensor:
