@@ -1,8 +1,8 @@
 """Arrivals per wall second in pure-latency mode (``executor: {kind: none}``) with 1,000 clients.
 
 The run is a real simfl run (scenario validation, federation, latency model,
-algorithm state, event trace) on the fast heap loop of
-:mod:`simfl.sim.fast`; the same run on the SimPy engine is timed for
+algorithm state, event trace) on the heap clock of
+:mod:`simfl.sim.clock`; the same run on SimPy's clock (the same rules) is timed for
 comparison. The headline uses FedAsync on a tiny model with uniform random
 latencies (one NumPy draw per dispatch, a sizeable share of the cost; a
 run with fixed per-client latencies shows the loop without it), where the event
@@ -54,7 +54,7 @@ def arrivals_per_second(scn: scenario_mod.Scenario, engine: Engine) -> tuple[flo
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--updates", type=int, default=200_000, help="arrivals per run (fast loop)")
+    parser.add_argument("--updates", type=int, default=200_000, help="arrivals per run (heap clock)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     tiny = scenario({"name": "fedasync", "alpha": 0.6}, 4, [2], args.updates)
@@ -70,10 +70,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"clients={CLIENTS}")
     print(f"tiny_params={tiny_params}")
     print(f"fedasync_tiny_simpy_arrivals_per_second={rate_simpy:.0f}")
-    print(f"orthofl_{params}_params_fast_arrivals_per_second={rate_orthofl:.0f}")
-    print(f"fedasync_tiny_constant_latency_fast_arrivals_per_second={rate_constant:.0f}")
-    print(f"fedasync_tiny_fast_arrivals_per_second={rate:.0f}")
-    print(f"fast_vs_simpy={rate / rate_simpy:.2f}")
+    print(f"orthofl_{params}_params_heap_arrivals_per_second={rate_orthofl:.0f}")
+    print(f"fedasync_tiny_constant_latency_heap_arrivals_per_second={rate_constant:.0f}")
+    print(f"fedasync_tiny_heap_arrivals_per_second={rate:.0f}")
+    print(f"heap_vs_simpy={rate / rate_simpy:.2f}")
     print(f"arrivals_per_second={rate:.0f}")
 
 

@@ -1,7 +1,7 @@
 """Cross-device serving in pure-latency mode: arrivals per wall second as the population grows.
 
 FedAsync on a tiny model, uniform latencies in [1, 10] s, ``server: {concurrency: 1000}``
-(uniform selection), the null executor and the fast heap loop, for populations of
+(uniform selection), the null executor and the heap clock, for populations of
 N = 1,000, 10,000 and 100,000 clients. What is timed is the run itself (``run_one``'s own
 timer: the loop, the draws, the pool, the event rows), not building the federation. The
 cost per arrival must stay flat in N: sampling draws from a Fenwick tree (``O(log N)``)
@@ -12,8 +12,8 @@ clock.
 
 A second series asks the same of the parts a plain FedAsync run leaves out: OrthoFL, which keeps
 each client's calibrated model and anchor in the client-state store (RAM here; rows only for
-clients seen), with random round failures (``availability: {p: 0.1}``, which the heap loop does
-not cover, so on the SimPy engine), 50,000 arrivals per population (``--stateful-updates``):
+clients seen), with random round failures (``availability: {p: 0.1}``), on SimPy's clock,
+50,000 arrivals per population (``--stateful-updates``):
 its CPU microseconds per arrival at each N and their flatness.
 
 Prints ``name=value`` lines, the last being ``arrivals_per_second`` at N = 100,000 (the first series).
@@ -61,13 +61,13 @@ def measure(scn: scenario_mod.Scenario, engine: str) -> tuple[float, float, int]
 
 
 def rate(clients: int, updates: int) -> tuple[float, float]:
-    """FedAsync on the fast loop: arrivals per wall second and CPU microseconds per arrival."""
+    """FedAsync on the heap clock: arrivals per wall second and CPU microseconds per arrival."""
     r, cpu, _ = measure(scenario(clients, updates), "heap")
     return r, cpu
 
 
 def stateful_cost(clients: int, updates: int) -> tuple[float, int]:
-    """OrthoFL (client-state store) with round failures on the SimPy engine: CPU microseconds per arrival and the
+    """OrthoFL (client-state store) with round failures on SimPy's clock: CPU microseconds per arrival and the
     distinct clients that arrived (each one seen first pays for its streams, rows and join)."""
     _, cpu, seen = measure(scenario(clients, updates, algorithms=[{"name": "orthofl", "shift_source": "chain"}],
                                     availability={"p": 0.1}, client_state={"store": "ram"}), "simpy")
