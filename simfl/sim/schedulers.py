@@ -91,12 +91,18 @@ class Sampler:
         waiting = set(st.queue) | set(st.round_members)
         self.pool.add_all([c.index for c in st.clients if c.active and c.phase == "idle" and c.index not in waiting])
 
-    def draw(self) -> ClientState | None:
-        """A present client drawn from the pool and taken out of it; None when the pool is empty."""
+    def draw(self, back: int | None = None) -> ClientState | None:
+        """A present client drawn from the pool and taken out of it; None when the pool is empty.
+
+        ``back``: a client made selectable just before the first draw (an arrival's client; in one call).
+        """
         w = self.world
         st = w.state
-        while self.pool.count:
-            index = self.pool.take(self.draws(st.selections))
+        pool = self.pool
+        while back is not None or pool.count:
+            u = self.draws(st.selections)
+            index = pool.take(u) if back is None else pool.swap(back, u)
+            back = None
             st.selections += 1
             client = st.clients[index]
             if w.availability is None or w.availability.present(index, w.clock.now):
@@ -153,15 +159,20 @@ class AsyncServer:
 
     # -- cross-device serving ---------------------------------------------------------
 
-    def _fill(self) -> None:
-        """Dispatch sampled clients while fewer than C train (the busy server holds one slot)."""
-        assert self.sampler is not None
+    def _fill(self, back: int | None = None) -> None:
+        """Dispatch sampled clients while fewer than C train (the busy server holds one slot); ``back``, the
+        client of the arrival just taken, becomes selectable first."""
+        sampler = self.sampler
+        assert sampler is not None
         st = self.world.state
-        while self.running + (st.server_phase == "busy") < self.sampler.limit:
-            client = self.sampler.draw()
+        while self.running + (st.server_phase == "busy") < sampler.limit:
+            client = sampler.draw(back)
+            back = None
             if client is None:
                 return
             self._send(client)
+        if back is not None:
+            sampler.pool.add(back)
 
     def _send(self, client: ClientState) -> None:
         """Start a sampled client's round (:func:`sampled_start`)."""
@@ -212,16 +223,17 @@ class AsyncServer:
                                weight))
         if self.sampler is not None:
             self._release(client, weights)
-            self.sampler.pool.add(index)
         if w.updated():
             return
         if self.server_time <= 0:
             if self.sampler is not None:
-                self._fill()
+                self._fill(back=index)  # the client is selectable again, and at once drawn from
             else:
                 w.dispatch(client, weights)
             self._next()
             return
+        if self.sampler is not None:
+            self.sampler.pool.add(index)
         st.server_phase = "busy"
         if self.sampler is None:
             st.server_client = index
