@@ -16,7 +16,8 @@ executor workers, Ray tasks and actors), under ``SIMFL_NUMERICS``:
 
 The environment variables must be set before torch first computes in a process:
 ``import simfl`` sets them (:func:`pin_environment`), worker processes inherit them, and
-:func:`apply` sets the switches torch reads at call time. A process in which torch had already
+:func:`apply` (:func:`applied` for one unit in the caller's process) sets the switches torch reads at
+call time. A process in which torch had already
 computed before simfl was imported keeps the capability it chose; :func:`record`, written into
 each run's folder as ``numerics.json``, says what a run actually ran with.
 """
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 ENV = "SIMFL_NUMERICS"
@@ -65,6 +68,20 @@ def apply() -> None:
     portable = mode() == "portable"
     torch.backends.mkldnn.enabled = not portable  # type: ignore[assignment]  # a module property
     torch.backends.nnpack.set_flags(not portable)
+
+
+@contextmanager
+def applied() -> Iterator[None]:
+    """:func:`apply` for a block (one unit run in the caller's process), the caller's switches restored after."""
+    import torch
+
+    before = (bool(torch.backends.mkldnn.enabled), bool(torch._C._get_nnpack_enabled()))
+    apply()
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = before[0]  # type: ignore[assignment]  # a module property
+        torch.backends.nnpack.set_flags(before[1])
 
 
 def record() -> bytes:

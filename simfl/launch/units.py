@@ -245,7 +245,7 @@ def run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None = No
     A user mistake raises :class:`~simfl.errors.InputError`; a run stopped by ``--verify`` returns
     :class:`Stopped` with its files so far.
     """
-    with allowing_imports(unit.allow_imports):
+    with allowing_imports(unit.allow_imports), numerics.applied():  # the caller's torch switches restored after
         return _run_unit(unit, emit, fallback)
 
 
@@ -253,7 +253,6 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
     scn = unit_scenario(unit)
     before = torch.get_num_threads()
     torch.set_num_threads(unit.threads)
-    numerics.apply()
     try:
         fed = federation(scn, dataset_for(scn, fallback), unit.seed)
         feeds = _Feeds(unit, scn, emit)
