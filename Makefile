@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.population
 	$(PY) -m benchmarks.runs
 	$(PY) -m benchmarks.numerics
+	$(PY) -m benchmarks.imports
 	$(PY) -m benchmarks.selection
 
 reference: $(STAMP)

@@ -86,7 +86,7 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     clients = getattr(scn.data.partition, "clients", None)
     if clients is not None:
         scn.check_clients(clients)
-    from simfl.launch.runner import workers_for
+    from simfl.launch.workers import workers_for
 
     est = estimate.estimate(scn, cells)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)

@@ -17,7 +17,6 @@ published with a FAILED marker and reported as :class:`VerifyFailed`.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,7 +29,10 @@ from simfl.errors import InputError, NoSpace, WorkerLost
 from simfl.launch.checkpoint import FAILED_FILE, Session, parse_every
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
-from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, unit_cpus, units_of
+from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, units_of
+from simfl.launch.workers import WORKERS_ENV as WORKERS_ENV  # re-exported
+from simfl.launch.workers import unit_cpus
+from simfl.launch.workers import workers_for as workers_for  # re-exported
 from simfl.output.plots import accuracy_vs_time
 from simfl.output.report import add_time_to_target
 from simfl.output.results import SUMMARY_COLUMNS, OutputFolder, append_to, read_metrics, write_csv, write_run
@@ -121,39 +123,6 @@ def units_for(targets: Sequence[Target]) -> list[Unit]:
                                  saved_as=str(session.run_path(unit.name, unit.seed))))
             target.left.add((unit.name, unit.seed))
     return units
-
-
-WORKERS_ENV = "SIMFL_WORKERS"
-"""Environment variable: the default of ``--workers`` where it is not given."""
-
-
-def workers_for(requested: int | None, scenarios: Sequence[Scenario], units: int, ray: bool = False) -> int:
-    """How many units run side by side on this machine.
-
-    Each unit keeps :func:`~simfl.launch.units.unit_cpus` cores busy (its torch threads, times the
-    executor's workers where jobs train in parallel), so by default as many units run as the
-    cores hold (at least one, at most ``units``); ``requested`` (``--workers``, else
-    ``$SIMFL_WORKERS``) is refused where it would ask for more cores than the machine has.
-    With Ray, the cluster places the units; a local Ray instance gets ``workers`` units' cores.
-    """
-    from simfl.train.executor import cores
-
-    per_unit = max((unit_cpus(s) for s in scenarios), default=1)
-    have = cores()
-    where = "--workers"
-    if requested is None and os.environ.get(WORKERS_ENV, "").strip():
-        where, text = WORKERS_ENV, os.environ[WORKERS_ENV].strip()
-        requested = int(text) if text.isdigit() else -1
-    if requested is None:
-        return max(1, min(have // per_unit, units))
-    if requested < 1:
-        given = os.environ.get(WORKERS_ENV) if where == WORKERS_ENV else requested
-        raise InputError(where, f"must be a whole number of at least 1, got {given}")
-    if not ray and requested * per_unit > have:
-        raise InputError(where, f"{requested} runs side by side would keep {requested * per_unit} cores busy ({per_unit} "
-                         f"per run: executor threads x workers) and this machine has {have}; use at most "
-                         f"{max(1, have // per_unit)}, or fewer executor threads or workers")
-    return requested
 
 
 def backend_for(launch: Launch, units: Sequence[Unit], targets: Sequence[Target]) -> Backend:

@@ -39,6 +39,7 @@ from simfl.data import Dataset
 from simfl.errors import InputError
 from simfl.launch.checkpoint import FRESH, parse_every, run_blob
 from simfl.launch.experiment import RunOptions, chain, federation, load_dataset, run_one
+from simfl.launch.workers import unit_cpus as unit_cpus  # re-exported
 from simfl.names import allowing_imports, imports_allowed
 from simfl.output.results import GrowingRun, run_files, summary_row
 from simfl.output.tracking import Tracking
@@ -152,14 +153,6 @@ def unit_threads(scn: Scenario) -> int:
     """Torch threads of one run: the executor's training threads (``executor.threads``, see
     :meth:`~simfl.train.executor.ExecutorConfig.train_threads`), also used by the simulating process."""
     return scn.executor.train_threads()
-
-
-def unit_cpus(scn: Scenario) -> int:
-    """Cores one run keeps busy: its threads, times the executor's workers where jobs train in parallel."""
-    executor = scn.executor
-    if executor.kind in ("process", "ray"):
-        return executor.pool_size() * executor.train_threads()
-    return executor.train_threads()
 
 
 def pinned_workers(scn: Scenario) -> int | None:

@@ -9,13 +9,18 @@ Recording happens through the engine's ``on_update`` observer, so runs without
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
-from simfl.algorithms.base import Algorithm
+import numpy as np
+
 from simfl.errors import InputError
-from simfl.models.flat import Layout
-from simfl.sim.state import SimState
+
+if TYPE_CHECKING:  # annotations only: result files are read and written without torch
+    import torch
+
+    from simfl.algorithms.base import Algorithm
+    from simfl.models.flat import Layout
+    from simfl.sim.state import SimState
 
 LAYER_CHANGES = "layer_changes"
 """Key in :attr:`SimState.records` and file stem of the recorded layer changes."""
@@ -34,6 +39,8 @@ class LayerRecorder:
         self.changes: list[np.ndarray] = []
 
     def _current(self) -> torch.Tensor:
+        import torch
+
         seg = self.segment
         return self.algorithm.global_weights()[seg.offset : seg.stop].detach().to("cpu", torch.float32).clone()
 

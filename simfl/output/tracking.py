@@ -52,7 +52,7 @@ import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import yaml
 from pydantic import Field
@@ -60,7 +60,9 @@ from pydantic import Field
 from simfl.errors import InputError
 from simfl.fields import Section
 from simfl.network import CONNECT_TIMEOUT, check_reachable
-from simfl.sim.state import SimState
+
+if TYPE_CHECKING:
+    from simfl.sim.state import SimState
 
 try:
     import fcntl

@@ -9,12 +9,13 @@ inspected, checked and saved between events and rebuilt from that data alone.
 from __future__ import annotations
 
 from dataclasses import asdict, astuple, dataclass, field, fields
-from typing import Any, Literal
-
-import torch
+from typing import TYPE_CHECKING, Any, Literal
 
 from simfl.sim.clock import Wake
 from simfl.train.message import Message
+
+if TYPE_CHECKING:  # annotations only: the state is plain data and loads without torch
+    import torch
 
 EventKind = Literal["arrival", "failure", "leave", "join", "late"]
 """``late``: a synchronous round had already closed (deadline or K arrivals) when the update came in; discarded."""

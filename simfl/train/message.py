@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # annotations only: the messages are plain data and load without torch
+    import torch
 
 MEMORY = "client.memory"
 """The array key of what a client keeps on its device between its rounds (a Flower ClientApp's
@@ -70,4 +72,6 @@ def to_numpy(arrays: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 def from_numpy(arrays: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
     """The tensors of :func:`to_numpy` output (own, writable copies)."""
+    import torch
+
     return {k: torch.from_numpy(np.array(v, copy=True)) for k, v in arrays.items()}
