@@ -10,7 +10,7 @@ by_data}``, 200,000 arrivals, seed 0 (the runs are deterministic: a second run p
 
 - ``fleet``: the cross-device study's latencies and presence (``scenarios/fleet/fleet1k.csv``: training time
   grows with a client's samples, a third of the devices present in one daily window; the SimPy engine);
-- ``uniform``: latencies uniform in [1, 10] s, the same for every size (the heap loop);
+- ``uniform``: latencies uniform in [1, 10] s, the same for every size (the heap clock);
 - ``one_at_a_time``: the uniform run with concurrency 1, where no other client is ever in flight at a draw:
   the control, at 1.0 up to sampling noise.
 
