@@ -60,40 +60,49 @@ def pin_environment() -> None:
         os.environ.update(PORTABLE_ENV)
 
 
-def apply() -> None:
-    """Set the switches torch reads at call time (oneDNN, NNPACK) for this process's mode."""
+def _switches() -> tuple[bool, bool]:
+    """Whether oneDNN and NNPACK are on in this process (the switches torch reads at call time)."""
     import torch
 
+    return bool(torch.backends.mkldnn.enabled), bool(torch._C._get_nnpack_enabled())
+
+
+def _set_switches(onednn: bool, nnpack: bool) -> None:
+    import torch
+
+    torch.backends.mkldnn.enabled = onednn  # type: ignore[assignment]  # a module property
+    torch.backends.nnpack.set_flags(nnpack)
+
+
+def apply() -> None:
+    """Set the switches torch reads at call time (oneDNN, NNPACK) for this process's mode."""
     pin_environment()
-    portable = mode() == "portable"
-    torch.backends.mkldnn.enabled = not portable  # type: ignore[assignment]  # a module property
-    torch.backends.nnpack.set_flags(not portable)
+    native = mode() == "native"
+    _set_switches(native, native)
 
 
 @contextmanager
 def applied() -> Iterator[None]:
     """:func:`apply` for a block (one unit run in the caller's process), the caller's switches restored after."""
-    import torch
-
-    before = (bool(torch.backends.mkldnn.enabled), bool(torch._C._get_nnpack_enabled()))
+    before = _switches()
     apply()
     try:
         yield
     finally:
-        torch.backends.mkldnn.enabled = before[0]  # type: ignore[assignment]  # a module property
-        torch.backends.nnpack.set_flags(before[1])
+        _set_switches(*before)
 
 
 def record() -> bytes:
     """What this process computes with, as the run folder's ``numerics.json`` (same bytes wherever pinned)."""
     import torch
 
+    onednn, nnpack = _switches()
     data = {
         "mode": mode(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "mkl_cbwr": os.environ.get("MKL_CBWR", ""),
-        "onednn": bool(torch.backends.mkldnn.enabled),
-        "nnpack": bool(torch._C._get_nnpack_enabled()),
+        "onednn": onednn,
+        "nnpack": nnpack,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }

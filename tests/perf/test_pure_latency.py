@@ -11,8 +11,8 @@ import torch
 from simfl import rng
 from simfl.launch.experiment import federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
-from simfl.sim.state import SimState
 from tests.conftest import tiny_scenario
+from tests.sim.same import assert_same_state
 
 ALGORITHMS: list[dict[str, Any]] = [
     {"name": "orthofl"}, {"name": "fedasync", "alpha": 0.5}, {"name": "fedbuff", "buffer": 2},
@@ -48,25 +48,6 @@ def random_scenario(case: int) -> dict[str, Any]:
     )
 
 
-def same(a: float | None, b: float | None) -> bool:
-    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
-
-
-def assert_identical(x: SimState, y: SimState) -> None:
-    assert x.events == y.events
-    assert [repr(e) for e in x.events] == [repr(e) for e in y.events]  # 0 and 0.0 print differently in CSVs
-    assert len(x.metrics) == len(y.metrics)
-    for m, n in zip(x.metrics, y.metrics, strict=True):
-        assert (m.virtual_time, m.updates) == (n.virtual_time, n.updates)
-        assert same(m.accuracy, n.accuracy) and same(m.loss, n.loss)
-    assert (x.now, x.updates, x.seq, x.rounds, x.selections) == (y.now, y.updates, y.seq, y.rounds, y.selections)
-    for c, d in zip(x.clients, y.clients, strict=True):
-        assert (c.tau, c.rounds, c.dispatch_time, c.latency, c.seq) == (d.tau, d.rounds, d.dispatch_time, d.latency, d.seq)
-        assert (c.start is None and d.start is None) or (
-            c.start is not None and d.start is not None and torch.equal(c.start, d.start)
-        )
-
-
 def test_pure_latency_mode_trains_nothing_and_records_no_accuracy(tmp_path) -> None:  # type: ignore[no-untyped-def]
     scn = scenario_mod.validate(tiny_scenario(executor={"kind": "none"}, algorithms=[{"name": "orthofl"}]))
     fed = federation(scn, load_dataset(scn), 0)
@@ -84,5 +65,5 @@ def test_pure_latency_results_are_deterministic() -> None:
     scn = scenario_mod.validate(random_scenario(3))
     fed = federation(scn, load_dataset(scn), 3)
     a, b = run_one(scn, fed, 0).state, run_one(scn, fed, 0).state
-    assert_identical(a, b)
+    assert_same_state(a, b)  # the whole state, not a list of fields
     assert np.isfinite([float(c.start.sum()) for c in a.clients if c.start is not None]).all()

@@ -333,6 +333,15 @@ def _call(argument: str, tmp: Path, value: Any) -> Any:
     return simfl.sweep(tiny_scenario(sweep={"train.lr": [0.1]}), out=out, **{name: value})
 
 
+def _refused_in_time(tmp: Path, argument: str, value: Any, errors: Any) -> BaseException:
+    """Call the API with ``value`` as ``argument``: it must raise one of ``errors`` within 20 s, writing nothing."""
+    start = time.monotonic()
+    with bounded(20), pytest.raises(errors) as caught:
+        _call(argument, tmp, value)
+    assert time.monotonic() - start < 20 and not (tmp / "o").exists()
+    return caught.value
+
+
 @fuzz(150)
 @given(argument=st.sampled_from(sorted(PROBES)), wrapper=st.sampled_from(sorted(FINITE)))
 def test_an_iterator_argument_is_read_once_and_what_it_holds_applies(
@@ -340,11 +349,8 @@ def test_an_iterator_argument_is_read_once_and_what_it_holds_applies(
     """The issue: overrides=<a generator> ran with none of them applied; seeds=<a generator> found no seed."""
     tmp = tmp_path_factory.mktemp("iterators")
     items, error, words = PROBES[argument]
-    start = time.monotonic()
-    with bounded(20), pytest.raises(error) as caught:
-        _call(argument, tmp, FINITE[wrapper](items))
-    assert words in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
-    assert time.monotonic() - start < 20 and not (tmp / "o").exists()
+    caught = _refused_in_time(tmp, argument, FINITE[wrapper](items), error)
+    assert words in str(caught) and "\n" not in str(caught), str(caught)
     COUNTS[("API iterators", error.__name__)] += 1
 
 
@@ -354,14 +360,11 @@ def test_an_endless_iterator_argument_is_refused_at_once(
         tmp_path_factory: pytest.TempPathFactory, argument: str, wrapper: str) -> None:
     """The issue: seeds=itertools.count() and over={'train.lr': itertools.count()} spun or ate memory."""
     tmp = tmp_path_factory.mktemp("endless")
-    items, error, words = PROBES[argument]
-    start = time.monotonic()
-    with bounded(20), pytest.raises((TypeError, ValueError)) as caught:
-        _call(argument, tmp, ENDLESS[wrapper](items))
-    text = str(caught.value)
-    assert "more than 200000 items" in text or (isinstance(caught.value, TypeError) and " must be" in text), text
-    assert time.monotonic() - start < 20 and not (tmp / "o").exists()
-    COUNTS[("API iterators", type(caught.value).__name__)] += 1
+    items, _, _ = PROBES[argument]
+    caught = _refused_in_time(tmp, argument, ENDLESS[wrapper](items), (TypeError, ValueError))
+    text = str(caught)
+    assert "more than 200000 items" in text or (isinstance(caught, TypeError) and " must be" in text), text
+    COUNTS[("API iterators", type(caught).__name__)] += 1
 
 
 @pytest.mark.parametrize("call", ["run", "sweep"])
