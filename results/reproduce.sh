@@ -96,6 +96,29 @@ scaffold() {  # SCAFFOLD beside FedAvg and FedProx, MNIST at E = 1, seed 0, 12,0
 cross_device() {  # cross-device MNIST: 1,000 clients, concurrency 50, fleet latencies and windows, 7 entries x 3 seeds
   table scenarios/studies/cross_device.yaml results/cross-device-mnist
 }
+sensitivity() {  # paper section 4.6, Figure 8, MNIST at the main table's settings: OrthoFL (default reading) and
+  # FedAvg at beta 0.2/0.4/0.8 (E = 5) and at E 1/10 (beta 0.6), 3 seeds; beta 0.6 at E = 5 is the main table's
+  # orthofl_chain and fedavg runs (the same settings), which FedAvg's beta cells share too. One folder per
+  # (setting, entry, seed), seed 0 of every setting first, two runs side by side (one per core). The runs use
+  # SIMFL_NUMERICS=native, as the main table's runs did before the numerics pin, so that the reused runs pool with them.
+  local jobs=()
+  local seed
+  for seed in 0 1 2; do
+    jobs+=("epochs e1 orthofl $seed" "epochs e1 fedavg $seed")
+    jobs+=("beta 0.2 orthofl $seed" "beta 0.4 orthofl $seed" "beta 0.8 orthofl $seed")
+    jobs+=("epochs e10 orthofl $seed" "epochs e10 fedavg $seed")
+  done
+  printf '%s\n' "${jobs[@]}" | xargs -P "${SIMFL_WORKERS:-2}" -L 1 "$0" sensitivity_run
+}
+sensitivity_run() {  # one run of the sensitivity study: $1 beta|epochs, $2 setting, $3 entry, $4 seed
+  local study=$1 value=$2 entry=$3 seed=$4
+  local file=scenarios/studies/sensitivity_$study.yaml
+  local set="algorithms[0].beta=$value" name="$entry-beta$value-seed$seed"
+  if [ "$study" = epochs ]; then set="train.epochs=${value#e}" name="$entry-$value-seed$seed"; fi
+  export SIMFL_NUMERICS=native
+  table "$file" "results/sensitivity-$study-mnist/$name" --set sweep=null --set "$set" --only "$entry" --seeds "$seed" \
+    --workers 1
+}
 report() {
   $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report --force
   $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main --force
@@ -117,4 +140,5 @@ report() {
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 ca2fl_readings main har ablation heterogeneity delays newsgroups
   motivation examples scaffold cross_device report)
+if [ "${steps[0]}" = sensitivity_run ]; then sensitivity_run "${steps[@]:1}"; exit; fi
 for step in "${steps[@]}"; do "$step"; done
