@@ -16,6 +16,34 @@ CONNECT_TIMEOUT = 10.0
 """Seconds a server has to accept a connection before the command is refused."""
 
 
+def endpoint(address: str, where: str) -> tuple[str, int] | None:
+    """The (host, port) a Ray-style address names (``host:port``, ``scheme://host:port``), or None when it names
+    no port (``local``, ``auto``, a bare host); a port that is not a number from 1 to 65535 is refused."""
+    parts = urllib.parse.urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise InputError(where, f"{address!r} has a port that is not a number from 1 to 65535") from None
+    if port == 0:
+        raise InputError(where, f"{address!r} has port 0; a cluster's port is a number from 1 to 65535")
+    if not parts.hostname or port is None:
+        return None
+    return parts.hostname, port
+
+
+def check_port(host: str, port: int, where: str, hint: str) -> None:
+    """Refuse, in one line naming ``where``, a ``host:port`` that does not accept a TCP connection within
+    :data:`CONNECT_TIMEOUT` seconds."""
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT).close()
+    except UnicodeError:
+        raise InputError(where, f"cannot connect to {host}:{port}: {host!r} is not a valid host name: {hint}") from None
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise InputError(where, f"cannot connect to {host}:{port} ({reason}, waited at most "
+                         f"{CONNECT_TIMEOUT:g} s): {hint}") from None
+
+
 def check_reachable(url: str, where: str, hint: str) -> None:
     """Refuse, in one line naming ``where``, an http(s) ``url`` whose server does not accept a TCP connection
     within :data:`CONNECT_TIMEOUT` seconds (other schemes pass unchecked)."""
@@ -28,9 +56,4 @@ def check_reachable(url: str, where: str, hint: str) -> None:
         raise InputError(where, f"{url!r} has a port that is not a number from 0 to 65535") from None
     if not parts.hostname:
         raise InputError(where, f"{url!r} names no host")
-    try:
-        socket.create_connection((parts.hostname, port), timeout=CONNECT_TIMEOUT).close()
-    except OSError as exc:
-        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        raise InputError(where, f"cannot connect to {parts.hostname}:{port} ({reason}, waited at most "
-                         f"{CONNECT_TIMEOUT:g} s): {hint}") from None
+    check_port(parts.hostname, port, where, hint)

@@ -256,9 +256,11 @@ class RayTasks:
         if owns:
             try:
                 if self.address is None:
-                    quiet_init(ray, num_cpus=self.cpus)
+                    quiet_init(ray, "--ray", num_cpus=self.cpus)
                 else:
-                    quiet_init(ray, address=self.address)
+                    quiet_init(ray, "--ray", address=self.address)
+            except InputError:
+                raise
             except Exception as exc:
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
                 raise InputError("--ray", f"cannot start or reach Ray: {first}") from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 from typing import Any
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from simfl import numerics
+from simfl import network, numerics
 from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
@@ -39,21 +40,85 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
-def quiet_init(ray: Any, **kwargs: Any) -> None:
+RAY_CONNECT_TIMEOUT = 60.0
+"""Seconds ``ray.init`` has to reach a cluster at an address before the command ends in one line
+(``$SIMFL_RAY_TIMEOUT`` replaces it, for a cluster far away)."""
+
+
+def connect_timeout() -> float:
+    """:data:`RAY_CONNECT_TIMEOUT`, or ``$SIMFL_RAY_TIMEOUT`` seconds when that is a positive number."""
+    text = os.environ.get("SIMFL_RAY_TIMEOUT", "")
+    try:
+        value = float(text)
+    except ValueError:
+        if text:
+            raise InputError("SIMFL_RAY_TIMEOUT", f"{text!r} is not a number of seconds") from None
+        return RAY_CONNECT_TIMEOUT
+    if not 0 < value < float("inf"):
+        raise InputError("SIMFL_RAY_TIMEOUT", f"{text!r} must be a positive, finite number of seconds")
+    return value
+
+
+_PROBE = """
+import logging, sys
+import ray
+try:
+    ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    ray.shutdown()
+except Exception as exc:
+    print((str(exc).strip().splitlines() or [type(exc).__name__])[0][:200], flush=True)
+    sys.exit(1)
+"""
+"""Connects to the cluster at ``argv[1]`` and leaves; prints why not."""
+
+
+def quiet_init(ray: Any, where: str, address: str | None = None, **kwargs: Any) -> None:
     """``ray.init`` without Ray's own log lines on the terminal (its C++ core writes to file descriptor 2,
-    e.g. one warning a second while it fails to reach a cluster); what it wrote is dropped."""
+    e.g. one warning a second while it fails to reach a cluster); what it wrote is dropped.
+
+    With an ``address``, every wait is bounded (``ray.init`` itself retries for minutes in silence): a
+    ``host:port`` that does not accept a TCP connection is refused within :data:`simfl.network.CONNECT_TIMEOUT`
+    seconds, and a first connection is tried in a child process given :func:`connect_timeout` seconds, killed
+    after that, so that nothing of a connection that never completes stays in this process. Both end in one
+    line naming ``where``."""
+    if address is not None:
+        _probe(address, where)
     sys.stderr.flush()
     saved = os.dup(2)
     try:
         with tempfile.TemporaryFile() as sink:
             os.dup2(sink.fileno(), 2)
             try:
-                ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, **kwargs)
+                options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                           "logging_level": logging.ERROR, **kwargs}
+                if address is not None:
+                    options["address"] = address
+                ray.init(**options)
             finally:
                 sys.stderr.flush()
                 os.dup2(saved, 2)
     finally:
         os.close(saved)
+
+
+def _probe(address: str, where: str) -> None:
+    """Refuse, in one line, an address where no Ray cluster answers within :func:`connect_timeout` seconds."""
+    hint = "start the cluster's head (ray start --head) or check the address"
+    point = network.endpoint(address, where)
+    if point is not None:
+        network.check_port(*point, where, hint)
+    limit = connect_timeout()
+    try:
+        done = subprocess.run([sys.executable, "-c", _PROBE, address], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=limit, check=False)
+    except subprocess.TimeoutExpired:
+        raise InputError(where, f"no Ray cluster at {address} answered within {limit:g} s (SIMFL_RAY_TIMEOUT sets "
+                         f"the wait): {hint}") from None
+    if done.returncode != 0:
+        lines = done.stdout.decode(errors="replace").strip().splitlines()
+        why = lines[-1] if lines else f"the connection attempt ended with exit code {done.returncode}"
+        raise InputError(where, f"cannot reach the Ray cluster at {address}: {why} (a cluster with token "
+                         f"authentication needs its RAY_AUTH_TOKEN here)")
 
 
 class _Trainer:
@@ -93,9 +158,11 @@ class RayExecutor(Executor):
         if self._owns_ray:
             try:
                 if address is None:
-                    quiet_init(ray, num_cpus=workers * threads)
+                    quiet_init(ray, "executor", num_cpus=workers * threads)
                 else:
-                    quiet_init(ray, address=address)
+                    quiet_init(ray, "executor.address", address=address)
+            except InputError:
+                raise
             except Exception as exc:
                 raise InputError("executor", f"cannot start or reach Ray: {_first_line(exc)}") from None
         remote: Any = ray.remote(num_cpus=threads)(_Trainer)  # what each actor really uses

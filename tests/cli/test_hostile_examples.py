@@ -488,6 +488,7 @@ def test_unreachable_ray_is_one_line_without_ray_noise(tmp_path: Path, capfd: py
 
     monkeypatch.setattr(ray, "init", failing_init)
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr("simfl.train.ray_executor._probe", lambda address, where: None)  # the cluster seems to answer
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(tiny_scenario(executor={"kind": "ray", "address": "10.0.0.1:6379"})))
     assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capfd.readouterr().err.strip()
