@@ -95,7 +95,8 @@ class Simulation:
         self.state = state
         self.world = World(
             state, algorithm, latency, executor, evaluate, budget, eval_every, availability,
-            Verifier(len(client_sizes), None if concurrency is None else concurrency.limit) if verify else None,
+            Verifier(len(client_sizes), None if concurrency is None else concurrency.limit,
+                     None if availability is None else availability.present) if verify else None,
             checkpointing,
             Observers(progress, on_update, eval_each_update), self.data, resumed=resume is not None, clock=clock,
         )

@@ -105,9 +105,8 @@ class Sampler:
             back = None
             st.selections += 1
             client = st.clients[index]
-            if w.availability is None or w.availability.present(index, w.clock.now):
+            if not w.away(client):
                 return client
-            w.leave_until_back(client)
         return None
 
 
@@ -228,7 +227,7 @@ class AsyncServer:
         if self.server_time <= 0:
             if self.sampler is not None:
                 self._fill(back=index)  # the client is selectable again, and at once drawn from
-            else:
+            elif not w.away(client, weights):
                 w.dispatch(client, weights)
             self._next()
             return
@@ -250,7 +249,8 @@ class AsyncServer:
             assert st.server_client is not None and st.server_weights is not None
             client, weights = st.clients[st.server_client], st.server_weights
             st.server_client, st.server_weights = None, None
-            self.world.dispatch(client, weights)
+            if not self.world.away(client, weights):
+                self.world.dispatch(client, weights)
         self._next()
 
     # -- failures and absences ------------------------------------------------------------
@@ -276,9 +276,9 @@ class AsyncServer:
         if self.sampler is None and client.start is None:
             return
         client.phase = "idle"
-        if not w.availability.present(client.index, w.clock.now):
-            w.leave_until_back(client)
-        elif self.sampler is not None:
+        if w.away(client):
+            return
+        if self.sampler is not None:
             self.sampler.pool.add(client.index)
             self._fill()
         else:
@@ -369,7 +369,7 @@ class SyncRounds:
         if self.sampler is not None:
             clients = self._draw_round()
         else:
-            free = [c for c in st.clients if c.active and c.phase == "idle"]
+            free = [c for c in st.clients if c.active and c.phase == "idle" and not w.away(c)]
             chosen = self.algorithm.choose(st.rounds, [c.index for c in free]) if free else None
             if chosen is not None:
                 clients = [st.clients[i] for i in chosen]
@@ -410,13 +410,18 @@ class SyncRounds:
         return clients
 
     def _wait_for_a_client(self) -> None:
-        """Idle until some client is free again (a return or a straggler's end)."""
+        """Idle until some client is free again (a return or a straggler's end).
+
+        When none can be (each client is free or gone for good: none trains, none is away until a return), no
+        round can open again: every client has left, or the strategy picked none of those that remain. An
+        update-budget run then stops, as when every client has left; a time-budget run goes on to its end.
+        """
         w = self.world
         w.state.server_phase = "starved"
         if self.freed_sent:
             self.freed, self.freed_sent = self.freed + 1, False
-        if w.budget.time is None and all(c.phase == "gone" for c in w.state.clients):
-            w.check_starved()
+        if w.budget.time is None and all(c.phase in ("gone", "idle") for c in w.state.clients):
+            w.clock.stop()
             return
         self.starved = True
 

@@ -9,6 +9,8 @@ engine hands it on as :class:`RunStopped`, which carries the state so far.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from simfl.sim.state import ClientState, SimState
@@ -35,8 +37,11 @@ class RunStopped(InvariantError):
 class Verifier:
     """Checks time order, arrival times, staleness, concurrency and finiteness of weights."""
 
-    def __init__(self, num_clients: int, concurrency: int | None = None) -> None:
+    def __init__(self, num_clients: int, concurrency: int | None = None,
+                 present: Callable[[int, float], bool] | None = None) -> None:
         self.num_clients = num_clients
+        self.present = present
+        """Whether a client is there at a time (the scenario's availability; None: always)."""
         self.concurrency = concurrency
         """Cross-device serving's limit C on clients in flight (None: every client may be)."""
         self.last_time = 0.0
@@ -48,11 +53,14 @@ class Verifier:
         self.last_time = now
 
     def dispatch(self, client: ClientState, now: float, in_flight: int) -> None:
-        """A client is not dispatched twice, and no more clients are in flight than exist (or than C)."""
+        """A client is not dispatched twice, nor while it is away, and no more clients are in flight than exist
+        (or than C)."""
         self.time(now)
         if client.phase == "round":
             raise InvariantError(f"client {client.index} dispatched at {now!r} while its round {client.rounds - 1} "
                                  "is still in flight")
+        if self.present is not None and not self.present(client.index, now):
+            raise InvariantError(f"client {client.index} dispatched at {now!r} while it is away")
         if in_flight + 1 > self.num_clients:
             raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than the {self.num_clients} clients")
         if self.concurrency is not None and in_flight + 1 > self.concurrency:

@@ -237,6 +237,19 @@ class World:
         if not self.clock.stopping:
             self.scheduler.rejoined(self.state.clients[wake.target])
 
+    def away(self, client: ClientState, weights: torch.Tensor | None = None) -> bool:
+        """Whether ``client`` is away now (a departure at or before now, leave inclusive), for a scheduler to ask
+        before it starts the client's round; if so it is marked away until its return (which restarts it from
+        ``weights``, when given) or for good. A departure while a client is idle, queued or held by the server
+        takes effect here; one during its round, at its ``leave`` wake-up."""
+        availability = self.availability
+        if availability is None or availability.present(client.index, self.clock.now):
+            return False
+        if weights is not None:
+            client.start = weights
+        self.leave_until_back(client)
+        return True
+
     def leave_until_back(self, client: ClientState) -> None:
         """Mark ``client`` away until its return (if it ever comes back)."""
         assert self.availability is not None

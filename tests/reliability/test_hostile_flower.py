@@ -134,6 +134,38 @@ def test_a_strategy_that_picks_no_node_ends_the_run_in_one_line(
     assert "picked no node in round 1" in err and "no round can ever open" in err, err
 
 
+WAITS_FOR_ALL = {
+    "legacy FedAvg": ("flwr.server.strategy:FedAvg", "min_fit_clients", {}),
+    "legacy FedMedian": ("flwr.server.strategy:FedMedian", "min_fit_clients", {}),
+    "FedAvg": ("FedAvg", "min_train_nodes", {"fraction_train": 1.0}),
+    "FedProx": ("FedProx", "min_train_nodes", {"fraction_train": 1.0, "proximal_mu": 0.1}),
+}
+"""Strategies told to wait for every client: once one leaves for good, no round can open again."""
+
+
+@fuzz(40)
+@given(case=st.sampled_from(sorted(WAITS_FOR_ALL)), clients=st.integers(2, 4), gone=st.integers(1, 4),
+       leave=st.sampled_from([0.0, 0.7, 5.0, 9.3]), budget=st.sampled_from([{"updates": 40}, {"updates": 10**6},
+                                                                           {"time": 25.0}]))
+def test_a_round_that_can_no_longer_open_after_clients_leave_for_good_ends_the_run(
+        tmp_path_factory: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str], case: str, clients: int,
+        gone: int, leave: float, budget: dict[str, Any]) -> None:
+    """The issue: a strategy waiting for more nodes than remain after clients left for good waited forever under
+    an update budget. With nothing that can change (each client free or gone), the run ends as when every client
+    has left: an update budget stops there, a time budget runs to its end; exit 0, the updates made so far."""
+    base = tmp_path_factory.mktemp("gone")
+    strategy, key, options = WAITS_FOR_ALL[case]
+    gone = min(gone, clients)
+    departures = [{"client": i, "leave": leave + 0.1 * i} for i in range(gone)]
+    path = _write(base, _scenario({"name": "flower", "strategy": strategy, "options": {**options, key: clients}},
+                                  clients, budget, availability={"departures": departures}))
+    cli(capsys, ["run", path, "--out", base / "out", "--quiet"], "Flower rounds that never open", expect=0)
+    updates = _updates(base / "out")
+    assert updates < budget.get("updates", 10**6)
+    rounds = math.ceil(leave / (1.0 + 1.5 * (clients - 1)))  # the slowest client's latency closes each round
+    assert updates <= clients * (rounds + 1)
+
+
 # -- Flower options: validate refuses what run refuses ---------------------------------------------------------
 
 OPTION_KEYS: dict[str, list[str]] = {

@@ -10,7 +10,7 @@ from simfl.sim.state import SimState
 from tests.conftest import tiny_scenario
 
 ENGINES: list[Engine] = ["simpy", "heap"]
-"""Plain synchronous rounds run on both loops; availability only on SimPy (the fast loop refuses it)."""
+"""Both clocks run every rule, availability included."""
 
 
 def run(raw: dict, engine: Engine = "auto") -> SimState:
@@ -78,3 +78,30 @@ def test_sync_round_with_failed_clients_still_completes() -> None:
     state = run(raw)
     assert state.updates == 0 and state.rounds == 2
     assert sorted(e.time for e in state.events) == [1.0, 2.5, 4.0, 5.0, 6.5, 8.0]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("leave", [1.5, 4.0])
+def test_a_client_that_leaves_between_rounds_is_not_selected_until_it_returns(engine: Engine, leave: float) -> None:
+    # K = 3. Client 0 delivers at 1.0 and is idle when it leaves (1.5), or leaves exactly as round 2 opens (4.0,
+    # leave inclusive): round 2 (4.0) goes to clients 1 and 2 only; client 0 joins at 6.0 and waits for round 3.
+    raw = tiny_scenario(algorithms=[{"name": "fedavg", "clients_per_round": 3}],
+                        availability={"departures": [{"client": 0, "leave": leave, "rejoin": 6.0}]})
+    state = run(raw, engine)
+    assert [(e.event, e.time, e.client, e.dispatch_time) for e in state.events] == [
+        ("arrival", 1.0, 0, 0.0), ("arrival", 2.5, 1, 0.0), ("arrival", 4.0, 2, 0.0), ("join", 6.0, 0, None),
+        ("arrival", 6.5, 1, 4.0), ("arrival", 8.0, 2, 4.0),
+    ]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_client_that_leaves_while_the_server_holds_it_restarts_at_its_return(engine: Engine) -> None:
+    # server_time 1.0: client 0 delivers at 1.0 and the server holds it until 2.0; it left at 1.5, so it is not
+    # sent out at 2.0 but at its return (3.0), from the weights of update 1; its next update is taken at 5.0
+    # (delivered at 4.0, while the server is busy with client 2's update until 5.0).
+    raw = tiny_scenario(server_time=1.0, availability={"departures": [{"client": 0, "leave": 1.5, "rejoin": 3.0}]})
+    state = run(raw, engine)
+    assert [(e.event, e.time, e.client, e.dispatch_time) for e in state.events] == [
+        ("arrival", 1.0, 0, 0.0), ("arrival", 2.5, 1, 0.0), ("join", 3.0, 0, None), ("arrival", 4.0, 2, 0.0),
+        ("arrival", 5.0, 0, 3.0), ("arrival", 6.0, 1, 3.5), ("arrival", 7.0, 0, 6.0),
+    ]
