@@ -149,8 +149,9 @@ def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | 
     est = estimate.estimate(scn)
     estimate.check(est, estimate.default_max_memory(), "scenario: estimate")  # as `simfl run`
     count = workers_for(workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=ray is not None)
+    estimate.check_disk(est, Path(out) if out is not None else Path(tempfile.gettempdir()) / scn.name,
+                        "scenario: estimate", count)  # before a temporary folder is made
     where = _out(out, scn.name)
-    estimate.check_disk(est, where, "scenario: estimate", count)
     with outdir.hold(where):
         target = fresh_target(scn, where, force=force)
         folder = run_targets([target], Launch(count, ray, quiet=quiet))[0].out

@@ -246,8 +246,8 @@ class Estimate:
             f"#   model:         {params}, {_bytes(self.model_bytes)}",
             f"#   client state:  {_bytes(self.client_state_bytes)} in RAM{store} ({self.clients:,} clients, "
             f"{self.in_flight:,} in flight, {self.reached:,} reached)",
-            f"#   events, metrics: {_bytes(self.rows_bytes)} in RAM ({_num(self.events)} events, "
-            f"{_num(self.evaluations)} evaluations)",
+            f"#   events:        {_bytes(self.rows_bytes)} in RAM ({_num(self.events)} events and "
+            f"{_num(self.evaluations)} metrics rows)",
         ]
         if self.record_layer is not None:
             values = "unknown size" if self.record_values is None else f"{self.record_values:,} values"
@@ -261,9 +261,9 @@ class Estimate:
             f"#   memory:        {_bytes(self.memory)} in all per run (--max-memory)",
         ]
         cells = f" x {self.cells} sweep cells" if self.cells > 1 else ""
-        plural = "s" if self.runs != 1 else ""
-        disk = (f"#   disk:          {_bytes(self.results_bytes * self.cells)} of results ({self.runs} run{plural}{cells}; "
-                f"records {_bytes(self.record_disk_bytes * self.cells)})")
+        records = f"; records {_bytes(self.record_disk_bytes * self.cells)}" if self.record_disk_bytes else ""
+        disk = (f"#   disk:          {_bytes(self.results_bytes * self.cells)} of results ({_runs(self.runs)}{cells}"
+                f"{records})")
         if self.checkpoints:
             disk += f", checkpoints {_bytes(self.checkpoint_bytes)} each, {self.kept_checkpoints(workers)} kept"
         out.append(disk)
@@ -295,6 +295,10 @@ def _bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} PiB"  # pragma: no cover
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
 
 
 def _num(x: float | None) -> str:
@@ -641,12 +645,12 @@ def disk_needs(est: Estimate, out: Path, workers: int = 1) -> list[DiskNeed]:
     cells = max(1, est.cells)
     rows = est.results_bytes - est.record_disk_bytes
     needs = [DiskNeed("events and metrics", rows * cells, out,
-                      f"{_num(est.events)} events and {_num(est.evaluations)} evaluations per run x {est.runs} runs",
+                      f"{_num(est.events)} events and {_num(est.evaluations)} evaluations per run x {_runs(est.runs)}",
                       "lower the budget or raise eval.every, or give an --out on a larger disk")]
     if est.record_disk_bytes:
         needs.append(DiskNeed("records", est.record_disk_bytes * cells, out,
                               f"layer '{est.record_layer}' of {est.record_values or 0:,} values x "
-                              f"{_num(est.aggregations)} aggregations x {est.runs} runs",
+                              f"{_num(est.aggregations)} aggregations x {_runs(est.runs)}",
                               "record a smaller layer (record.layer), lower the budget or drop record:, or give an "
                               "--out on a larger disk"))
     kept = est.kept_checkpoints(workers)
