@@ -243,3 +243,53 @@ def test_checkpoints_count_against_the_disk(tmp_path: Path, capsys: pytest.Captu
                                     "--checkpoint-every", "10"])
     assert "checkpoints" in err and "2 kept at once" in err, err
     assert not no_launch
+
+
+# -- client state: only the clients a run can reach ------------------------------------------------------------------
+
+
+def served(concurrency: int | None, updates: int, store: str = "ram", scratch: Path | None = None) -> dict[str, Any]:
+    """OrthoFL over 1,000 clients (anchors, and under ``server:`` each client's kept model), no record."""
+    raw = record_scenario(64, 256, {"updates": updates}, 30.0, algorithms=[{"name": "orthofl", "beta": 0.6, "a": 0.5}])
+    del raw["record"]
+    raw["data"].update(train_size=4000, partition={"kind": "iid", "clients": 1000})
+    raw["latency"] = {"model": "exponential", "mean": 10.0, "floor": 5.0}
+    raw["client_state"] = {"store": store, "dir": None if scratch is None else str(scratch)}
+    if concurrency is not None:
+        raw["server"] = {"concurrency": concurrency}
+    return raw
+
+
+@pytest.mark.parametrize(("concurrency", "updates", "reached"), [
+    (5, 50, 55), (5, 10_000, 1000), (100, 50, 150), (None, 50, 1000),
+])
+def test_client_state_counts_the_clients_a_run_can_reach(concurrency: int | None, updates: int, reached: int) -> None:
+    est = estimate.estimate(scenario_mod.validate(served(concurrency, updates)))
+    rows = 1 if concurrency is None else 2  # the anchor, and under server: the kept model
+    assert est.reached == reached
+    assert est.client_state_bytes == est.in_flight * est.model_bytes + reached * rows * est.model_bytes
+
+
+def test_a_disk_store_is_checked_where_it_goes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch, no_launch: list[Path]) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(served(5, 10_000, "disk", scratch)))
+    est = estimate.estimate(scenario_mod.load(path))
+    assert est.disk_bytes == 1000 * 2 * est.model_bytes and est.store_dir == str(scratch)
+    usage = type("Usage", (), {"total": 1 << 50, "used": 0, "free": est.disk_bytes // 2})
+    monkeypatch.setattr(estimate.shutil, "disk_usage", lambda path: usage)
+    for command in ("validate", "run"):
+        err = one_line_refusal(capsys, [command, path, "--out", tmp_path / "out"])
+        assert "client state" in err and "1,000 clients reached" in err and "client_state.dir" in err, err
+    assert not no_launch and not list(tmp_path.glob("out*"))
+
+
+def test_an_unknown_recorded_layer_is_refused_ahead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = record_scenario(8, 8, {"updates": 5}, 30.0)
+    raw["record"] = {"layer": "9.weight"}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    err = one_line_refusal(capsys, ["validate", path])
+    assert "record.layer: unknown layer '9.weight'; the model has: 1.weight, 1.bias, 3.weight, 3.bias" in err, err
