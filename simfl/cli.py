@@ -82,6 +82,7 @@ def _hours(text: str) -> float:
 def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> list[str]:
     """The scenario's estimate as comment lines, after refusing it if it exceeds a limit (memory, then the disk
     of the output folder, ``--out`` or what ``simfl run`` would use)."""
+    from simfl import outdir
     from simfl.schema import estimate
 
     clients = getattr(scn.data.partition, "clients", None)
@@ -94,9 +95,7 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     estimate.check(est, args.max_memory or estimate.default_max_memory(), where, args.max_hours)
     workers = workers_for(None, [scn], est.runs * est.cells)
     out = args.out if args.out is not None else Path("runs") / (scn.name + ("-sweep" if scn.sweep else ""))
-    from simfl import outdir
-
-    outdir.check_path(out, str(out))
+    outdir.check_path(out, str(out))  # a path that must not be written is refused as such, not for its disk
     estimate.check_disk(est, out, where, workers)
     return est.lines(workers, estimate.free_lines(est, out, workers))
 
@@ -315,14 +314,13 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
 def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, out: Path, workers: int) -> None:
     """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints, the disk of ``out``),
     before anything is written."""
+    from simfl import outdir
     from simfl.schema import estimate
 
     est = estimate.estimate(scn, checkpoints=every is not None)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:
         estimate.check_checkpoints(est, every.updates, every.seconds)
-    from simfl import outdir
-
     outdir.check_path(out, str(out))  # a path that must not be written is refused as such, not for its disk
     estimate.check_disk(est, out, f"{args.file}: estimate", workers)
 
