@@ -80,7 +80,9 @@ def _hours(text: str) -> float:
 
 
 def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> list[str]:
-    """The scenario's estimate as comment lines, after refusing it if it exceeds a limit."""
+    """The scenario's estimate as comment lines, after refusing it if it exceeds a limit (memory, then the disk
+    of the output folder, ``--out`` or what ``simfl run`` would use)."""
+    from simfl import outdir
     from simfl.schema import estimate
 
     clients = getattr(scn.data.partition, "clients", None)
@@ -89,8 +91,13 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     from simfl.launch.workers import workers_for
 
     est = estimate.estimate(scn, cells)
-    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
-    return est.lines(workers_for(None, [scn], est.runs * est.cells))
+    where = f"{args.file}: estimate"
+    estimate.check(est, args.max_memory or estimate.default_max_memory(), where, args.max_hours)
+    workers = workers_for(None, [scn], est.runs * est.cells)
+    out = args.out if args.out is not None else Path("runs") / (scn.name + ("-sweep" if scn.sweep else ""))
+    outdir.check_path(out, str(out))  # a path that must not be written is refused as such, not for its disk
+    estimate.check_disk(est, out, where, workers)
+    return est.lines(workers, estimate.free_lines(est, out, workers))
 
 
 def _parallel(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_val = sub.add_parser("validate", help="check a scenario file and print it resolved", parents=[scenario_options])
     p_val.add_argument("file", type=Path, help="scenario YAML file")
+    p_val.add_argument("--out", type=Path, default=None,
+                       help="output folder whose disk the estimate is checked against (default: runs/<scenario name>, "
+                       "as simfl run; runs/<scenario name>-sweep for a sweep: block)")
     _max_memory(p_val)
     p_val.set_defaults(func=cmd_validate)
 
@@ -261,9 +271,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     scn = _load(args)
     if scn.record is not None and every is not None:
         raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
-    _check_run(scn, args, every)
     out = args.out if args.out is not None else Path("runs") / scn.name
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
+    _check_run(scn, args, every, out, workers)
     with outdir.hold(out):
         target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify)
         return _launch(args, target, workers)
@@ -301,14 +311,18 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
     return 0
 
 
-def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None) -> None:
-    """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints)."""
+def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, out: Path, workers: int) -> None:
+    """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints, the disk of ``out``),
+    before anything is written."""
+    from simfl import outdir
     from simfl.schema import estimate
 
-    est = estimate.estimate(scn)
+    est = estimate.estimate(scn, checkpoints=every is not None)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:
         estimate.check_checkpoints(est, every.updates, every.seconds)
+    outdir.check_path(out, str(out))  # a path that must not be written is refused as such, not for its disk
+    estimate.check_disk(est, out, f"{args.file}: estimate", workers)
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:

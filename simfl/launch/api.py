@@ -146,8 +146,11 @@ def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | 
     raw, base = _prepared(scenario, overrides, seeds)
     raw.pop("sweep", None)
     scn = scenario_mod.resolve_paths(scenario_mod.validate(raw), base)
-    estimate.check(estimate.estimate(scn), estimate.default_max_memory(), "scenario: estimate")  # as `simfl run`
+    est = estimate.estimate(scn)
+    estimate.check(est, estimate.default_max_memory(), "scenario: estimate")  # as `simfl run`
     count = workers_for(workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=ray is not None)
+    estimate.check_disk(est, Path(out) if out is not None else Path(tempfile.gettempdir()) / scn.name,
+                        "scenario: estimate", count)  # before a temporary folder is made
     where = _out(out, scn.name)
     with outdir.hold(where):
         target = fresh_target(scn, where, force=force)

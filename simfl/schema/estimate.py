@@ -5,21 +5,32 @@
 device (no memory) and run forward on one batch of that shape, which also
 proves that model and data fit together, and a few latency draws per client
 (from a private copy of the delay model) to know how many updates arrive per
-virtual second. From these it derives:
+virtual second. From these it counts every store a run fills, each as a count
+of things times bytes per thing (the docstrings of :class:`Estimate` and of the
+constants below give each model):
 
-- memory: dataset (plus its client shards), model, per-client state
-  (dispatched weights in RAM; the per-client vectors of the algorithms'
-  stores, :func:`store_rows`, in RAM or on disk as :func:`store_spec` decides),
-  and the events and metrics one run records;
+- memory of one run's process: the runtime (interpreter and libraries), the
+  dataset (plus its client shards), the model's copies, the client state
+  (weights dispatched to the clients in flight; the per-client vectors of the
+  algorithms' stores, :func:`store_rows`, for the clients a run can reach, in RAM
+  or on disk as :func:`store_spec` decides), the events and metrics rows, the
+  ``record:`` copies (one per aggregation) and, with ``--checkpoint-every``, the
+  checkpoint being written;
+- disk: the result folder (events.csv and metrics.csv of every run, each run's
+  recording, the folder's own files), the checkpoints kept while runs go
+  (``--checkpoint-every``) and the disk store's scratch file, each on the
+  filesystem of the folder it is written to (:func:`disk_needs`);
 - time: the virtual horizon of one run, the expected arrivals in the budget,
   the number of evaluations (and of checkpoints for ``--checkpoint-every``),
   runs (algorithms x seeds) and sweep cells, and a rough wall time.
 
 :func:`check` refuses a scenario whose memory exceeds ``--max-memory``
 (default: :func:`default_max_memory`, 80% of the machine's RAM) or whose
-counts exceed the fixed limits below, in one line that gives the estimate and
-the limit. ``simfl validate`` prints the estimate; ``simfl run`` and
-``simfl sweep`` check it before they start.
+counts exceed the fixed limits below, and :func:`check_disk` one whose disk
+exceeds the free space where it is written, each in one line that names the
+largest store, gives the estimate and the limit, and says how to lower it.
+``simfl validate`` prints the estimate; ``simfl run`` and ``simfl sweep`` check
+it before they start (``run`` checks the disk before anything is written).
 """
 
 from __future__ import annotations
@@ -27,8 +38,11 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
+import tempfile
 import warnings
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from simfl.algorithms.store import StoreKind, StoreSpec
@@ -48,8 +62,44 @@ MAX_CLIENTS = 1_000_000
 """Clients of one scenario."""
 MAX_DRAWS = 50_000_000
 """Latencies drawn by ``simfl traces show`` (clients x rounds, per delay model)."""
-EVENT_BYTES = 400
-"""Memory of one recorded event or metric row (Python objects, then CSV)."""
+RUNTIME_BYTES = 1 << 30
+"""Memory of the process before the scenario's own stores: Python with PyTorch, pandas, matplotlib and simfl
+loaded (a run of the tiny quickstart, ``budget.time: 30``, peaked at 0.96-1.0 GiB on Linux x86-64 with
+PyTorch's CPU build)."""
+EVENT_BYTES = 256
+"""Memory of one events row in ``SimState.events`` (a slotted object of eight fields and its floats: 256 bytes
+measured with tracemalloc)."""
+METRIC_BYTES = 512
+"""Memory of one metrics row in ``SimState.metrics`` (a frozen object, its floats and its dict of extra scores)."""
+EVENT_CSV_BYTES = 96
+"""Bytes of one events.csv line (90 measured on the quickstart: full-precision floats)."""
+METRIC_CSV_BYTES = 96
+"""Bytes of one metrics.csv line (90 measured on the quickstart, with its extra scores)."""
+CSV_COPIES = 2
+"""Copies of a run's CSV text in memory when its files are made at the end (the text, then its bytes)."""
+RECORD_COPIES = 4
+"""Copies of a run's recording in memory at its peak: the rows kept per aggregation, the stacked array, the
+``.npy`` buffer and its bytes handed to the writer (a 300 MiB recording raised the peak by 987 MiB, 3.3x; a
+1000 MiB one by 3.5 GiB, 3.5x). One more when runs follow each other in one process: the previous run's rows
+stay until the cyclic garbage collector frees its state (two 500 MiB recordings in turn: 5.1x)."""
+NPY_HEADER_BYTES = 128
+"""Header of a ``.npy`` file."""
+RUN_FILES_BYTES = 16 << 10
+"""Disk of a run's small files (numerics.json, the folder, and the block each file starts)."""
+FOLDER_BYTES = 256 << 10
+"""Disk of a result folder's own files: scenario.yaml, summary.csv, accuracy.png, the marker."""
+CHECKPOINT_BASE_BYTES = 16 << 10
+"""A run's checkpoint without its tensors and rows (the zip container, the latency and random-stream states)."""
+CHECKPOINT_TENSOR_BYTES = 256
+"""What a checkpoint adds to each model-sized tensor it holds (its record in the zip file and pickle)."""
+CHECKPOINT_EVENT_BYTES = 64
+"""One event in a checkpoint (a pickled tuple; 51 measured on the quickstart)."""
+CHECKPOINT_METRIC_BYTES = 160
+"""One metric in a checkpoint (a pickled dict)."""
+CHECKPOINT_CLIENT_BYTES = 512
+"""One client's record in a checkpoint without its weights (phase, times, counters)."""
+CHECKPOINT_TUPLE_BYTES = 120
+"""Memory of one event turned into a tuple while a checkpoint is made."""
 SAMPLE_CLIENTS = 64
 """Clients whose latencies are drawn to estimate the arrival rate."""
 SAMPLE_DRAWS = 16
@@ -92,16 +142,28 @@ class DataShape:
 
 @dataclass
 class Estimate:
-    """The memory and time a scenario needs (per run unless said otherwise)."""
+    """What a scenario needs: memory of one run's process, disk of its result folder and scratch files, time.
+
+    Each ``*_bytes`` field is one store, a count times bytes per item as its docstring says. Counts come from
+    the expected arrivals in the budget (``arrivals``), the aggregations they make (one per arrival for an
+    asynchronous entry, one per round of K for a synchronous one) and the evaluations on the time grid.
+    """
 
     data: DataShape
     clients: int
     model_params: int | None
     dataset_bytes: int
+    """Training data twice (the dataset and its client shards) and the test data, plus 16 bytes of labels and
+    indices per sample."""
     model_bytes: int
+    """One model: 4 bytes per parameter and floating-point buffer; a run holds four (global, evaluated, in
+    training, its gradients)."""
     client_state_bytes: int
-    """In RAM: the weights dispatched to clients, and the per-client vectors when stored in RAM."""
-    record_bytes: int
+    """In RAM: the weights dispatched to each client in flight (one model each) and, when the store is in RAM,
+    the per-client vectors (``store_rows`` models per client reached)."""
+    rows_bytes: int
+    """Events and metrics of one run in RAM: :data:`EVENT_BYTES` per event and :data:`METRIC_BYTES` per
+    evaluation, plus :data:`CSV_COPIES` of their CSV text when the files are made."""
     mean_latency: float | None
     horizon: float | None
     arrivals: float | None
@@ -110,29 +172,102 @@ class Estimate:
     cells: int
     wall_seconds: float | None
     disk_bytes: int = 0
-    """The per-client vectors when stored on disk (:mod:`simfl.algorithms.store`)."""
+    """The per-client vectors when stored on disk: ``store_rows`` models per client reached, per run under way,
+    in the store's folder (:mod:`simfl.algorithms.store`)."""
+    reached: int = 0
+    """Clients a run can reach: all of them, or under ``server:`` at most ``concurrency`` plus one per arrival."""
+    in_flight: int = 0
+    """Clients training at once: all of them, or ``server.concurrency``."""
+    events: float = 0.0
+    """Rows of one run's events.csv: one per arrival, and one per failed, lost or late round."""
+    aggregations: float = 0.0
+    """Aggregations of one run of the most demanding entry (what ``record:`` keeps a copy of each)."""
+    record_layer: str | None = None
+    """The tensor ``record:`` keeps after each aggregation, and its number of values (None: not known ahead)."""
+    record_values: int | None = None
+    recording_bytes: int = 0
+    """One run's recording (the most demanding entry): 4 bytes per value of the layer per aggregation, plus the
+    ``.npy`` header; in RAM :data:`RECORD_COPIES` times while the run ends (:attr:`record_ram`), on disk once."""
+    results_bytes: int = 0
+    """Disk of the result folder (per sweep cell): per run (algorithm x seed) its events.csv
+    (:data:`EVENT_CSV_BYTES` per event), metrics.csv (:data:`METRIC_CSV_BYTES` per evaluation), recording and
+    small files (:data:`RUN_FILES_BYTES`), plus one run's events.csv again (a file is replaced through a
+    temporary copy) and the folder's own files (:data:`FOLDER_BYTES`)."""
+    record_disk_bytes: int = 0
+    """The recordings' share of ``results_bytes`` (every run's)."""
+    checkpoint_bytes: int = 0
+    """One run's checkpoint file (``running/<algorithm>/seed<k>.pt``) at the end of its budget: each model-sized
+    tensor (global, last evaluated, kept, one per client in flight, ``store_rows`` per client reached) plus
+    :data:`CHECKPOINT_TENSOR_BYTES`, :data:`CHECKPOINT_EVENT_BYTES` per event, :data:`CHECKPOINT_METRIC_BYTES`
+    per evaluation, :data:`CHECKPOINT_CLIENT_BYTES` per client and :data:`CHECKPOINT_BASE_BYTES`. An upper bound
+    where rows share a tensor (OrthoFL's anchors of one global version are saved once): 239 KB estimated for
+    122 KB measured on the quickstart, 12.6 MB for 4.2 MB with 400 clients at concurrency 20."""
+    checkpoints: bool = False
+    """Whether the run writes checkpoints (``--checkpoint-every``)."""
+    store_dir: str | None = None
+    """Folder of the disk store's scratch file (None: the system's temporary folder)."""
+    runtime_bytes: int = RUNTIME_BYTES
+    """The process before the scenario's stores (:data:`RUNTIME_BYTES`)."""
+
+    @property
+    def checkpoint_ram(self) -> int:
+        """Memory a checkpoint takes while it is made: the events as tuples, the saved bytes and their copy."""
+        return int(self.events * CHECKPOINT_TUPLE_BYTES) + 2 * self.checkpoint_bytes if self.checkpoints else 0
+
+    @property
+    def record_ram(self) -> int:
+        """Memory of the recordings at a run's end: :data:`RECORD_COPIES`, one more after an earlier run."""
+        return (RECORD_COPIES + (self.runs > 1)) * self.recording_bytes
 
     @property
     def memory(self) -> int:
-        """Bytes one process holds at its peak (dataset, shards, model copies, client state, records)."""
-        return self.dataset_bytes + 4 * self.model_bytes + self.client_state_bytes + self.record_bytes
+        """Bytes one run's process holds at its peak: runtime, dataset and shards, four model copies, client state,
+        events and metrics, the recording's copies and a checkpoint being made."""
+        return (self.runtime_bytes + self.dataset_bytes + 4 * self.model_bytes + self.client_state_bytes
+                + self.rows_bytes + self.record_ram + self.checkpoint_ram)
 
-    def lines(self, workers: int = 1) -> list[str]:
-        """The estimate as ``# ``-comment lines (``simfl validate`` output); ``workers``: runs side by side."""
+    def kept_checkpoints(self, workers: int = 1) -> int:
+        """Checkpoint files on disk at once: one per run under way, and one more while one is replaced."""
+        return min(self.runs, max(1, workers)) + 1 if self.checkpoints else 0
+
+    def lines(self, workers: int = 1, free: list[str] | None = None) -> list[str]:
+        """The estimate as ``# ``-comment lines (``simfl validate`` output); ``workers``: runs side by side;
+        ``free``: lines on the free space where the disk stores go (:func:`free_lines`)."""
         shape = "x".join(map(str, self.data.shape))
         params = "unknown (not built ahead)" if self.model_params is None else f"{self.model_params:,} parameters"
         data = (f"{_bytes(self.dataset_bytes)} ({self.data.train:,} train + {self.data.test:,} test samples of "
                 f"{shape}, with the client shards)" if self.data.shape
                 else "unknown until loaded (a plugin dataset without shape(config))")
+        store = (f", {_bytes(self.disk_bytes)} on disk per run under way in "
+                 f"{self.store_dir or 'the temporary folder'}" if self.disk_bytes else "")
         out = [
-            "# estimate (per run; a rough guide, not a promise):",
+            "# estimate (a rough guide, not a promise):",
             f"#   dataset:       {data}",
             f"#   model:         {params}, {_bytes(self.model_bytes)}",
-            f"#   client state:  {_bytes(self.client_state_bytes)} in RAM, {_bytes(self.disk_bytes)} on disk "
-            f"({self.clients} clients)",
-            f"#   records:       {_bytes(self.record_bytes)} (events and metrics)",
-            f"#   memory:        {_bytes(self.memory)} in all",
+            f"#   client state:  {_bytes(self.client_state_bytes)} in RAM{store} ({self.clients:,} clients, "
+            f"{self.in_flight:,} in flight, {self.reached:,} reached)",
+            f"#   events:        {_bytes(self.rows_bytes)} in RAM ({_num(self.events)} events and "
+            f"{_num(self.evaluations)} metrics rows)",
         ]
+        if self.record_layer is not None:
+            values = "unknown size" if self.record_values is None else f"{self.record_values:,} values"
+            out.append(f"#   record:        {_bytes(self.record_ram)} in RAM at the end of a run "
+                       f"(layer '{self.record_layer}', {values} x {_num(self.aggregations)} aggregations; "
+                       f"{_bytes(self.recording_bytes)} written)")
+        if self.checkpoints:
+            out.append(f"#   checkpoint:    {_bytes(self.checkpoint_ram)} in RAM while one is made")
+        out += [
+            f"#   runtime:       {_bytes(self.runtime_bytes)} (Python, PyTorch and simfl loaded)",
+            f"#   memory:        {_bytes(self.memory)} in all per run (--max-memory)",
+        ]
+        cells = f" x {self.cells} sweep cells" if self.cells > 1 else ""
+        records = f"; records {_bytes(self.record_disk_bytes * self.cells)}" if self.record_disk_bytes else ""
+        disk = (f"#   disk:          {_bytes(self.results_bytes * self.cells)} of results ({_runs(self.runs)}{cells}"
+                f"{records})")
+        if self.checkpoints:
+            disk += f", checkpoints {_bytes(self.checkpoint_bytes)} each, {self.kept_checkpoints(workers)} kept"
+        out.append(disk)
+        out += free or []
         if self.horizon is not None and self.arrivals is not None and self.evaluations is not None:
             out += [
                 f"#   mean latency:  {_num(self.mean_latency)} s per round; virtual horizon {_num(self.horizon)} s",
@@ -160,6 +295,10 @@ def _bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} PiB"  # pragma: no cover
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
 
 
 def _num(x: float | None) -> str:
@@ -232,8 +371,9 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape))
 
 
-def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
-    """(parameters, bytes, training FLOPs per sample) of the scenario's model, built on the meta device.
+def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int, dict[str, int] | None]:
+    """(parameters, bytes, training FLOPs per sample, values per exchanged tensor by name) of the scenario's
+    model, built on the meta device (None for unknowns: a model read from files, data of unknown shape).
 
     Runs one forward pass of a batch of the data's sample shape, so that a model that does not
     fit the data fails here, naming both keys, instead of deep in training.
@@ -254,7 +394,7 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
     if (name == "text") != (dataset == "newsgroups"):
         raise misfit()
     if name == "text" or not data.shape:
-        return None, 0, 0  # the encoder is read from files when the run starts; a plugin dataset's shape is unknown
+        return None, 0, 0, None  # the encoder is read from files when the run starts; a plugin dataset's shape is unknown
     try:
         with torch.device("meta"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -269,13 +409,15 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int]:
         raise misfit(f" (the model's output is {_shape_text(tuple(out.shape[1:]))}, not {data.classes} classes)")
     params = sum(p.numel() for p in model.parameters())
     buffers = sum(b.numel() for b in model.buffers() if b.is_floating_point())
+    tensors = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}  # as models.flat.Layout
+    tensors.update((n, b.numel()) for n, b in model.named_buffers() if b.is_floating_point())
     try:
         with torch.device("meta"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             flops = training_flops_per_sample(model, torch.zeros(data.shape))
     except (RuntimeError, ValueError, TypeError):
         flops = 6 * params
-    return params, 4 * (params + buffers), int(flops)
+    return params, 4 * (params + buffers), int(flops), tensors
 
 
 # -- arrivals ---------------------------------------------------------------------------------------
@@ -353,8 +495,37 @@ def store_spec(scenario: Any, stored_bytes: int) -> StoreSpec:
     return StoreSpec(kind, None if config is None else config.dir)
 
 
-def estimate(scenario: Any, cells: int = 1) -> Estimate:
-    """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`)."""
+def aggregations(scenario: Any, arrivals: float) -> list[float]:
+    """Aggregations of one run of each entry: one per arrival for an asynchronous algorithm, one per round of
+    ``clients_per_round`` arrivals for a synchronous one (one per arrival where K is not in its config)."""
+    from simfl.schema import plugins
+
+    out = []
+    for algo in scenario.algorithms:
+        cls = plugins.lookup("algorithm", algo.name)
+        k = getattr(algo, "clients_per_round", None) if getattr(cls, "mode", "async") == "sync" else None
+        out.append(arrivals / k if isinstance(k, int) and k > 0 else arrivals)
+    return out
+
+
+def event_rows(scenario: Any, arrivals: float) -> float:
+    """Rows of one run's events.csv: one per arrival, one per failed round (``availability.p``: a round fails
+    with probability p, so 1 / (1 - p) rounds per arrival), one per late round under over-selection (at most
+    one per arrival) and two per scheduled departure."""
+    availability = getattr(scenario, "availability", None)
+    p = 0.0 if availability is None else min(float(availability.p), 0.99)
+    rows = arrivals / (1.0 - p)
+    rounds = getattr(scenario, "rounds", None)
+    if rounds is not None and rounds.over_select > 0:
+        rows += arrivals
+    if availability is not None:
+        rows += 2 * len(availability.departures)
+    return rows
+
+
+def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estimate:
+    """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`); ``checkpoints``:
+    the runs write checkpoints (``--checkpoint-every``)."""
     data = data_shape(scenario.data)
     clients = client_count(scenario)
     if clients > MAX_CLIENTS:
@@ -362,33 +533,74 @@ def estimate(scenario: Any, cells: int = 1) -> Estimate:
     if data.train and clients > data.train:
         raise InputError("data.partition.clients", f"must be at most the {data.train:,} training samples of "
                          f"data.dataset {scenario.data.dataset}, got {clients:,}")
-    params, model_bytes, flops = dry_model(scenario, data)
+    params, model_bytes, flops, tensors = dry_model(scenario, data)
+    record = getattr(scenario, "record", None)
+    layer = None if record is None else record.layer
+    if layer is not None and tensors is not None and layer not in tensors:  # as the run's LayerRecorder says
+        raise InputError("record.layer", f"unknown layer '{layer}'; the model has: {', '.join(tensors)}")
     per_sample = math.prod(data.shape) * data.item_bytes
     dataset_bytes = (2 * data.train + data.test) * per_sample + 16 * (data.train + data.test)
     server = getattr(scenario, "server", None)
     in_flight = clients if server is None else min(clients, server.concurrency)
-    stored = clients * model_bytes * store_rows(scenario)
-    on_disk = store_spec(scenario, stored).kind == "disk"
-    client_state = in_flight * model_bytes + (0 if on_disk else stored)
+    rows = store_rows(scenario)
+    stored = clients * model_bytes * rows  # where the run puts them depends on the whole population
+    store = store_spec(scenario, stored)
+    on_disk = store.kind == "disk"
     samples = data.train // max(clients, 1)
     lat = mean_latency(scenario, clients, model_bytes, flops, samples)
     rate = in_flight / lat
     budget = scenario.budget
     horizon = budget.time if budget.time is not None else budget.updates / rate
     arrivals = horizon * rate if budget.updates is None else min(float(budget.updates), horizon * rate)
-    evaluations = horizon / scenario.eval.every + (arrivals if scenario.eval.after_each_update else 0.0)
-    record_bytes = int(min(arrivals + evaluations, 1e18)) * EVENT_BYTES
+    reached = clients if server is None else int(min(float(clients), in_flight + arrivals))
+    vectors = reached * model_bytes * rows
+    client_state = in_flight * model_bytes + (0 if on_disk else vectors)
+    aggs = aggregations(scenario, arrivals)
+    grid = horizon / scenario.eval.every
+    evals = [grid + (a if scenario.eval.after_each_update else 0.0) for a in aggs]
+    evaluations = max(evals)
+    events = event_rows(scenario, arrivals)
+    csv = [_count(events) * EVENT_CSV_BYTES + _count(e) * METRIC_CSV_BYTES for e in evals]
+    rows_bytes = _count(events) * EVENT_BYTES + _count(evaluations) * METRIC_BYTES + CSV_COPIES * max(csv)
+    values = None if layer is None or tensors is None else tensors[layer]
+    recordings = [0 if values is None else _count(a) * values * 4 + NPY_HEADER_BYTES for a in aggs]
+    seeds = len(scenario.seeds)
+    record_disk = seeds * sum(recordings)
+    results = (seeds * sum(csv) + record_disk + seeds * len(aggs) * RUN_FILES_BYTES + _count(events) * EVENT_CSV_BYTES
+               + FOLDER_BYTES)
+    tensors_kept = 3 + in_flight + reached * rows
+    checkpoint = (tensors_kept * (model_bytes + CHECKPOINT_TENSOR_BYTES) + _count(events) * CHECKPOINT_EVENT_BYTES
+                  + _count(evaluations) * CHECKPOINT_METRIC_BYTES + clients * CHECKPOINT_CLIENT_BYTES
+                  + CHECKPOINT_BASE_BYTES)
     null = scenario.executor.kind == "none"
     per_update = 2e-6 if null else flops * samples * scenario.train.epochs / CPU_FLOPS + 1e-4
     eval_cost = 0.0 if null else 2 * flops / 6 * data.test / CPU_FLOPS
     wall = arrivals * per_update + evaluations * eval_cost
-    return Estimate(data, clients, params, dataset_bytes, model_bytes, client_state, record_bytes, lat, horizon,
-                    arrivals, evaluations, len(scenario.algorithms) * len(scenario.seeds), cells, wall,
-                    stored if on_disk else 0)
+    return Estimate(data, clients, params, dataset_bytes, model_bytes, client_state, rows_bytes, lat, horizon,
+                    arrivals, evaluations, len(scenario.algorithms) * seeds, cells, wall,
+                    disk_bytes=vectors if on_disk else 0, reached=reached, in_flight=in_flight, events=events,
+                    aggregations=max(aggs), record_layer=layer, record_values=values, recording_bytes=max(recordings),
+                    results_bytes=results, record_disk_bytes=record_disk, checkpoint_bytes=checkpoint,
+                    checkpoints=checkpoints, store_dir=store.dir)
+
+
+def _count(x: float) -> int:
+    """A count of items as an integer that stays finite (at most 10^18)."""
+    return int(min(max(x, 0.0), 1e18))
+
+
+_MEMORY_HOW = {
+    "record": "record a smaller layer (record.layer), lower the budget or drop record:",
+    "events and metrics": "lower the budget or raise eval.every",
+    "dataset": "use a smaller dataset",
+    "model and client state": "use a smaller model or fewer clients (server.concurrency), or client_state.store: disk",
+    "checkpoint": "checkpoint a smaller run",
+    "runtime": "raise the limit",
+}
 
 
 def check(est: Estimate, max_memory: int, where: str = "estimate", max_hours: float | None = None) -> None:
-    """Refuse a scenario over a limit, in one line giving the estimate and the limit.
+    """Refuse a scenario over a limit, in one line giving the estimate, the limit and how to lower it.
 
     ``max_hours`` bounds the estimated wall time of one run (default :data:`DEFAULT_MAX_HOURS`): a
     run that would never end in practice (``train.epochs: 1e12``) is refused as memory is.
@@ -401,14 +613,108 @@ def check(est: Estimate, max_memory: int, where: str = "estimate", max_hours: fl
         raise InputError(where, f"would process about {_num(est.arrivals)} client updates per run; the limit is "
                          f"{MAX_ARRIVALS:,}: lower the budget")
     if est.memory > max_memory:
-        raise InputError(where, f"needs about {_bytes(est.memory)} of memory (dataset {_bytes(est.dataset_bytes)}, "
-                         f"model and client state {_bytes(4 * est.model_bytes + est.client_state_bytes)}, records "
-                         f"{_bytes(est.record_bytes)}); the limit is {_bytes(max_memory)} (--max-memory)")
+        parts = {"runtime": est.runtime_bytes, "dataset": est.dataset_bytes,
+                 "model and client state": 4 * est.model_bytes + est.client_state_bytes,
+                 "events and metrics": est.rows_bytes, "record": est.record_ram,
+                 "checkpoint": est.checkpoint_ram}
+        largest = max(parts, key=lambda k: parts[k])
+        shown = ", ".join(f"{k} {_bytes(v)}" for k, v in parts.items() if v or k != "record" and k != "checkpoint")
+        raise InputError(where, f"needs about {_bytes(est.memory)} of memory per run ({shown}); the limit is "
+                         f"{_bytes(max_memory)} (--max-memory): {_MEMORY_HOW[largest]}")
     hours = DEFAULT_MAX_HOURS if max_hours is None else max_hours
     if est.wall_seconds is not None and est.wall_seconds > hours * 3600:
         raise InputError(where, f"one run would take about {_duration(est.wall_seconds)} of wall time; the limit is "
                          f"{_duration(hours * 3600)} (--max-hours): lower train.epochs or the budget, or raise the "
                          "limit")
+
+
+@dataclass(frozen=True)
+class DiskNeed:
+    """One store on disk: what it is, its bytes, the folder it is written to, and how to make it smaller."""
+
+    store: str
+    bytes: int
+    folder: Path
+    detail: str
+    how: str
+
+
+def disk_needs(est: Estimate, out: Path, workers: int = 1) -> list[DiskNeed]:
+    """The stores a run (or each run of a sweep's cells) writes, with where: the results (events and metrics,
+    recordings) and checkpoints in ``out``; the disk store's scratch file in its own folder."""
+    cells = max(1, est.cells)
+    rows = est.results_bytes - est.record_disk_bytes
+    needs = [DiskNeed("events and metrics", rows * cells, out,
+                      f"{_num(est.events)} events and {_num(est.evaluations)} evaluations per run x {_runs(est.runs)}",
+                      "lower the budget or raise eval.every, or give an --out on a larger disk")]
+    if est.record_disk_bytes:
+        needs.append(DiskNeed("records", est.record_disk_bytes * cells, out,
+                              f"layer '{est.record_layer}' of {est.record_values or 0:,} values x "
+                              f"{_num(est.aggregations)} aggregations x {_runs(est.runs)}",
+                              "record a smaller layer (record.layer), lower the budget or drop record:, or give an "
+                              "--out on a larger disk"))
+    kept = est.kept_checkpoints(workers)
+    if kept:
+        needs.append(DiskNeed("checkpoints", kept * est.checkpoint_bytes, out,
+                              f"{_bytes(est.checkpoint_bytes)} each, {kept} kept at once",
+                              "run fewer side by side (--workers) or give an --out on a larger disk"))
+    if est.disk_bytes:
+        under_way = min(est.runs * cells, max(1, workers))
+        needs.append(DiskNeed("client state", under_way * est.disk_bytes,
+                              Path(est.store_dir) if est.store_dir else Path(tempfile.gettempdir()),
+                              f"{est.reached:,} clients reached x {under_way} runs under way",
+                              "set client_state.dir to a larger disk, or lower server.concurrency or the budget"))
+    return needs
+
+
+def existing(path: Path) -> Path:
+    """The nearest existing folder at or above ``path`` (where a folder about to be made will be)."""
+    path = Path(os.path.abspath(path))
+    while path != path.parent:
+        try:
+            if path.is_dir():
+                break
+        except OSError:  # a name too long, a folder that cannot be read: look further up
+            pass
+        path = path.parent
+    return path
+
+
+def free_space(path: Path) -> tuple[int, int]:
+    """(device, free bytes) of the filesystem that ``path`` (or its nearest existing parent) is on."""
+    where = existing(path)
+    return os.stat(where).st_dev, shutil.disk_usage(where).free
+
+
+def _by_device(needs: list[DiskNeed]) -> dict[int, tuple[int, list[DiskNeed]]]:
+    groups: dict[int, tuple[int, list[DiskNeed]]] = {}
+    for need in needs:
+        device, free = free_space(need.folder)
+        groups.setdefault(device, (free, []))[1].append(need)
+    return groups
+
+
+def free_lines(est: Estimate, out: Path, workers: int = 1) -> list[str]:
+    """``# ``-comment lines: the disk each filesystem gets and its free space (``simfl validate``)."""
+    lines = []
+    for free, needs in _by_device(disk_needs(est, out, workers)).values():
+        total = sum(n.bytes for n in needs)
+        folders = ", ".join(dict.fromkeys(str(existing(n.folder)) for n in needs))
+        lines.append(f"#   free disk:     {_bytes(free)} in {folders}, {_bytes(total)} needed "
+                     f"({', '.join(n.store for n in needs)})")
+    return lines
+
+
+def check_disk(est: Estimate, out: Path, where: str = "estimate", workers: int = 1) -> None:
+    """Refuse a scenario whose stores on a filesystem exceed its free space, in one line naming the largest
+    store there, how much it needs, what is free and how to lower it."""
+    for free, needs in _by_device(disk_needs(est, out, workers)).values():
+        total = sum(n.bytes for n in needs)
+        if total > free:
+            big = max(needs, key=lambda n: n.bytes)
+            others = "".join(f", {n.store} {_bytes(n.bytes)}" for n in needs if n is not big and n.bytes)
+            raise InputError(where, f"would write about {_bytes(total)} to {existing(big.folder)}: {big.store} "
+                             f"{_bytes(big.bytes)} ({big.detail}){others}; {_bytes(free)} is free there: {big.how}")
 
 
 def check_checkpoints(est: Estimate, updates: int | None, seconds: float | None) -> None:

@@ -406,7 +406,7 @@ def test_nan_latency_stream_names_the_model(tmp_path: Path, capsys: pytest.Captu
 
 @pytest.mark.parametrize(("args", "expected"), [
     (["--set", "data={dataset: synthetic, features: 100000000, partition: {kind: iid, clients: 10}}",
-      "--set", "model={name: mlp}"], "of memory (dataset"),
+      "--set", "model={name: mlp}"], "of memory per run (runtime 1.0 GiB, dataset"),
     (["--set", "eval.every=1e-9"], "would evaluate about 600,000,000,000 times per run"),
     (["--set", "latency={model: exponential, mean: 1e300}", "--set", "budget={updates: 1000}"], "would evaluate about"),
     (["--set", "latency={model: exponential, mean: 1e308}", "--set", "budget={updates: 1000}"],
