@@ -181,6 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
     p_rep.add_argument("--apart", action="store_true",
                        help="report runs of one scenario name whose settings differ as separate rows labelled by "
                             "folder (without it they are refused, never pooled as seeds)")
+    p_rep.add_argument("--by", metavar="KEY",
+                       help="one column pair per value of KEY, a scenario path (train.epochs) or an entry option "
+                            "(beta; entries without it join every column), over folders of any scenario name whose "
+                            "other settings agree; also draws sensitivity.png (the paper's Figure 8)")
+    p_rep.add_argument("--as", dest="renames", action="append", default=[], metavar="OLD=NEW",
+                       help="with --by: read the entry labelled OLD as NEW (repeatable), e.g. orthofl_chain=orthofl")
+    p_rep.add_argument("--target-from", metavar="VALUE",
+                       help="with --by: the target of the column KEY=VALUE for every column (default: each "
+                            "column's own, 95%% of its lowest mean accuracy)")
     p_rep.set_defaults(func=cmd_report)
 
     p_models = sub.add_parser("models", help="trainable and total parameter counts and sizes of every model")
@@ -355,11 +364,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from simfl.output.report import write_report
+    if args.by is None:
+        if args.renames or args.target_from is not None:
+            raise InputError("--as" if args.renames else "--target-from", "applies only with --by KEY")
+        from simfl.output.report import write_report
 
-    written = write_report(args.dirs, args.out, baseline=args.baseline, force=args.force, apart=args.apart)
-    print(written.markdown.read_text())
-    print(f"wrote {', '.join(str(p) for p in written.files())}")
+        files = write_report(args.dirs, args.out, baseline=args.baseline, force=args.force, apart=args.apart).files()
+    else:
+        if args.apart:
+            raise InputError("--apart", "does not apply with --by, which groups runs by KEY whatever their names")
+        from simfl.output.sensitivity import Setting, parse_renames, write_sensitivity
+
+        setting = Setting(args.by, parse_renames(args.renames), args.target_from)
+        files = write_sensitivity(args.dirs, args.out, setting, baseline=args.baseline, force=args.force)
+    print(files[1].read_text())
+    print(f"wrote {', '.join(str(p) for p in files)}")
     return 0
 
 

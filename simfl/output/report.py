@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -185,11 +185,12 @@ def pooled_settings(scenario: Mapping[str, Any], folder: Path | None = None) -> 
 
 
 def _first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
-    """The first key (in sorted order) whose value differs, entries compared only where both folders have them."""
+    """The first key (in sorted order) whose value differs, entries compared only where both folders have them; a
+    key one folder lacks (a section simfl added after it was written) equals null, that section's "off"."""
     for key in sorted(set(a) | set(b)):
         if key.startswith("algorithms[") and (key not in a or key not in b):
             continue
-        if a.get(key, "<absent>") != b.get(key, "<absent>"):
+        if a.get(key) != b.get(key):
             return key
     return None
 
@@ -264,21 +265,23 @@ def method_order(algorithms: Sequence[str]) -> list[str]:
     return known + [a for a in dict.fromkeys(algorithms) if a not in METHOD_NAMES]
 
 
-def group_table(group: RunGroup, baseline: str = "fedavg") -> pd.DataFrame:
+def group_table(group: RunGroup, baseline: str = "fedavg", target: float | None = None,
+                base_time: float | None = None) -> pd.DataFrame:
     """One row per method of ``group``: accuracy mean/std over seeds at the fixed time budget, time to target.
 
     The time budget is the latest virtual time every run of the group reached (the
     scenario's time budget when it was the stopping rule); the target is 95% of the
-    lowest mean accuracy there among the methods (paper, section 4.1); a run's time to
+    lowest mean accuracy there among the methods (paper, section 4.1), or ``target``; a run's time to
     target is its first evaluation at or above it; ``relative_time`` divides a method's
-    mean time (over the seeds that reached the target) by the baseline's.
+    mean time (over the seeds that reached the target) by the baseline's (or by ``base_time``).
     """
     budget = min(float(df["virtual_time"].max()) for df in group.metrics.values())
     rows = []
     for (algo, seed), df in group.metrics.items():
         rows.append({"algorithm": algo, "seed": seed, "final_accuracy": accuracy_at(df, budget)})
     at_budget = pd.DataFrame(rows)
-    target = paper_target(at_budget)
+    if target is None:
+        target = paper_target(at_budget)
     out = []
     for algo in method_order(list(at_budget["algorithm"])):
         mine = at_budget[at_budget["algorithm"] == algo]
@@ -291,8 +294,9 @@ def group_table(group: RunGroup, baseline: str = "fedavg") -> pd.DataFrame:
             "time_to_target": sum(reached) / len(reached) if reached else None, "reached": len(reached),
         })
     table = pd.DataFrame(out, columns=TABLE_COLUMNS)
-    base = table.loc[table["algorithm"] == baseline, "time_to_target"]
-    base_time = base.iloc[0] if len(base) else None
+    if base_time is None:
+        base = table.loc[table["algorithm"] == baseline, "time_to_target"]
+        base_time = base.iloc[0] if len(base) else None
     table["relative_time"] = [
         None if is_missing(t) or is_missing(base_time) or not base_time else float(t) / float(base_time)
         for t in table["time_to_target"]
@@ -311,7 +315,7 @@ def _cells(row: Mapping[str, Any], latex: bool, baseline: str) -> tuple[str, str
         when = f"{row['time_to_target']:.0f} s"
     else:
         rel = float(row["relative_time"])
-        when = f"1{times}" if row["algorithm"] == baseline else f"{rel:.2f}{times}"
+        when = f"1{times}" if row["algorithm"] == baseline and rel == 1.0 else f"{rel:.2f}{times}"
     if row["reached"] < row["seeds"]:
         when += f" ({row['reached']}/{row['seeds']})"
     return acc, when
@@ -333,10 +337,11 @@ def _layout(tables: Sequence[pd.DataFrame]) -> tuple[list[str], list[str]]:
     return datasets, methods
 
 
-def _note(tables: Sequence[pd.DataFrame], baseline: str) -> list[str]:
+def _note(tables: Sequence[pd.DataFrame], baseline: str, rule: str | None = None) -> list[str]:
     label = METHOD_NAMES.get(baseline, (baseline, baseline))[0]
+    rule = rule or "95% of the lowest accuracy among the compared methods"
     lines = [f"Accuracy (%): mean ± std over seeds at the fixed time budget. Time: time to reach the target "
-             f"accuracy (95% of the lowest accuracy among the compared methods) relative to {label} (1×); "
+             f"accuracy ({rule}) relative to {label} (1×); "
              "'n/r': not reached; (k/n): reached by k of n seeds, mean over those; 's': no baseline, seconds."]
     for t in tables:
         first = t.iloc[0]
@@ -363,7 +368,7 @@ def _method_cells(
     return cells
 
 
-def markdown_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg") -> str:
+def markdown_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg", rule: str | None = None) -> str:
     """Table 2 of the paper in markdown: one row per method, an (Accuracy, Time) pair per dataset."""
     datasets, methods = _layout(tables)
     by_name = {str(t["dataset"].iloc[0]): t for t in tables if len(t)}
@@ -372,20 +377,20 @@ def markdown_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg") -> 
     for m in methods:
         cells = [METHOD_NAMES.get(m, (m, m))[0], *_method_cells(m, datasets, by_name, False, baseline)]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines + [""] + [f"- {n}" for n in _note(tables, baseline)]) + "\n"
+    return "\n".join(lines + [""] + [f"- {n}" for n in _note(tables, baseline, rule)]) + "\n"
 
 
 def _tex_escape(text: str) -> str:
     return "".join("\\" + c if c in "&%$#_{}" else c for c in text)
 
 
-def latex_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg") -> str:
+def latex_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg", rule: str | None = None) -> str:
     """Table 2 of the paper as a LaTeX ``tabular`` (booktabs), one column pair per dataset."""
     datasets, methods = _layout(tables)
     by_name = {str(t["dataset"].iloc[0]): t for t in tables if len(t)}
     n = len(datasets)
     lines = [
-        "% " + "\n% ".join(_note(tables, baseline)),
+        "% " + "\n% ".join(_note(tables, baseline, rule)),
         r"\begin{tabular}{l" + "cc" * n + "}",
         r"\toprule",
         r"\multirow{2}{*}{Methods} & "
@@ -414,13 +419,22 @@ def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", forc
     outdir.check_path(out)
     groups = load_groups(find_result_folders(dirs), apart)
     tables = [group_table(g, baseline) for g in groups]
+    return publish(groups, tables, out, baseline, force)
+
+
+def publish(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame], out: Path, baseline: str, force: bool,
+            rule: str | None = None, extra: Callable[[Path], None] | None = None) -> ReportFiles:
+    """Write the report's files into ``out`` under its lock (``rule``: how the note states the target;
+    ``extra``: writes one more file into the staging folder)."""
+    from simfl import outdir
+
     with outdir.hold(out):
         outdir.claim(out, force)
-        return _write(groups, tables, out, baseline, force)
+        return _write(groups, tables, out, baseline, force, rule, extra)
 
 
 def _write(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame], out: Path, baseline: str,
-           force: bool) -> ReportFiles:
+           force: bool, rule: str | None, extra: Callable[[Path], None] | None) -> ReportFiles:
     from simfl.output.plots import accuracy_panels
     from simfl.output.results import OutputFolder, write_csv
 
@@ -429,9 +443,11 @@ def _write(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame], out: Path
         stage = ReportFiles(*(folder.path(n) for n in ("table.csv", "table.md", "table.tex", "accuracy.png")))
         rows = [r for t in tables for r in t.to_dict("records")]
         write_csv(stage.table_csv, TABLE_COLUMNS, rows)
-        stage.markdown.write_text(markdown_table(tables, baseline))
-        stage.latex.write_text(latex_table(tables, baseline))
+        stage.markdown.write_text(markdown_table(tables, baseline, rule))
+        stage.latex.write_text(latex_table(tables, baseline, rule))
         accuracy_panels([(g.name, g.metrics) for g in groups], stage.figure)
+        if extra is not None:
+            extra(stage.figure.parent)
         folder.publish()
     except BaseException:
         folder.discard()

@@ -1,0 +1,270 @@
+"""Reports across one setting (the paper's Figure 8): runs grouped by the value of one scenario key or entry option.
+
+``simfl report DIR... --by KEY`` reads every result folder under the given folders and puts each run
+(an entry and a seed) in the cell of its value of ``KEY``:
+
+- a scenario path with a dot (``train.epochs``, ``latency.mean``) is read from the run's scenario;
+- a bare name (``beta``) is an option of the run's own entry; an entry without it (FedAvg has no
+  ``beta``) does not depend on it, so its runs join every cell, as the paper draws FedAvg beside
+  each beta.
+
+Folders need not share a scenario name, so runs of another study with the same settings can fill a
+cell (the main table's beta = 0.6, E = 5 runs); apart from ``KEY`` (and what :func:`report.pooled_settings`
+ignores), every folder's settings must agree, or one line names the two folders and the first key
+that differs. ``--as OLD=NEW`` reads the entry labelled OLD as NEW (``orthofl_chain=orthofl``: the main
+table's labelled entry is the default reading).
+
+Per cell the table is the paper's: accuracy at the budget and time to the target relative to the
+baseline. The target is, by default, the paper's rule within each cell (95% of the lowest mean
+accuracy there: its beta figure). ``--target-from VALUE`` takes the target of the cell ``VALUE`` for
+every cell: the E figure's "relative time to reach 95% of FedAvg's target accuracy when E = 5" read as
+that cell's target (95% of its lowest mean accuracy, FedAvg's there), and every time relative to the
+baseline's time in that cell, the figure's one 1x (so a method at E = 1 is compared with FedAvg at
+E = 5). Without it, relative time divides by the baseline's time in the same cell.
+``sensitivity.png`` draws the two rows of Figure 8: accuracy per setting and relative time per
+setting, one bar per method.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simfl import yamlsafe
+from simfl.errors import InputError
+from simfl.names import short_name
+from simfl.outdir import name_problem
+from simfl.output.report import (
+    METHOD_NAMES,
+    METRICS_KINDS,
+    SUMMARY_KINDS,
+    RunGroup,
+    _first_difference,
+    _show,
+    group_table,
+    method_order,
+    pooled_settings,
+)
+from simfl.output.tables import read_table
+
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What ``--by``, ``--as`` and ``--target-from`` ask of a report."""
+
+    key: str
+    renames: Mapping[str, str]
+    target_from: str | None = None
+
+    @property
+    def option(self) -> bool:
+        """Whether ``key`` is an option of each run's entry (a bare name), not a scenario path."""
+        return "." not in self.key
+
+
+def parse_renames(pairs: Sequence[str]) -> dict[str, str]:
+    """``["OLD=NEW", ...]`` as a mapping; one line for a malformed pair or a name a folder cannot hold."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        old, sep, new = pair.partition("=")
+        if not sep or not old or not new:
+            raise InputError("--as", f"{pair!r} is not OLD=NEW (e.g. orthofl_chain=orthofl)")
+        for name in (old, new):
+            problem = name_problem(name)
+            if problem is not None:
+                raise InputError("--as", f"{name!r}: {problem}")
+        if old in out and out[old] != new:
+            raise InputError("--as", f"{old!r} is renamed twice ({out[old]!r} and {new!r})")
+        out[old] = new
+    return out
+
+
+def check_key(key: str) -> None:
+    """A ``--by`` key is an option name or a dotted scenario path of names."""
+    if not _KEY.match(key):
+        raise InputError("--by", f"{key!r} is not a scenario path (train.epochs) or an entry option (beta)")
+
+
+def _value(setting: Setting, flat: Mapping[str, Any], entry: Mapping[str, Any] | None) -> Any:
+    """The run's value of the key (None: the run does not depend on it)."""
+    if setting.option:
+        return None if entry is None else entry.get(setting.key)
+    return flat.get(setting.key)
+
+
+def _cell_name(key: str, value: Any) -> str:
+    return f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+
+
+def _order(value: Any) -> tuple[int, Any]:
+    """Numbers ascending, then everything else by its text."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value))
+    return (1, str(value))
+
+
+def load_cells(folders: Sequence[Path], setting: Setting) -> list[RunGroup]:
+    """One :class:`RunGroup` per value of the key, in ascending order, runs without the key in every one."""
+    check_key(setting.key)
+    reference: tuple[dict[str, Any], Path] | None = None
+    runs: list[tuple[str, int, Any, Path, str]] = []  # (label, seed, value, folder, label on disk)
+    for folder in folders:
+        scenario = _scenario(folder)
+        entries: dict[str, dict[str, Any]] = {}
+        for entry in scenario.get("algorithms") or []:
+            if isinstance(entry, dict):
+                label = str(entry.get("label") or short_name(str(entry.get("name"))))
+                entry["label"] = setting.renames.get(label, label)
+                entries[label] = entry
+        settings = pooled_settings(scenario, folder)
+        flat = {k: v for k, v in settings.items() if not k.startswith("algorithms[")}
+        _drop_key(settings, setting)
+        if reference is None:
+            reference = (settings, folder)
+        else:
+            differs = _first_difference(reference[0], settings)
+            if differs is not None:
+                raise InputError(str(folder), f"its settings differ from those in {reference[1]} apart from "
+                                 f"{setting.key} ({differs}: {_show(settings.get(differs))} vs "
+                                 f"{_show(reference[0].get(differs))}), so its runs do not belong to one study")
+        summary = read_table(folder / "summary.csv", SUMMARY_KINDS, "result rows")
+        for algo, seed in zip(summary["algorithm"], summary["seed"], strict=True):
+            on_disk = str(algo)
+            problem = name_problem(on_disk)
+            if problem is not None:
+                raise InputError(str(folder / "summary.csv"), f"algorithm {problem}")
+            label = setting.renames.get(on_disk, on_disk)
+            runs.append((label, int(seed), _value(setting, flat, entries.get(on_disk)), folder, on_disk))
+    values = sorted({v for _, _, v, _, _ in runs if v is not None}, key=_order)
+    if not values:
+        where = "entry" if setting.option else "scenario"
+        raise InputError("--by", f"no run's {where} sets {setting.key}: nothing to group by")
+    if setting.target_from is not None and setting.target_from not in {_plain(v) for v in values}:
+        raise InputError("--target-from", f"{setting.target_from!r} is not a value of {setting.key} here "
+                         f"({', '.join(_plain(v) for v in values)})")
+    cells = []
+    for value in values:
+        group = RunGroup(_cell_name(setting.key, value), [], pd.DataFrame(), {})
+        for label, seed, v, folder, on_disk in runs:
+            if v is not None and v != value:
+                continue
+            if (label, seed) in group.metrics:
+                raise InputError(str(folder), f"{label} seed {seed} at {group.name} is also in {group.folders[0]}")
+            path = folder / on_disk / f"seed{seed}" / "metrics.csv"
+            if not path.is_file():
+                raise InputError(str(path), "missing (every summary.csv row needs its metrics.csv)")
+            group.metrics[(label, seed)] = read_table(path, METRICS_KINDS, "evaluations")
+            if folder not in group.folders:
+                group.folders.append(folder)
+        cells.append(group)
+    return cells
+
+
+def _plain(value: Any) -> str:
+    """A value as ``--target-from`` is written (``5``, ``0.2``)."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _scenario(folder: Path) -> dict[str, Any]:
+    path = folder / "scenario.yaml"
+    try:
+        scenario = yamlsafe.load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(str(path), f"cannot be read ({exc.strerror or exc}); --by needs each run's settings") from None
+    if not isinstance(scenario, dict):
+        raise InputError(str(path), "is not a mapping of scenario settings")
+    return scenario
+
+
+def _drop_key(settings: dict[str, Any], setting: Setting) -> None:
+    """The settings apart from the key: the scenario path, or the option in every entry."""
+    if setting.option:
+        for key in [k for k in settings if k.startswith("algorithms[") and k.endswith(f"].{setting.key}")]:
+            del settings[key]
+    else:
+        for key in [k for k in settings if k == setting.key or k.startswith(setting.key + ".")]:
+            del settings[key]
+
+
+def cell_tables(cells: Sequence[RunGroup], setting: Setting, baseline: str) -> list[pd.DataFrame]:
+    """:func:`report.group_table` per cell, with the target of ``--target-from``'s cell when given."""
+    if setting.target_from is None:
+        return [group_table(c, baseline) for c in cells]
+    source = group_table(next(c for c in cells if c.name == f"{setting.key}={setting.target_from}"), baseline)
+    base = source.loc[source["algorithm"] == baseline, "time_to_target"]
+    base_time = None if not len(base) or base.iloc[0] is None else float(base.iloc[0])
+    return [group_table(c, baseline, float(source["target"].iloc[0]), base_time) for c in cells]
+
+
+def target_rule(setting: Setting) -> str | None:
+    """How the note states the target when it is not each cell's own."""
+    if setting.target_from is None:
+        return None
+    return (f"95% of the lowest accuracy among the compared methods at {setting.key}={setting.target_from}, "
+            f"for every setting; times relative to the baseline's there")
+
+
+def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting, baseline: str, out: Path) -> None:
+    """Figure 8's layout: accuracy (mean, std over seeds) per setting above the relative time to target."""
+    from matplotlib.figure import Figure
+
+    from simfl.output.plots import save
+
+    values = [str(t["dataset"].iloc[0]).split("=", 1)[1] for t in tables]
+    methods = method_order([a for t in tables for a in t["algorithm"]])
+    width = 0.8 / max(1, len(methods))
+    fig = Figure(figsize=(max(4.0, 1.2 * len(values) + 2.0), 5.6), dpi=120)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for i, method in enumerate(methods):
+        xs, acc, std, rel = [], [], [], []
+        for j, t in enumerate(tables):
+            row = t[t["algorithm"] == method]
+            if not len(row):
+                continue
+            first = row.iloc[0]
+            xs.append(j + (i - (len(methods) - 1) / 2) * width)
+            acc.append(100 * float(first["accuracy_mean"]))
+            std.append(100 * float(first["accuracy_std"]))
+            time = first["relative_time"]
+            rel.append(float("nan") if time is None or (isinstance(time, float) and math.isnan(time)) else float(time))
+        bars = top.bar(xs, acc, width, yerr=std, capsize=2, label=METHOD_NAMES.get(method, (method, method))[0])
+        bottom.bar(xs, [0.0 if math.isnan(r) else r for r in rel], width, color=bars.patches[0].get_facecolor()
+                   if bars.patches else None)
+        for x, r in zip(xs, rel, strict=True):
+            if math.isnan(r):
+                bottom.text(x, 0.02, "n/r", ha="center", va="bottom", fontsize=7, rotation=90)
+    low = min((100 * float(t["accuracy_mean"].min()) for t in tables if len(t)), default=0.0)
+    top.set_ylim(max(0.0, low - 10.0), 100.0)
+    top.set_ylabel("accuracy (%)")
+    top.legend(frameon=False, fontsize=8, ncol=min(4, len(methods)))
+    bottom.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    bottom.set_ylabel(f"time to target / {METHOD_NAMES.get(baseline, (baseline, baseline))[0]}")
+    bottom.set_xticks(range(len(values)), values)
+    bottom.set_xlabel(setting.key)
+    for ax in (top, bottom):
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    save(fig, out)
+
+
+def write_sensitivity(dirs: Sequence[Path], out: Path, setting: Setting, baseline: str = "fedavg",
+                      force: bool = False) -> list[Path]:
+    """The report of every result folder under ``dirs`` with one column pair per value of the key (tables,
+    the accuracy panels and ``sensitivity.png``); returns the files written."""
+    from simfl import outdir
+    from simfl.output.report import find_result_folders, publish
+
+    outdir.check_path(out)
+    cells = load_cells(find_result_folders(dirs), setting)
+    tables = cell_tables(cells, setting, baseline)
+    written = publish(cells, tables, out, baseline, force, target_rule(setting),
+                      lambda folder: sensitivity_figure(tables, setting, baseline, folder / "sensitivity.png"))
+    return [*written.files(), out / "sensitivity.png"]
