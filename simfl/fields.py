@@ -11,16 +11,72 @@ settings that are file or folder paths.
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable
-from typing import Annotated
+from enum import Enum
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
 
 class Section(BaseModel):
-    """Base of every scenario section: unknown keys are errors, values are checked on assignment."""
+    """Base of every scenario section: unknown keys are errors, values are checked on assignment, and ``true`` or
+    ``false`` where only a number belongs is refused (pydantic would read it as 1 or 0, so ``concurrency: true``
+    would run one client in flight). Numeric text stays a number: YAML 1.1 reads ``lr: 1e-3`` as the text
+    ``"1e-3"``, the common way to write it."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_not_booleans(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for name, value in data.items():
+            field = cls.model_fields.get(name)
+            if field is None:
+                continue
+            if isinstance(value, bool):
+                kinds = _kinds(field.annotation)
+            elif isinstance(value, list) and any(isinstance(v, bool) for v in value):
+                kinds = _kinds(_items(field.annotation))
+                value = next(v for v in value if isinstance(v, bool))
+            else:
+                continue
+            if kinds & {int, float} and not kinds & {bool, object}:
+                raise ValueError(f"{name}: must be a number, got {'true' if value else 'false'}")
+        return data
+
+
+def _items(annotation: Any) -> Any:
+    """The item type of a list a field's annotation admits (``object`` when it admits none)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _items(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        found = [_items(a) for a in get_args(annotation)]
+        return next((f for f in found if f is not object), object)
+    if origin is list and get_args(annotation):
+        return get_args(annotation)[0]
+    return object
+
+
+def _kinds(annotation: Any) -> set[type]:
+    """The plain types a field's annotation admits at its top level (``object`` for anything else: no check)."""
+    origin = get_origin(annotation)
+    if annotation in (int, float, bool, str, type(None)):
+        return {annotation}
+    if origin is Annotated:
+        return _kinds(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return set().union(*(_kinds(a) for a in get_args(annotation)))
+    if origin is Literal:
+        return {type(a) for a in get_args(annotation)}
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return {str}
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel) or origin in (list, tuple, dict):
+        return {type(None)}  # a section or a container: not a number
+    return {object}
 
 
 def _fmt(x: float) -> str:
