@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from typing_extensions import TypeAliasType
 
 from simfl.errors import InputError
@@ -130,6 +130,13 @@ class FlwrConfig(Section):
         if name is not None:
             _check_options(name, options)
         return options
+
+    @model_validator(mode="after")
+    def _constructed(self) -> FlwrConfig:
+        """The partitioner built with these options, as the run builds it, so ``simfl validate`` refuses what its
+        constructor refuses (``alpha: -1``); a split that needs the data to fail fails at the run's start."""
+        built(self, seed=0)
+        return self
 
 
 def _plain(value: Any, depth: int) -> bool:
@@ -290,32 +297,26 @@ def flwr_split(
         _check_options(name, config.options)
     except ValueError as exc:
         raise InputError("data.partition.options", str(exc)) from None
-    params = _parameters(cls)
-    kwargs = {k: _array(v) for k, v in config.options.items()}
-    if "num_partitions" in params:
-        if config.clients is None:
-            raise InputError("data.partition.clients", f"{name} needs the number of clients (its num_partitions)")
-        if config.clients > n:
-            raise InputError("data.partition.clients", f"must be at most the {n} training samples, got {config.clients}")
-        kwargs["num_partitions"] = config.clients
-    if "seed" in params and "seed" not in kwargs:
-        kwargs["seed"] = int(gen.integers(2**32))
+    if config.clients is not None and "num_partitions" in _parameters(cls) and config.clients > n:
+        raise InputError("data.partition.clients", f"must be at most the {n} training samples, got {config.clients}")
+    seeded = "seed" in _parameters(cls) and "seed" not in config.options
+    seed = int(gen.integers(2**32)) if seeded else None
     order = gen.permutation(n) if config.shuffle else np.arange(n)
     columns: dict[str, Any] = {"label": np.asarray(labels, dtype=np.int64)[order], "idx": order.astype(np.int64)}
     if groups is not None:
         if len(groups) != n:
             raise InputError("data.partition.kind", f"got {len(groups)} group ids for {n} training samples")
         columns["group"] = np.asarray(groups)[order]
-    elif kwargs.get("partition_by") == "group":
+    elif config.options.get("partition_by") == "group":
         raise InputError("data.partition.options", "partition_by: group needs a dataset with natural clients "
                          "(hf with data.group; har and hapt give their subjects)")
     with _quiet():
         table = _table_class().from_dict(columns).with_format("arrow")
         # arrow format: the partitioners read a column as one array; the default (python) goes row by row.
         try:
-            partitioner = cls(**kwargs)
-        except (TypeError, ValueError) as exc:
-            raise InputError("data.partition.options", f"{name} refuses {_shown(config.options)}: {_detail(exc)}") from None
+            partitioner = built(config, seed)
+        except ValueError as exc:
+            raise InputError("data.partition.options", str(exc)) from None
         partitioner.dataset = table
         try:
             count = int(partitioner.num_partitions)
@@ -327,6 +328,26 @@ def flwr_split(
     if config.clients is not None and config.clients != len(parts):
         raise InputError("data.partition.clients", f"{name} gives {len(parts)} clients here, got {config.clients}")
     return _checked(name, parts)
+
+
+def built(config: FlwrConfig, seed: int | None) -> Any:
+    """The partitioner of ``config``, without its data (``seed``: a seeded one's seed unless the options give it);
+    a ValueError stating what it refuses when its constructor refuses the options."""
+    name = config.partitioner
+    cls = partitioner_class(name)
+    params = _parameters(cls)
+    kwargs = {k: _array(v) for k, v in config.options.items()}
+    if "num_partitions" in params:
+        if config.clients is None:
+            raise ValueError(f"{name} needs the number of clients (its num_partitions)")
+        kwargs["num_partitions"] = config.clients
+    if "seed" in params and "seed" not in kwargs and seed is not None:
+        kwargs["seed"] = seed
+    with _quiet():
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} refuses {_shown(config.options)}: {_detail(exc)}") from None
 
 
 def _checked(name: str, parts: list[np.ndarray]) -> list[np.ndarray]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from simfl import rng
 from simfl.cli import main
@@ -199,11 +200,16 @@ def test_without_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
     assert info.value.where == "data.partition.partitioner" and info.value.message == INSTALL_HINT
 
 
+def test_options_the_constructor_refuses_are_refused_with_the_section() -> None:
+    """As ``simfl validate`` sees it: the partitioner is built from the options, without the data."""
+    with pytest.raises(ValidationError, match="DirichletPartitioner refuses {alpha: -1.0, partition_by: label}: "
+                                              "ValueError: "):
+        config(options={"alpha": -1.0, "partition_by": "label"})
+
+
 @pytest.mark.parametrize(
     ("raw", "groups", "where", "expected"),
     [
-        ({"options": {"alpha": -1.0, "partition_by": "label"}}, None, "options",
-         "DirichletPartitioner refuses {alpha: -1.0, partition_by: label}: ValueError: "),
         ({"options": {"alpha": 0.01, "partition_by": "label", "min_partition_size": 150}}, None, "options",
          "cannot split the 2000 training samples over 20 clients with {alpha: 0.01, partition_by: label, "
          "min_partition_size: 150} (ValueError: The max number of attempts (10) was reached"),

@@ -296,3 +296,30 @@ def test_a_user_strategy_that_fails_is_named_in_one_line(
     else:
         assert f" raised {RAISED[behaviour]}" in err, err
     _crash_file(err, traceback=behaviour not in RETURNS)
+
+
+# -- Flower Datasets partitioners: validate refuses what their constructors refuse ------------------------------
+
+PARTITIONER_REFUSALS = (
+    [("DirichletPartitioner", {"alpha": a, "partition_by": "label"}) for a in (-1, 0, -0.5, [1, 2], [0, 1, 1])]
+    + [("ShardPartitioner", {"partition_by": "label", "num_shards_per_partition": v}) for v in (-1, 0)]
+    + [("ShardPartitioner", {"partition_by": "label", "shard_size": v}) for v in (0, -5)]
+    + [("SizePartitioner", {"partition_sizes": v}) for v in ([-1, 50, 50], [1.5, 50, 50], [0, -2, 4])]
+    + [("ContinuousPartitioner", {"partition_by": "label", "strictness": v}) for v in (2, -1, 1.5)]
+)
+"""Options a partitioner's constructor refuses (the issue: validate called them valid; run refused them)."""
+
+
+@pytest.mark.parametrize(("partitioner", "options"), PARTITIONER_REFUSALS)
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_partitioner_that_refuses_its_options_is_refused_by_validate_as_by_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], partitioner: str, options: dict[str, Any],
+        command: str) -> None:
+    pytest.importorskip("flwr_datasets")
+    raw = _scenario({"name": "fedasync", "alpha": 0.5})
+    raw["data"]["partition"] = {"kind": "flwr", "partitioner": partitioner, "clients": 3, "options": options}
+    path = _write(tmp_path, raw)
+    argv: list[Any] = [command, path] + (["--out", tmp_path / "out", "--quiet"] if command == "run" else [])
+    _code, err = cli(capsys, argv, "4 validate agrees with run", expect=2)
+    assert f"data.partition: {partitioner} refuses" in err, err
+    assert not (tmp_path / "out").exists()
