@@ -94,7 +94,8 @@ def refused(where: str, what: str, value: Any, expected: str, did: str = "return
     """The :class:`UserCodeFailed` for a value the user's code gave (``what`` ``did`` ``value``) that is not
     ``expected``; the value in whole as details."""
     whole = _text(repr, value)
-    shown = whole if len(whole) <= 60 else whole[:57] + "..."
+    flat = " ".join(whole.split())  # a repr over several lines (a record's) stays on the one line
+    shown = flat if len(flat) <= 60 else flat[:57] + "..."
     return UserCodeFailed(where, f"{what} {did} {type(value).__name__} {shown}, not {expected}",
                           f"{what} {did} this {type(value).__name__}:\n{whole[:100_000]}\n")
 
