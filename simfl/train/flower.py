@@ -24,8 +24,10 @@ client's partition, and :func:`batch_generator` the stream simfl's own trainer s
 (``(seed, "train", client, round)``), so an app that reproduces simfl's local SGD gives its
 numbers. The app's reply must hold one ArrayRecord with the model's exchanged tensors (same
 names and shapes) and at most one MetricRecord (its scalars become the arrival's metrics;
-Flower's strategies weight by ``num-examples``). Its wall time does not matter: the latency
-model decides virtual time. A legacy app (``ClientApp(client_fn=...)`` around a ``Client`` or
+Flower's strategies weight by ``num-examples``, a positive whole number when given). Its wall
+time does not matter: the latency model decides virtual time; but one call may run at most
+``client.timeout`` wall-clock seconds (:class:`AppCaller`), so an app that never returns ends the
+run in one line instead of holding it forever. A legacy app (``ClientApp(client_fn=...)`` around a ``Client`` or
 ``NumPyClient``) gets and returns the legacy layout instead (``FitIns``/``FitRes``: the arrays as
 NumPy arrays in state-dict order; ``EvaluateIns``/``EvaluateRes``), as Flower's legacy server
 sends it.
