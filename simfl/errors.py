@@ -6,7 +6,10 @@ code 2; anything else that escapes is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import contextvars
 import errno
+import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -63,7 +66,7 @@ class UserCodeFailed(Exception):
 
 
 def user_call(where: str, what: str, call: Callable[[], T], returns: Callable[[Any], bool] | None = None,
-              expected: str = "") -> T:
+              expected: str = "", seconds: float | None = None, limit: str = "") -> T:
     """``call()``, the user's own code (a Flower strategy's constructor or method, a ClientApp), and what it returned.
 
     The one place that decides that user code failed: whatever it raises (``SystemExit`` and other
@@ -71,21 +74,70 @@ def user_call(where: str, what: str, call: Callable[[], T], returns: Callable[[A
     :class:`UserCodeFailed` naming ``what`` (the code and the call), the exception or the value (and
     ``expected``, what it should have returned), with the traceback as details. Ctrl-C and SIGTERM pass,
     and so does an :class:`InputError` raised through the code by a simfl function it called.
+
+    With ``seconds``, the call runs in a daemon thread of its own (in a copy of the caller's context
+    variables) while this thread waits at most that long: a call still running then is
+    :class:`UserCodeFailed` naming ``limit`` (the option that sets it), with the call's stack as details.
+    Python cannot stop a thread, so such a call is left to itself (it ends with the process); waiting in
+    a thread rather than on a signal works in any thread and cannot be caught by the code it stops.
     """
+    if seconds is None:
+        value = _guarded(where, what, call)
+    else:
+        value = _within(where, what, lambda: _guarded(where, what, call), seconds, limit)
+    if returns is not None and not returns(value):
+        raise refused(where, what, value, expected)
+    return value
+
+
+def refused(where: str, what: str, value: Any, expected: str, did: str = "returned") -> UserCodeFailed:
+    """The :class:`UserCodeFailed` for a value the user's code gave (``what`` ``did`` ``value``) that is not
+    ``expected``; the value in whole as details."""
+    whole = _text(repr, value)
+    flat = " ".join(whole.split())  # a repr over several lines (a record's) stays on the one line
+    shown = flat if len(flat) <= 60 else flat[:57] + "..."
+    return UserCodeFailed(where, f"{what} {did} {type(value).__name__} {shown}, not {expected}",
+                          f"{what} {did} this {type(value).__name__}:\n{whole[:100_000]}\n")
+
+
+def _guarded(where: str, what: str, call: Callable[[], T]) -> T:
+    """``call()``; what it raises (but Ctrl-C, SIGTERM and simfl's own refusals) as :class:`UserCodeFailed`."""
     try:
-        value = call()
+        return call()
     except (InputError, UserCodeFailed, KeyboardInterrupt):
         raise
     except BaseException as exc:
         text = _text(str, exc).strip().replace("\n", " ")
         raise UserCodeFailed(where, f"{what} raised {type(exc).__name__}{': ' + text if text else ''}",
                              traceback.format_exc()) from None
-    if returns is not None and not returns(value):
-        whole = _text(repr, value)
-        shown = whole if len(whole) <= 60 else whole[:57] + "..."
-        raise UserCodeFailed(where, f"{what} returned {type(value).__name__} {shown}, not {expected}",
-                             f"{what} returned this {type(value).__name__}:\n{whole[:100_000]}\n")
-    return value
+
+
+def _within(where: str, what: str, call: Callable[[], T], seconds: float, limit: str) -> T:
+    """``call()`` in a daemon thread, waited for at most ``seconds`` (see :func:`user_call`)."""
+    context = contextvars.copy_context()
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = context.run(call)
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            box["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="simfl-user-call", daemon=True)
+    worker.start()
+    if not done.wait(seconds):
+        frame = sys._current_frames().get(worker.ident or -1)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(its stack is gone)\n"
+        raise UserCodeFailed(where, f"{what} was still running after {seconds:g} s, the limit {limit} sets "
+                             "(raise it for slower code)",
+                             f"{what} was still running after {seconds:g} s, here:\n{stack}")
+    if "error" in box:
+        error = box.pop("error")
+        raise error
+    return box["value"]  # type: ignore[no-any-return]
 
 
 def _text(show: Callable[[Any], str], value: Any) -> str:

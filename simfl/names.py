@@ -83,8 +83,14 @@ def import_object(name: str, where: str) -> Any:
     _search_working_folder()
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # any failure while importing the user's module is their mistake to see
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # any failure while importing the user's module (sys.exit too) is theirs to see
+        try:
+            text = (str(exc).strip().splitlines() or [""])[0]
+        except Exception:  # the exception's own __str__ failing
+            text = ""
+        detail = text if isinstance(exc, Exception) and text else f"{type(exc).__name__}{': ' + text if text else ''}"
         raise InputError(where, f"cannot import module '{module_name}' of '{name}': {detail}") from None
     obj: Any = module
     for part in attr.split("."):

@@ -33,6 +33,7 @@ import datetime
 import os
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -398,17 +399,42 @@ def hold(out: Path) -> Iterator[None]:
                 folder.rmdir()
 
 
+def _not_a_file(mode: int) -> str:
+    """What a file of ``mode`` is when it is not a regular file (a FIFO, a socket, a device, a folder, a link),
+    else ''."""
+    if stat.S_ISREG(mode):
+        return ""
+    kinds = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"),
+             (stat.S_ISLNK, "a symbolic link"))
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
 @contextlib.contextmanager
 def _locked(path: Path, out: Path) -> Iterator[None]:
     """Hold the flock on ``path`` (the lock file of ``out``) for the block; see :func:`hold`."""
     import fcntl
 
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    # O_NONBLOCK: opening a FIFO put there returns at once instead of waiting for a writer (no effect on a file)
+    flags = (os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_CLOEXEC", 0))
     for _attempt in range(20):
+        try:
+            kind = _not_a_file(os.lstat(path).st_mode)
+        except OSError:  # not there (or not readable: the open below says why)
+            kind = ""
+        if kind:  # a socket or a folder would fail to open with a cryptic errno, a FIFO could block
+            raise InputError(str(path), f"is {kind}, not a regular file: simfl keeps the lock of {out} in a "
+                             "file of that name; remove it, or choose another --out")
         try:
             fd = os.open(path, flags, 0o644)
         except OSError as exc:
             raise InputError(str(path), f"cannot open the folder's lock file ({exc.strerror or exc})") from None
+        kind = _not_a_file(os.fstat(fd).st_mode)
+        if kind:
+            os.close(fd)
+            raise InputError(str(path), f"is {kind}, not a regular file: simfl keeps the lock of {out} in a "
+                             "file of that name; remove it, or choose another --out") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -33,6 +33,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from simfl.errors import no_space
+
 StoreKind = Literal["ram", "disk"]
 
 
@@ -111,10 +113,19 @@ class DiskVectors(ClientVectors):
     """Rows copied into an anonymous, sparse, memory-mapped file of ``clients x length`` float32 values."""
 
     def __init__(self, clients: int, length: int, dir: str | None = None) -> None:
+        """Make the file at its full (sparse) size; a disk, quota or file-size limit that refuses it is
+        :class:`~simfl.errors.NoSpace` naming the store's folder, with the file already dropped."""
         super().__init__(clients, length)
         self._file = tempfile.TemporaryFile(prefix="simfl-client-state-", dir=dir)
-        self._file.truncate(max(clients * length * 4, 1))
-        self._map = np.memmap(self._file, dtype=np.float32, mode="r+", shape=(clients, length))
+        try:
+            self._file.truncate(max(clients * length * 4, 1))
+            self._map = np.memmap(self._file, dtype=np.float32, mode="r+", shape=(clients, length))
+        except OSError as exc:
+            self._file.close()
+            full = no_space(exc, f"the client-state store's file in {dir or tempfile.gettempdir()} (client_state.dir)")
+            if full is None:
+                raise
+            raise full from None
         self._set = np.zeros(clients, dtype=bool)
 
     def get(self, client: int) -> torch.Tensor | None:
@@ -131,19 +142,19 @@ class DiskVectors(ClientVectors):
         return [int(i) for i in np.flatnonzero(self._set)]
 
     def close(self) -> None:
-        """Unmap and drop the file (its space is freed at once)."""
-        mapped = getattr(self._map, "_mmap", None)
-        del self._map
+        """Unmap and drop the file (its space is freed at once); a store whose making failed half-way too."""
+        mapped = getattr(self.__dict__.pop("_map", None), "_mmap", None)
         if mapped is not None:
             mapped.close()
         self._file.close()
 
     def __del__(self) -> None:
+        """Close at collection; never a word on stderr (a finalizer's error would print a traceback)."""
         file = getattr(self, "_file", None)
         if file is not None and not file.closed:
             try:
                 self.close()
-            except (OSError, ValueError, BufferError):  # pragma: no cover - interpreter shutdown
+            except Exception:  # pragma: no cover - interpreter shutdown
                 pass
 
 

@@ -24,8 +24,10 @@ client's partition, and :func:`batch_generator` the stream simfl's own trainer s
 (``(seed, "train", client, round)``), so an app that reproduces simfl's local SGD gives its
 numbers. The app's reply must hold one ArrayRecord with the model's exchanged tensors (same
 names and shapes) and at most one MetricRecord (its scalars become the arrival's metrics;
-Flower's strategies weight by ``num-examples``). Its wall time does not matter: the latency
-model decides virtual time. A legacy app (``ClientApp(client_fn=...)`` around a ``Client`` or
+Flower's strategies weight by ``num-examples``, a positive whole number when given). Its wall
+time does not matter: the latency model decides virtual time; but one call may run at most
+``client.timeout`` wall-clock seconds (:class:`AppCaller`), so an app that never returns ends the
+run in one line instead of holding it forever. A legacy app (``ClientApp(client_fn=...)`` around a ``Client`` or
 ``NumPyClient``) gets and returns the legacy layout instead (``FitIns``/``FitRes``: the arrays as
 NumPy arrays in state-dict order; ``EvaluateIns``/``EvaluateRes``), as Flower's legacy server
 sends it.
@@ -38,7 +40,9 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import os
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,7 +53,7 @@ from pydantic import Field, field_validator
 from torch import nn
 
 from simfl import rng
-from simfl.errors import InputError, UserCodeFailed, user_call
+from simfl.errors import InputError, UserCodeFailed, refused, user_call
 from simfl.fields import Section
 from simfl.models.flat import Layout
 from simfl.names import import_object
@@ -67,6 +71,12 @@ PROX_KEY = "proximal-mu"
 
 Scalar = bool | int | float | str
 """A ``run_config`` value (Flower's ``UserConfigValue``)."""
+LEGACY_SCALARS = (bool, bytes, int, float, str)
+"""The metric values a legacy client may return (Flower's ``common.Scalar``); simfl keeps the numbers."""
+DEFAULT_TIMEOUT = 600.0
+"""Seconds one call of a ClientApp may run by default (``client.timeout``)."""
+MAX_TIMEOUT = 1e6
+"""The longest ``client.timeout`` (about 11.6 days; longer waits overflow the platform's timers)."""
 
 
 class ClientConfig(Section):
@@ -82,6 +92,12 @@ class ClientConfig(Section):
         default_factory=dict, description="flower_app only: the app's run config (context.run_config), "
         "e.g. {local-epochs: 1, lr: 0.01}, as [tool.flwr.app.config] gives it under Flower.",
     )
+    timeout: float | None = Field(
+        DEFAULT_TIMEOUT, description="flower_app only: wall-clock seconds one call of the app (one client's train "
+        "or evaluate message) may run, at most 1e6; a call still running then ends the run in one line naming the "
+        "app and this limit (exit 2). null: no limit. Each call runs in a thread of the training process that "
+        "waits this long; a call past the limit cannot be stopped and is left to end with the process.",
+    )
 
     @field_validator("flower_app")
     @classmethod
@@ -93,6 +109,13 @@ class ClientConfig(Section):
             except InputError as exc:
                 raise ValueError(exc.message) from None
         return path
+
+    @field_validator("timeout")
+    @classmethod
+    def _seconds(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+            raise ValueError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}] or null (no limit), got {value}")
+        return value
 
     @field_validator("run_config")
     @classmethod
@@ -260,7 +283,14 @@ def batch_generator() -> torch.Generator:
 
 class AppCaller:
     """A user's ClientApp called in this process, as Flower's simulation engine calls it: the message Flower
-    would send client ``m`` (node ``m + 1``) and the client's context; the reply checked to be a message."""
+    would send client ``m`` (node ``m + 1``) and the client's context; the reply checked to be a message.
+
+    Every call goes through :func:`simfl.errors.user_call` with the scenario's ``client.timeout``: whatever
+    the app raises or exits with, or a call past the limit, is one line naming the app, the client and its
+    round. What the app gives back is checked here and in the ``_reply``/``reply_metrics`` functions below,
+    before simfl or a strategy reads it: a message, ``context.state`` still a RecordDict, a positive whole
+    ``num-examples`` (:func:`check_examples`) and, from a legacy client, metrics of Flower's scalar types.
+    """
 
     def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
                  shards: list[tuple[torch.Tensor, torch.Tensor]], seed: int) -> None:
@@ -268,6 +298,8 @@ class AppCaller:
         prepare()
         self.app = load_app(client.flower_app)
         self.path = client.flower_app
+        self.what = f"the ClientApp {self.path}"
+        self.timeout = client.timeout
         self.legacy = is_legacy(self.app)
         self.run_config = dict(client.run_config)
         self.layout = layout
@@ -291,13 +323,22 @@ class AppCaller:
         context = Context(run_id=1, node_id=client + 1,
                           node_config={"partition-id": client, "num-partitions": len(self.shards)},
                           state=unpack(state), run_config=dict(self.run_config))
+        grad = torch.is_grad_enabled()  # thread-local in torch: the app's thread gets the caller's
+
+        def answer() -> Any:
+            with torch.set_grad_enabled(grad):
+                return self.app(message, context)
+
         token = _CURRENT.set(_Current(self.shards, self.seed, job))
         try:
-            reply = user_call(where, f"the ClientApp {self.path}", lambda: self.app(message, context))
+            reply = user_call(where, self.what, answer, seconds=self.timeout, limit="client.timeout")
         finally:
             _CURRENT.reset(token)
         if not isinstance(reply, Message):
             raise InputError(where, f"the ClientApp returned a {type(reply).__name__}, not a flwr.app.Message")
+        if not isinstance(context.state, RecordDict):
+            raise refused(where, self.what, context.state, "a flwr.app.RecordDict (the client's state)",
+                          did="set context.state to")
         if reply.has_error():
             error = reply.error
             raise UserCodeFailed(where, f"the ClientApp replied with error {error.code}: {error.reason}", "")
@@ -332,14 +373,18 @@ class ClientAppTrainer(AppCaller):
         return self._reply(reply, context, where)
 
     def _reply(self, reply: Any, context: Context, where: str) -> Reply:
-        state = pack(context.state)
+        try:
+            state = pack(context.state)
+        except Exception as exc:  # a record the app put there that Flower cannot serialise
+            raise UserCodeFailed(where, f"{self.what} left a context.state that cannot be kept: "
+                                 f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
         memory = {} if state is None else {MEMORY: state}
         if self.legacy:
             from flwr.app import Array, ArrayRecord
             from flwr.common import Code, parameters_to_ndarrays
             from flwr.compat.common.recorddict_compat import recorddict_to_fitres
 
-            fit = recorddict_to_fitres(reply.content, keep_input=False)
+            fit = legacy_result(lambda c: recorddict_to_fitres(c, keep_input=False), reply, where, self.what, "fit")
             if fit.status.code != Code.OK:
                 raise UserCodeFailed(where, f"the client's fit replied {fit.status.code.name}: {fit.status.message}", "")
             arrays = parameters_to_ndarrays(fit.parameters)
@@ -347,6 +392,7 @@ class ClientAppTrainer(AppCaller):
                 raise InputError(where, f"fit returned {len(arrays)} arrays; the model's state dict has "
                                  f"{len(self.names.order)} ({', '.join(self.names.order[:3])}, ...), in that order")
             record = ArrayRecord({k: Array(np.asarray(v)) for k, v in zip(self.names.order, arrays, strict=True)})
+            check_examples(fit.num_examples, where, f"{self.what}'s client", "fit returned num_examples")
             metrics = {**scalar_metrics(fit.metrics), "num-examples": float(fit.num_examples)}
             return Reply(from_record(self.layout, record, where, self.names.fixed), memory, metrics)
         records = reply.content.array_records
@@ -354,7 +400,7 @@ class ClientAppTrainer(AppCaller):
             raise InputError(where, f"the reply holds {len(records)} ArrayRecords; it needs exactly one, "
                              "the trained model's")
         weights = from_record(self.layout, next(iter(records.values())), where, self.names.fixed)
-        return Reply(weights, memory, reply_metrics(reply, where))
+        return Reply(weights, memory, reply_metrics(reply, where, self.what))
 
 
 def is_legacy(app: Any) -> bool:
@@ -375,13 +421,52 @@ def legacy_content(arrays: ArrayRecord, config: Mapping[str, Any], kind: str) ->
     return evaluateins_to_recorddict(EvaluateIns(parameters, dict(config)), keep_input=True)
 
 
-def reply_metrics(reply: Any, where: str) -> dict[str, float]:
-    """The scalars of a reply's MetricRecord ({} without one; more than one is refused)."""
+def reply_metrics(reply: Any, where: str, what: str) -> dict[str, float]:
+    """The scalars of a reply's MetricRecord ({} without one; more than one is refused); its ``num-examples``, when
+    there, checked (:func:`check_examples`)."""
     metric_records = reply.content.metric_records
     if len(metric_records) > 1:
         raise InputError(where, f"the reply holds {len(metric_records)} MetricRecords; Flower's strategies "
                          "take at most one")
-    return scalar_metrics(next(iter(metric_records.values()))) if metric_records else {}
+    if not metric_records:
+        return {}
+    record = next(iter(metric_records.values()))
+    if "num-examples" in record:
+        check_examples(record["num-examples"], where, what, "replied num-examples")
+    return scalar_metrics(record)
+
+
+def check_examples(value: Any, where: str, what: str, did: str) -> None:
+    """Refuse a reply's example count unless it is a positive whole number (an int, or a float of whole value).
+
+    Flower's FedAvg family weights each reply by its count over the round's total: a zero count in every
+    reply of a round divides by zero there, and a negative, fractional or non-finite one gives weights
+    that are no average. Every simfl client holds at least one sample (partitions never leave a client
+    empty), so a client that trained replies a count of at least 1; zero is refused rather than let
+    through to fail later in the strategy, blamed on it.
+    """
+    whole = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+        and float(value).is_integer() and 1 <= value < 2**63
+    if not whole:
+        raise refused(where, what, value, "a positive whole number (the examples trained on, which Flower's "
+                      "strategies weight by)", did=did)
+
+
+def legacy_result(convert: Callable[[Any], Any], reply: Any, where: str, what: str, call: str) -> Any:
+    """A legacy client's reply as Flower's ``FitRes``/``EvaluateRes`` (``convert``, Flower's own reader), after
+    checking its metrics: each value one of Flower's scalars (:data:`LEGACY_SCALARS`), as Flower's legacy
+    server requires; a list or a dict is refused in one line naming the client's ``call`` and the metric."""
+    for name, record in reply.content.config_records.items():
+        if name.endswith(".metrics"):
+            for key, value in record.items():
+                if not isinstance(value, LEGACY_SCALARS):
+                    raise refused(where, f"{what}'s client", value, "a Flower scalar: int, float, bool, str or "
+                                  "bytes (simfl keeps the int and float ones)", did=f"{call} returned metric '{key}' =")
+    try:
+        return convert(reply.content)
+    except Exception as exc:  # a reply that is not of the layout the legacy client API gives
+        raise UserCodeFailed(where, f"{what}'s client {call} reply cannot be read as Flower's legacy result: "
+                             f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
 
 
 def has_handler(app: Any, kind: str) -> bool:
@@ -415,7 +500,7 @@ class ClientAppEvaluator(AppCaller):
                              f"{client}.evaluate.{round_}", where)
         if self.legacy:
             return self._legacy_metrics(reply, where)
-        metrics = reply_metrics(reply, where)
+        metrics = reply_metrics(reply, where, self.what)
         if "num-examples" not in metrics:
             raise InputError(where, "the evaluate reply's MetricRecord lacks 'num-examples', which Flower's "
                              "strategies weight by")
@@ -427,11 +512,12 @@ class ClientAppEvaluator(AppCaller):
         from flwr.common import Code
         from flwr.compat.common.recorddict_compat import recorddict_to_evaluateres
 
-        result = recorddict_to_evaluateres(reply.content)
+        result = legacy_result(recorddict_to_evaluateres, reply, where, self.what, "evaluate")
         if result.status.code == Code.EVALUATE_NOT_IMPLEMENTED:
             return None
         if result.status.code != Code.OK:
             raise UserCodeFailed(where, f"the client's evaluate replied {result.status.code.name}: "
                                  f"{result.status.message}", "")
+        check_examples(result.num_examples, where, f"{self.what}'s client", "evaluate returned num_examples")
         return {"num-examples": int(result.num_examples), "eval_loss": float(result.loss),
                 **scalar_metrics(result.metrics)}

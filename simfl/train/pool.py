@@ -159,7 +159,8 @@ class ProcessExecutor(Executor):
                 error = self._errors.pop(handle)
                 if isinstance(error, Exception):
                     raise error
-                raise RuntimeError(f"process executor: training job failed in a worker:\n{error}")
+                last = (error.strip().splitlines() or ["(no traceback)"])[-1]
+                raise RuntimeError(f"process executor: training job failed in a worker: {last}\n{error}")
             return self._results.pop(handle)
 
     def discard(self, handle: int) -> None:
