@@ -246,8 +246,12 @@ def _flowers(cls: type) -> bool:
 def build(cls: type, options: Mapping[str, Any], name: str) -> Any:
     """The strategy ``cls(**options)``, made as every run makes it, after :func:`check_options`.
 
+    A wrapper's inner strategy (an option its constructor annotates as a Strategy, e.g. the ``strategy`` of
+    ``DifferentialPrivacyServerSideFixedClipping``) is given by name, ``strategy: FedAvg``, or with its own
+    options, ``strategy: {strategy: FedAvg, options: {fraction_train: 0.5}}``, and built the same way first.
     Flower's own strategies refusing the options is a mistake in them (an InputError); the user's own
     strategy raising is user code failing (:func:`simfl.errors.user_call`)."""
+    options = _inner_strategies(cls, options, name)
     check_options(cls, options, name)
     call = f"{name}({', '.join(f'{k}={_shown(v)}' for k, v in options.items())})"
     if _flowers(cls):
@@ -256,6 +260,39 @@ def build(cls: type, options: Mapping[str, Any], name: str) -> Any:
         except Exception as exc:
             raise InputError("algorithms.options", f"{call}: {type(exc).__name__}: {exc}") from None
     return user_call("algorithms.strategy", f"the strategy {call}", lambda: cls(**options))
+
+
+def _inner_strategies(cls: type, options: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``options`` with each strategy a wrapper takes, given by name or as ``{strategy, options}``, built."""
+    from flwr.server.strategy import Strategy as Legacy
+    from flwr.serverapp.strategy import Strategy
+
+    constructor: Any = cls
+    try:
+        hints = typing.get_type_hints(constructor.__init__)
+    except Exception:  # annotations that do not resolve: the constructor decides
+        return dict(options)
+    out = dict(options)
+    for key, value in options.items():
+        hint = hints.get(key)
+        if not (isinstance(hint, type) and issubclass(hint, Strategy | Legacy)):
+            continue
+        if isinstance(value, str):
+            inner, inner_options = value, {}
+        elif isinstance(value, Mapping) and set(value) <= {"strategy", "options"} and isinstance(value.get("strategy"),
+                                                                                                    str):
+            inner, inner_options = value["strategy"], value.get("options") or {}
+            if not isinstance(inner_options, Mapping):
+                raise InputError("algorithms.options", f"{key}.options: must be a mapping of the inner strategy's "
+                                 f"options, got {_shown(inner_options)}")
+        else:
+            continue  # the constructor's annotation check names it
+        found, _ = strategy_class(inner)
+        if not issubclass(found, hint):
+            raise InputError("algorithms.options", f"{key}: {name} wraps a {hint.__name__}, and {inner} is not one "
+                             "(a Message-API wrapper takes a flwr.serverapp strategy, a legacy one a legacy strategy)")
+        out[key] = build(found, inner_options, inner)
+    return out
 
 
 def _number(strategy: Any, attribute: str, default: float, name: str) -> float:
@@ -741,11 +778,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         return {"federated": list(self.federated)}
 
     def state(self) -> dict[str, Any]:
-        attributes = {}
-        for key, value in vars(self.strategy).items():
-            if callable(value):  # e.g. a metrics aggregation function: an option, rebuilt by _build
-                continue
-            attributes[key] = _plain(value, f"algorithms.strategy ({self.config.strategy}.{key})")
+        attributes = _strategy_state(self.strategy, self.config.strategy)
         return {"w": self.w, "server_round": self.server_round, "configs": {str(k): {key: _plain(v, "config")
                 for key, v in c.items()} for k, c in self.configs.items()}, "strategy": attributes,
                 "free": list(self.free), "federated": [dict(row) for row in self.federated]}
@@ -757,8 +790,30 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         self.free = [int(c) for c in state.get("free", [])]
         self.federated = [dict(row) for row in state.get("federated", [])]
         self.strategy = build(self.cls, self.config.options, self.config.strategy)
-        for key, value in state["strategy"].items():
-            setattr(self.strategy, key, _restore(value))
+        _load_strategy_state(self.strategy, state["strategy"])
+
+
+def _strategy_state(strategy: Any, where: str) -> dict[str, Any]:
+    """A strategy's attributes as plain data; a wrapped strategy's own, under ``{"__strategy__": ...}``."""
+    from flwr.server.strategy import Strategy as Legacy
+    from flwr.serverapp.strategy import Strategy
+
+    attributes: dict[str, Any] = {}
+    for key, value in vars(strategy).items():
+        if isinstance(value, Strategy | Legacy):
+            attributes[key] = {"__strategy__": _strategy_state(value, f"{where}.{key}")}
+        elif not callable(value):  # a callable (a metrics aggregation function) is an option, rebuilt by build
+            attributes[key] = _plain(value, f"algorithms.strategy ({where}.{key})")
+    return attributes
+
+
+def _load_strategy_state(strategy: Any, attributes: Mapping[str, Any]) -> None:
+    """Set what :func:`_strategy_state` saved on a strategy built from the same options."""
+    for key, value in attributes.items():
+        if isinstance(value, Mapping) and set(value) == {"__strategy__"}:
+            _load_strategy_state(getattr(strategy, key), value["__strategy__"])
+        else:
+            setattr(strategy, key, _restore(value))
 
 
 def _iterable(value: Any) -> bool:
