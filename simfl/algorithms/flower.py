@@ -275,6 +275,7 @@ def _inner_strategies(cls: type, options: Mapping[str, Any], name: str) -> dict[
     out = dict(options)
     for key, value in options.items():
         hint = hints.get(key)
+        inner_options: Any
         if not (isinstance(hint, type) and issubclass(hint, Strategy | Legacy)):
             continue
         if isinstance(value, str):
