@@ -367,7 +367,7 @@ class ClientAppTrainer(AppCaller):
         """Call the app on ``job``: its trained weights, its metrics and the client's new state."""
         from flwr.app import MessageType
 
-        where = f"client.flower_app (client {job.client}, its round {job.round})"
+        where = f"client.flower_app (client {job.client}, node {job.client + 1}, its round {job.round + 1})"
         reply, context = self.call(MessageType.TRAIN, job.client, job.start, self._config(job),
                                    job.message.arrays.get(MEMORY), job, f"{job.client}.{job.round}", where)
         return self._reply(reply, context, where)
@@ -495,7 +495,7 @@ class ClientAppEvaluator(AppCaller):
         from flwr.app import MessageType
 
         round_ = config.get("server-round", "?")
-        where = f"client.flower_app (client {client}, evaluation of round {round_})"
+        where = f"client.flower_app (client {client}, node {client + 1}, evaluation of round {round_})"
         reply, _ = self.call(MessageType.EVALUATE, client, weights, config, self.memory(client), None,
                              f"{client}.evaluate.{round_}", where)
         if self.legacy:

@@ -293,7 +293,7 @@ def test_a_client_app_that_raises_names_the_client_and_round(tmp_path: Path, exe
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "client 3, its round 0" in lines[0] and "ValueError: the user's training code failed" in lines[0]
+    assert "client 3, node 4, its round 1" in lines[0] and "ValueError: the user's training code failed" in lines[0]
     crash = lines[0].rsplit(" ", 1)[-1]
     text = Path(crash).read_text()
     assert "raising_train" in text and "Traceback" in text

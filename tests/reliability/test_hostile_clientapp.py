@@ -143,7 +143,7 @@ def _train_inline(api: str, behaviour: str) -> None:
         return
     with pytest.raises(UserCodeFailed) as caught:
         trainer.run(_job(behaviour, layout, model))
-    _refused(caught.value, api, behaviour, "client 1, its round 2")
+    _refused(caught.value, api, behaviour, "client 1, node 2, its round 3")
     COUNTS[(kind, "one line")] += 1
 
 
@@ -161,7 +161,7 @@ def test_an_app_misbehaving_in_evaluation_is_named(api: str, behaviour: str) -> 
         return
     with pytest.raises(UserCodeFailed) as caught:
         evaluate(1, layout.flatten(model), {"behaviour": behaviour, "server-round": 4})
-    _refused(caught.value, api, behaviour, "client 1, evaluation of round 4")
+    _refused(caught.value, api, behaviour, "client 1, node 2, evaluation of round 4")
     COUNTS[(kind, "one line")] += 1
 
 
@@ -201,7 +201,7 @@ def test_an_app_misbehaving_in_a_process_worker_is_named_as_inline(
     if behaviour in WAITS:
         assert f"was still running after {LIMIT:g} s, the limit client.timeout sets" in str(caught.value)
     else:
-        _refused(caught.value, api, behaviour, "client 1, its round 2")
+        _refused(caught.value, api, behaviour, "client 1, node 2, its round 3")
     COUNTS[(kind, "one line")] += 1
     fine = pool.submit(_job("none", layout, model))  # the worker still serves
     assert pool.collect(fine).metrics["num-examples"] == 11
