@@ -5,7 +5,8 @@ Run from the repository root: ``python results/derived.py``. Each line is
 
 - ``cpu_minutes[FOLDER]``: the sum of ``wall_seconds`` over every run of a
   result folder (machine time; it varies from run to run); ``cpu_hours_total`` sums the folders of
-  the earlier set (E = 1 and the studies), ``cpu_hours_e5`` those at the paper's E = 5 (``-e5``);
+  the earlier set (E = 1 and the studies), ``cpu_hours_e5`` those at the paper's E = 5 (``-e5``),
+  ``cpu_hours_sensitivity`` the sensitivity study's (``sensitivity-*``);
 - ``delays[CELL]``: OrthoFL's drawn latencies in a delay-study cell (mean and
   maximum, s) and its update count;
 - ``second_half[VARIANT]``: an ablation variant's mean and minimum accuracy
@@ -72,8 +73,10 @@ def main() -> None:
         print(f"cpu_minutes[{name}]={value:.0f}")
     e5 = sum(v for k, v in minutes.items() if "-e5" in k)
     cross = minutes.get(CROSS_DEVICE.name, 0.0)
-    print(f"cpu_hours_total={(sum(minutes.values()) - e5 - cross) / 60:.1f}")
+    sensitivity = sum(v for k, v in minutes.items() if k.startswith("sensitivity-"))
+    print(f"cpu_hours_total={(sum(minutes.values()) - e5 - cross - sensitivity) / 60:.1f}")
     print(f"cpu_hours_e5={e5 / 60:.1f}")
+    print(f"cpu_hours_sensitivity={sensitivity / 60:.1f}")
 
     for cell in sorted((RESULTS / "delays-mnist-e1-6000s").glob("latency=*")):
         events = pd.read_csv(cell / "orthofl" / "seed0" / "events.csv")
