@@ -135,6 +135,9 @@ report() {
   $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr --force
   $SIMFL report results/scaffold-mnist-e1 --baseline fedavg --out results/report-scaffold --force
   $SIMFL report results/cross-device-mnist --baseline fedasync --out results/report-cross-device --force
+  # Figure 8: the main table's beta = 0.6, E = 5 runs fill that cell (its chain entry is the default OrthoFL)
+  $SIMFL report results/sensitivity-beta-mnist results/paper-mnist-e5/orthofl_chain-seed0 results/paper-mnist-e5/orthofl_chain-seed1 results/paper-mnist-e5/orthofl_chain-seed2 results/paper-mnist-e5/fedavg-seed0 results/paper-mnist-e5/fedavg-seed1 results/paper-mnist-e5/fedavg-seed2 --by beta --as orthofl_chain=orthofl --out results/report-sensitivity-beta --force
+  $SIMFL report results/sensitivity-epochs-mnist results/paper-mnist-e5/orthofl_chain-seed0 results/paper-mnist-e5/orthofl_chain-seed1 results/paper-mnist-e5/orthofl_chain-seed2 results/paper-mnist-e5/fedavg-seed0 results/paper-mnist-e5/fedavg-seed1 results/paper-mnist-e5/fedavg-seed2 --by train.epochs --as orthofl_chain=orthofl --target-from 5 --out results/report-sensitivity-epochs --force
 }
 
 steps=("$@")
