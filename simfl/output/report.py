@@ -184,7 +184,7 @@ def pooled_settings(scenario: Mapping[str, Any], folder: Path | None = None) -> 
     return flat
 
 
-def _first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
+def first_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str | None:
     """The first key (in sorted order) whose value differs, entries compared only where both folders have them; a
     key one folder lacks (a section simfl added after it was written) equals null, that section's "off"."""
     for key in sorted(set(a) | set(b)):
@@ -216,13 +216,13 @@ def load_groups(folders: Sequence[Path], apart: bool = False) -> list[RunGroup]:
             name, settings = folder.name, {}
         label = name
         for other, other_label, where in seen.get(name, []):
-            differs = _first_difference(other, settings)
+            differs = first_difference(other, settings)
             if differs is None:
                 label = other_label
                 break
             if not apart:
                 raise InputError(str(folder), f"holds runs of '{name}' whose settings differ from those in {where} "
-                                 f"({differs}: {_show(settings.get(differs))} vs {_show(other.get(differs))}), so "
+                                 f"({differs}: {shown_value(settings.get(differs))} vs {shown_value(other.get(differs))}), so "
                                  "they are not seeds of one setting: report them separately, or pass --apart to label "
                                  "them apart")
         else:
@@ -248,7 +248,8 @@ def load_groups(folders: Sequence[Path], apart: bool = False) -> list[RunGroup]:
     return list(groups.values())
 
 
-def _show(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """A setting as a refusal line shows it (``absent`` for null, at most 60 characters)."""
     text = "absent" if value is None else repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

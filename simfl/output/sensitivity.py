@@ -45,11 +45,11 @@ from simfl.output.report import (
     METRICS_KINDS,
     SUMMARY_KINDS,
     RunGroup,
-    _first_difference,
-    _show,
+    first_difference,
     group_table,
     method_order,
     pooled_settings,
+    shown_value,
 )
 from simfl.output.tables import read_table
 
@@ -130,11 +130,11 @@ def load_cells(folders: Sequence[Path], setting: Setting) -> list[RunGroup]:
         if reference is None:
             reference = (settings, folder)
         else:
-            differs = _first_difference(reference[0], settings)
+            differs = first_difference(reference[0], settings)
             if differs is not None:
                 raise InputError(str(folder), f"its settings differ from those in {reference[1]} apart from "
-                                 f"{setting.key} ({differs}: {_show(settings.get(differs))} vs "
-                                 f"{_show(reference[0].get(differs))}), so its runs do not belong to one study")
+                                 f"{setting.key} ({differs}: {shown_value(settings.get(differs))} vs "
+                                 f"{shown_value(reference[0].get(differs))}), so its runs do not belong to one study")
         summary = read_table(folder / "summary.csv", SUMMARY_KINDS, "result rows")
         for algo, seed in zip(summary["algorithm"], summary["seed"], strict=True):
             on_disk = str(algo)
