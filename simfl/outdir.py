@@ -410,6 +410,12 @@ def _not_a_file(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "a special file")
 
 
+def _not_a_lock(path: Path, out: Path, kind: str) -> InputError:
+    """The one line for something other than a regular file at ``out``'s lock path."""
+    return InputError(str(path), f"is {kind}, not a regular file: simfl keeps the lock of {out} in a file of that "
+                      "name; remove it, or choose another --out")
+
+
 @contextlib.contextmanager
 def _locked(path: Path, out: Path) -> Iterator[None]:
     """Hold the flock on ``path`` (the lock file of ``out``) for the block; see :func:`hold`."""
@@ -424,8 +430,7 @@ def _locked(path: Path, out: Path) -> Iterator[None]:
         except OSError:  # not there (or not readable: the open below says why)
             kind = ""
         if kind:  # a socket or a folder would fail to open with a cryptic errno, a FIFO could block
-            raise InputError(str(path), f"is {kind}, not a regular file: simfl keeps the lock of {out} in a "
-                             "file of that name; remove it, or choose another --out")
+            raise _not_a_lock(path, out, kind)
         try:
             fd = os.open(path, flags, 0o644)
         except OSError as exc:
@@ -433,8 +438,7 @@ def _locked(path: Path, out: Path) -> Iterator[None]:
         kind = _not_a_file(os.fstat(fd).st_mode)
         if kind:
             os.close(fd)
-            raise InputError(str(path), f"is {kind}, not a regular file: simfl keeps the lock of {out} in a "
-                             "file of that name; remove it, or choose another --out") from None
+            raise _not_a_lock(path, out, kind)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

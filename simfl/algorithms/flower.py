@@ -214,11 +214,7 @@ def check_options(cls: type, options: Mapping[str, Any], name: str) -> None:
     missing = [k for k, p in named.items() if p.default is p.empty and k not in options]
     if missing:
         raise InputError(where, f"{name} needs {missing[0]} (an option without a default)")
-    constructor: Any = cls
-    try:
-        hints = typing.get_type_hints(constructor.__init__)
-    except Exception:  # annotations that do not resolve: the constructor decides
-        return
+    hints = _constructor_hints(cls)
     for key, value in options.items():
         if key not in hints:
             continue
@@ -232,6 +228,15 @@ def check_options(cls: type, options: Mapping[str, Any], name: str) -> None:
             message = str(exc.errors()[0]["msg"]).rstrip(".")
             raise InputError(where, f"{key}: {message[:1].lower()}{message[1:]} ({name} takes "
                              f"{_annotation(hints[key])}), got {_shown(value)}") from None
+
+
+def _constructor_hints(cls: type) -> dict[str, Any]:
+    """The annotations of ``cls``'s constructor; none when they do not resolve (the constructor then decides)."""
+    constructor: Any = cls
+    try:
+        return typing.get_type_hints(constructor.__init__)
+    except Exception:
+        return {}
 
 
 def _annotation(hint: Any) -> str:
@@ -267,11 +272,7 @@ def _inner_strategies(cls: type, options: Mapping[str, Any], name: str) -> dict[
     from flwr.server.strategy import Strategy as Legacy
     from flwr.serverapp.strategy import Strategy
 
-    constructor: Any = cls
-    try:
-        hints = typing.get_type_hints(constructor.__init__)
-    except Exception:  # annotations that do not resolve: the constructor decides
-        return dict(options)
+    hints = _constructor_hints(cls)
     out = dict(options)
     for key, value in options.items():
         hint = hints.get(key)

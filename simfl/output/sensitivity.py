@@ -47,6 +47,7 @@ from simfl.output.report import (
     RunGroup,
     first_difference,
     group_table,
+    is_missing,
     method_order,
     pooled_settings,
     shown_value,
@@ -101,7 +102,7 @@ def _value(setting: Setting, flat: Mapping[str, Any], entry: Mapping[str, Any] |
 
 
 def _cell_name(key: str, value: Any) -> str:
-    return f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}"
+    return f"{key}={_plain(value)}"
 
 
 def _order(value: Any) -> tuple[int, Any]:
@@ -199,6 +200,7 @@ def cell_tables(cells: Sequence[RunGroup], setting: Setting, baseline: str) -> l
     if setting.target_from is None:
         return [group_table(c, baseline) for c in cells]
     source = group_table(next(c for c in cells if c.name == f"{setting.key}={setting.target_from}"), baseline)
+    # the cell names are _cell_name's, which prints values as --target-from is matched (_plain)
     base = source.loc[source["algorithm"] == baseline, "time_to_target"]
     base_time = None if not len(base) or base.iloc[0] is None else float(base.iloc[0])
     return [group_table(c, baseline, float(source["target"].iloc[0]), base_time) for c in cells]
@@ -234,7 +236,7 @@ def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting, baselin
             acc.append(100 * float(first["accuracy_mean"]))
             std.append(100 * float(first["accuracy_std"]))
             time = first["relative_time"]
-            rel.append(float("nan") if time is None or (isinstance(time, float) and math.isnan(time)) else float(time))
+            rel.append(float("nan") if is_missing(time) else float(time))
         bars = top.bar(xs, acc, width, yerr=std, capsize=2, label=METHOD_NAMES.get(method, (method, method))[0])
         bottom.bar(xs, [0.0 if math.isnan(r) else r for r in rel], width, color=bars.patches[0].get_facecolor()
                    if bars.patches else None)

@@ -77,6 +77,10 @@ def test_target_from_one_cell_for_every_cell(tmp_path: Path, capsys: pytest.Capt
     assert md[3].startswith("| OrthoFL | **80.0±0.0** | **1.00×** | **90.0±0.0** | **0.50×** |")
 
 
+DIFFERS = {"its settings differ"}
+"""The refusals that need a third folder whose settings differ (train.lr) beside the two of :func:`beta_runs`."""
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["--by", "beta"], "its settings differ"),
     (["--by", "beta", "--as", "orthofl_chain=orthofl"], "its settings differ"),
@@ -94,7 +98,7 @@ def test_bad_sensitivity_input_is_one_line(tmp_path: Path, capsys: pytest.Captur
                                             words: str) -> None:
     runs = tmp_path / "runs"
     beta_runs(runs)
-    if argv[:2] == ["--by", "beta"] and len(argv) in (2, 4) and "--target-from" not in argv and "--apart" not in argv:
+    if words in DIFFERS:
         study(runs / "other", "paper", [{"name": "fedavg", "clients_per_round": 10}], {("fedavg", 1): SLOW},
               lr=0.1)
     assert main(["report", str(runs), "--out", str(tmp_path / "rep"), *argv]) == 2
