@@ -31,7 +31,11 @@ Run from the repository root: ``python results/derived.py``. Each line is
 - ``cross_device_*``: the cross-device study (``cross-device-mnist``, not in ``cpu_hours_total``): its
   core-hours, the distinct clients that delivered in seed 0, the mean staleness of OrthoFL chain under
   ``returning: own`` and of FedAsync (seed 0), and how far OrthoFL global under ``returning: server`` is
-  from FedAsync (seeds whose events.csv are equal; the largest accuracy gap at any evaluation, points).
+  from FedAsync (seeds whose events.csv are equal; the largest accuracy gap at any evaluation, points);
+- ``sensitivity_time[RUN]``: for each run of the sensitivity study (``sensitivity-*``) and the main table's
+  E = 5 OrthoFL (chain) and FedAvg runs it reuses, the first evaluation time at or above the study's
+  target (95% of FedAvg's mean accuracy at E = 5, as ``simfl report`` computes it) and its final
+  accuracy; ``sensitivity_fedavg_mean_time``: FedAvg's mean time to that target at E = 5 over its seeds.
 """
 
 from __future__ import annotations
@@ -161,5 +165,27 @@ def cross_device(minutes: float) -> None:
           f"largest accuracy gap {100 * gap:.2f} points")
 
 
+def sensitivity() -> None:
+    """The seed-level figures the sensitivity section of README.md quotes."""
+    main_runs = {f"{e}-seed{k}": RESULTS / "paper-mnist-e5" / f"{e}-seed{k}" / e / f"seed{k}"
+                 for e in ("orthofl_chain", "fedavg") for k in range(3)}
+    fedavg = [pd.read_csv(main_runs[f"fedavg-seed{k}"] / "metrics.csv") for k in range(3)]
+    target = 0.95 * sum(float(m["accuracy"].iloc[-1]) for m in fedavg) / len(fedavg)
+    runs = dict(main_runs)
+    for study in sorted(RESULTS.glob("sensitivity-*")):
+        for folder in sorted(p for p in study.iterdir() if p.is_dir() and not p.name.endswith(".partial")):
+            runs[folder.name] = next(folder.glob("*/seed*"))
+    times = {}
+    for name, run in runs.items():
+        metrics = pd.read_csv(run / "metrics.csv")
+        hit = metrics.loc[metrics["accuracy"] >= target, "virtual_time"]
+        times[name] = float(hit.iloc[0]) if len(hit) else None
+        when = f"{times[name]:.0f} s" if times[name] is not None else "never"
+        print(f"sensitivity_time[{name}]={when}, final {100 * metrics['accuracy'].iloc[-1]:.1f}")
+    mean = sum(times[f"fedavg-seed{k}"] or 0.0 for k in range(3)) / 3
+    print(f"sensitivity_fedavg_mean_time={mean:.0f}")
+
+
 if __name__ == "__main__":
     main()
+    sensitivity()

@@ -157,7 +157,13 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
             assert f"{numbers[0]}/{numbers[1]}" in readme, key
             if "mnist" in key:
                 assert f"{numbers[2]} of {numbers[3]}" in readme, key
+        if key.startswith("sensitivity_time[") and key.endswith("seed0]"):  # "1600 s, final 97.8"
+            when, final = value.split(", final ")
+            assert final in readme, key
+            if when != "never":
+                assert f"{int(when.split()[0]):,} s" in readme, key
     assert f"from {int(lines['har_orthofl_leads_from']):,} s on" in readme
+    assert f"{int(lines['sensitivity_fedavg_mean_time']):,} s" in readme
     assert f"The runs took {lines['cross_device_cpu_hours']} core-hours" in readme
     assert f"from {lines['cross_device_clients_seen[seed0]']} distinct clients in seed 0" in readme
     own, fedasync = re.findall(r"\d+", lines["cross_device_staleness[seed0]"])
