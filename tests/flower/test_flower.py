@@ -16,6 +16,7 @@ import torch
 pytest.importorskip("flwr")
 
 import simfl  # noqa: E402
+from simfl.cli import main  # noqa: E402
 from simfl.errors import InputError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,11 +97,10 @@ def test_strategies_resume_byte_identical(tmp_path: Path) -> None:
     import yaml
 
     path.write_text(yaml.safe_dump(raw))
-    cmd = [sys.executable, "-m", "simfl", "run", str(path), "--quiet", "--checkpoint-every", "1", "--workers", "1"]
-    full = subprocess.run([*cmd, "--out", str(tmp_path / "full")], cwd=ROOT, capture_output=True, text=True)
-    assert full.returncode == 0, full.stderr
-    killed = subprocess.Popen([*cmd, "--out", str(tmp_path / "cut")], cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    args = ["run", str(path), "--quiet", "--checkpoint-every", "1", "--workers", "1"]
+    assert main([*args, "--out", str(tmp_path / "full")]) == 0  # in this process: only the killed run needs its own
+    killed = subprocess.Popen([sys.executable, "-m", "simfl", *args, "--out", str(tmp_path / "cut")], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     running = tmp_path / "cut.partial" / "running" / "FedYogi" / "seed0.pt"
     for _ in range(600):
         if running.exists() or killed.poll() is not None:
@@ -109,9 +109,7 @@ def test_strategies_resume_byte_identical(tmp_path: Path) -> None:
     assert killed.poll() is None, "the run ended before it could be killed"
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    resumed = subprocess.run([sys.executable, "-m", "simfl", "run", "--resume", str(tmp_path / "cut"), "--quiet"],
-                             cwd=ROOT, capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
+    assert main(["run", "--resume", str(tmp_path / "cut"), "--quiet", "--workers", "1"]) == 0
     for strategy in names:
         for name in ("metrics.csv", "events.csv", "federated.csv"):
             assert (tmp_path / "full" / strategy / "seed0" / name).read_bytes() == \
