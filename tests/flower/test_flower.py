@@ -253,12 +253,20 @@ def test_process_workers_train_a_client_app_as_inline_does(tmp_path: Path) -> No
 
 
 def cli(tmp_path: Path, raw: dict[str, Any], *flags: str) -> subprocess.CompletedProcess[str]:
+    """``simfl run`` of ``raw`` through the command's own entry (in this process: the refusals come before any
+    worker starts); its exit code and what it wrote."""
+    import contextlib
+    import io
+
     import yaml
 
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return subprocess.run([sys.executable, "-m", "simfl", "run", str(path), "--quiet", "--out", str(tmp_path / "o"),
-                           *flags], cwd=ROOT, capture_output=True, text=True)
+    argv = ["run", str(path), "--quiet", "--out", str(tmp_path / "o"), *flags]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 @pytest.mark.parametrize(("entry", "client", "words"), [
