@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,3 +47,37 @@ class Dataset:
     def input_shape(self) -> tuple[int, ...]:
         """Shape of one sample (without the batch dimension)."""
         return tuple(self.x_train.shape[1:])
+
+
+class Shards(Sequence[tuple[torch.Tensor, torch.Tensor]]):
+    """Each client's ``(x, y)``: its partition's rows of the training data, gathered when asked for.
+
+    Holding a pair of tensors per client before the first arrival costs seconds and memory at
+    10^6 clients, and a run without training never reads them; a trainer gathers a client's rows
+    per job instead, a copy the size of that client's data, small beside training on it.
+    ``share_memory_`` moves the whole training data into shared memory once, so that processes
+    given this object map the same pages.
+    """
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, parts: Sequence[np.ndarray]) -> None:
+        self.x = x
+        self.y = y
+        self.parts = parts
+        """Per client, the sorted row indices of its data (:func:`simfl.data.partition.split`)."""
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __getitem__(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        rows = torch.from_numpy(self.parts[client])
+        return self.x[rows], self.y[rows]
+
+    def sizes(self) -> tuple[int, ...]:
+        """Samples per client."""
+        return tuple(len(p) for p in self.parts)
+
+    def share_memory_(self) -> Shards:
+        """Move the training data into shared memory (in place); ``self``."""
+        self.x.share_memory_()
+        self.y.share_memory_()
+        return self

@@ -150,11 +150,20 @@ def split(
     if config.clients > n:
         raise InputError("data.partition.clients", f"must be at most the {n} training samples, got {config.clients}")
     if isinstance(config, IIDConfig):
-        perm = gen.permutation(n)
-        return [np.sort(part) for part in np.array_split(perm, config.clients)]
+        return _iid(gen.permutation(n), config.clients)
     if config.sizes == "equal":
         return _dirichlet_equal(labels, config.clients, config.alpha, gen)
     return _dirichlet_draw(labels, config.clients, config.alpha, gen)
+
+
+def _iid(perm: np.ndarray, clients: int) -> list[np.ndarray]:
+    """``[np.sort(p) for p in np.array_split(perm, clients)]``, sorted in one pass (10^6 clients in a second)."""
+    q, r = divmod(len(perm), clients)
+    sizes = np.full(clients, q, dtype=np.int64)
+    sizes[:r] += 1  # array_split: the first len % clients parts hold one more
+    group = np.repeat(np.arange(clients), sizes)
+    ordered = perm[np.lexsort((perm, group))]
+    return np.split(ordered, np.cumsum(sizes)[:-1])
 
 
 def _class_pools(labels: np.ndarray, gen: np.random.Generator) -> list[list[int]]:

@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,6 +24,7 @@ from simfl.algorithms import Setup
 from simfl.algorithms.base import run_name
 from simfl.algorithms.store import StoreSpec
 from simfl.data import Dataset
+from simfl.data.base import Shards
 from simfl.data.partition import split
 from simfl.errors import InputError
 from simfl.latency import Workload
@@ -50,7 +51,7 @@ class Federation:
 
     seed: int
     dataset: Dataset
-    shards: list[tuple[torch.Tensor, torch.Tensor]]
+    shards: Sequence[tuple[torch.Tensor, torch.Tensor]]
     model: nn.Module
     layout: Layout
     init: torch.Tensor
@@ -58,7 +59,7 @@ class Federation:
 
     @property
     def client_sizes(self) -> list[int]:
-        return [len(y) for _, y in self.shards]
+        return list(self.workload.samples)
 
 
 @dataclass
@@ -91,13 +92,13 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
     labels = dataset.y_train.numpy()
     parts = split(scenario.data.partition, labels, rng.stream(seed, "partition"), dataset.groups_train)
     scenario.check_clients(len(parts))
-    shards = [(dataset.x_train[torch.from_numpy(ix)], dataset.y_train[torch.from_numpy(ix)]) for ix in parts]
+    shards = Shards(dataset.x_train, dataset.y_train, parts)
     model = build_model(scenario, dataset, seed)
     layout = Layout.of(model)
     workload = Workload(
         model_bytes=exchanged_bytes(layout),
         flops_per_sample=training_flops_per_sample(model, dataset.x_train[0]),
-        samples=tuple(len(p) for p in parts),
+        samples=shards.sizes(),
         epochs=scenario.train.epochs,
     )
     return Federation(seed, dataset, shards, model, layout, layout.flatten(model), workload)

@@ -8,6 +8,7 @@ inspected, checked and saved between events and rebuilt from that data alone.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, astuple, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -78,11 +79,16 @@ class Event:
 
     @staticmethod
     def columns() -> list[str]:
-        return [f.name for f in fields(Event)]
+        return list(_EVENT_COLUMNS)
 
     def row(self) -> dict[str, Any]:
         """The events.csv row: column name to value."""
-        return {name: getattr(self, name) for name in self.columns()}
+        return dict(zip(_EVENT_COLUMNS, _event_values(self), strict=True))
+
+
+_EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Event))
+"""events.csv's columns, the fields of :class:`Event` in order (read once: a run writes a row per event)."""
+_event_values = operator.attrgetter(*_EVENT_COLUMNS)
 
 
 @dataclass(frozen=True)

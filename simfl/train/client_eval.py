@@ -21,7 +21,7 @@ The latency model decides virtual time for training rounds only: an evaluation c
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -42,7 +42,7 @@ class ClientEvaluator:
     Every run is given one; only an algorithm that asks clients to evaluate calls it, so the app and
     the model replica are made at the first call."""
 
-    def __init__(self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]], seed: int,
+    def __init__(self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]], seed: int,
                  client: ClientConfig | None, memory: Memory) -> None:
         self.source = model
         self.layout = layout

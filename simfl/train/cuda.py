@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import queue
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future
 
 import torch
@@ -37,7 +38,7 @@ class CudaExecutor(Executor):
     """``streams`` model replicas on one GPU, each training one job at a time on its own stream."""
 
     def __init__(
-        self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
+        self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],
         config: TrainConfig, seed: int, streams: int, device: str = "cuda", client: ClientConfig | None = None,
     ) -> None:
         if not torch.cuda.is_available():

@@ -43,7 +43,7 @@ import logging
 import math
 import os
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -250,7 +250,7 @@ def load_app(path: str) -> Any:
 
 @dataclass(frozen=True)
 class _Current:
-    shards: list[tuple[torch.Tensor, torch.Tensor]]
+    shards: Sequence[tuple[torch.Tensor, torch.Tensor]]
     seed: int
     job: Job | None
     """The training job being run; None during an evaluation."""
@@ -293,7 +293,7 @@ class AppCaller:
     """
 
     def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
-                 shards: list[tuple[torch.Tensor, torch.Tensor]], seed: int) -> None:
+                 shards: Sequence[tuple[torch.Tensor, torch.Tensor]], seed: int) -> None:
         assert client.flower_app is not None
         prepare()
         self.app = load_app(client.flower_app)
@@ -349,7 +349,7 @@ class ClientAppTrainer(AppCaller):
     """Trains jobs by calling a Flower ClientApp in this process (the interface of LocalTrainer)."""
 
     def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
-                 shards: list[tuple[torch.Tensor, torch.Tensor]], config: TrainConfig, seed: int) -> None:
+                 shards: Sequence[tuple[torch.Tensor, torch.Tensor]], config: TrainConfig, seed: int) -> None:
         super().__init__(client, model, layout, shards, seed)
         self.config = config
 
@@ -484,7 +484,7 @@ class ClientAppEvaluator(AppCaller):
     """Calls a ClientApp's ``evaluate`` handler on the global weights (federated evaluation, in this process)."""
 
     def __init__(self, client: ClientConfig, model: nn.Module, layout: Layout,
-                 shards: list[tuple[torch.Tensor, torch.Tensor]], seed: int,
+                 shards: Sequence[tuple[torch.Tensor, torch.Tensor]], seed: int,
                  memory: Callable[[int], torch.Tensor | None]) -> None:
         super().__init__(client, model, layout, shards, seed)
         self.memory = memory

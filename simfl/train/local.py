@@ -7,6 +7,7 @@ is what lets executors train in-flight clients in any order or in parallel.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -59,7 +60,7 @@ class LocalTrainer:
     """Trains jobs of any client on one model replica."""
 
     def __init__(
-        self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
+        self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],
         config: TrainConfig, seed: int,
     ) -> None:
         self.model = model

@@ -22,6 +22,7 @@ import heapq
 import math
 import threading
 import traceback
+from collections.abc import Sequence
 from multiprocessing import connection
 from multiprocessing.connection import Connection
 from typing import Any, cast
@@ -31,6 +32,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from simfl import numerics
+from simfl.data.base import Shards
 from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
 from simfl.train.executor import Executor
@@ -43,7 +45,7 @@ _STOP = None
 
 
 def _worker(
-    conn: Connection, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
+    conn: Connection, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],
     config: TrainConfig, seed: int, threads: int, slots: torch.Tensor, index: int,
     who: ClientConfig | None = None,
 ) -> None:
@@ -84,15 +86,18 @@ class ProcessExecutor(Executor):
     """A pool of ``workers`` processes, each training one job at a time with ``threads`` torch threads."""
 
     def __init__(
-        self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
+        self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],
         config: TrainConfig, seed: int, workers: int, threads: int, start_method: str = "spawn",
         client: ClientConfig | None = None,
     ) -> None:
         ctx: Any = mp.get_context(start_method)
         if start_method != "fork":  # in place: the workers map the same pages (forked ones inherit them)
-            for x, y in shards:
-                x.share_memory_()
-                y.share_memory_()
+            if isinstance(shards, Shards):
+                shards.share_memory_()  # the training data once; each worker gathers its clients' rows
+            else:
+                for x, y in shards:
+                    x.share_memory_()
+                    y.share_memory_()
         model = copy.deepcopy(model).cpu()
         self._lock = threading.Condition()
         self._pending: dict[int, Job] = {}

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -125,7 +126,7 @@ class _Trainer:
     """Actor body: one model replica training jobs with a fixed thread count."""
 
     def __init__(
-        self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
+        self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],
         config: TrainConfig, seed: int, threads: int, client: ClientConfig | None = None,
     ) -> None:
         torch.set_num_threads(threads)
@@ -145,7 +146,7 @@ class RayExecutor(Executor):
     """``workers`` Ray actors, each training one job at a time."""
 
     def __init__(
-        self, model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]],
+        self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],
         config: TrainConfig, seed: int, workers: int, threads: int, address: str | None = None,
         client: ClientConfig | None = None,
     ) -> None:

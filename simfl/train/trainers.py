@@ -6,6 +6,7 @@ so that the choice reaches inline, process, Ray and CUDA training alike.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import torch
@@ -24,7 +25,7 @@ class Trainer(Protocol):
 
 
 def make_trainer(
-    model: nn.Module, layout: Layout, shards: list[tuple[torch.Tensor, torch.Tensor]], config: TrainConfig,
+    model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]], config: TrainConfig,
     seed: int, client: ClientConfig | None = None,
 ) -> Trainer:
     """simfl's :class:`LocalTrainer` on ``model``, or the Flower ClientApp that ``client`` names."""
