@@ -35,7 +35,8 @@ Run from the repository root: ``python results/derived.py``. Each line is
 - ``sensitivity_time[RUN]``: for each run of the sensitivity study (``sensitivity-*``) and the main table's
   E = 5 OrthoFL (chain) and FedAvg runs it reuses, the first evaluation time at or above the study's
   target (95% of FedAvg's mean accuracy at E = 5, as ``simfl report`` computes it) and its final
-  accuracy; ``sensitivity_fedavg_mean_time``: FedAvg's mean time to that target at E = 5 over its seeds.
+  accuracy; ``sensitivity_fedavg_mean_time``: FedAvg's mean time to that target at E = 5 over its seeds;
+  ``sensitivity_lead[eE-seedK]``: OrthoFL's final accuracy minus FedAvg's (points) at E = 1 and 10, per seed in.
 """
 
 from __future__ import annotations
@@ -184,6 +185,12 @@ def sensitivity() -> None:
         print(f"sensitivity_time[{name}]={when}, final {100 * metrics['accuracy'].iloc[-1]:.1f}")
     mean = sum(times[f"fedavg-seed{k}"] or 0.0 for k in range(3)) / 3
     print(f"sensitivity_fedavg_mean_time={mean:.0f}")
+    for epochs in (1, 10):
+        for k in range(3):
+            pair = [runs.get(f"{e}-e{epochs}-seed{k}") for e in ("orthofl", "fedavg")]
+            if all(pair):
+                finals = [float(pd.read_csv(run / "metrics.csv")["accuracy"].iloc[-1]) for run in pair if run]
+                print(f"sensitivity_lead[e{epochs}-seed{k}]={100 * (finals[0] - finals[1]):.1f}")
 
 
 if __name__ == "__main__":
