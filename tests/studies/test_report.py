@@ -163,8 +163,8 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
             if when != "never":
                 assert f"{int(when.split()[0]):,} s" in readme, key
         if key.startswith("sensitivity_lead["):  # "17.4"
-            assert f"{value} at E = {key.split('[e')[1].split('-')[0]} ({key.split('-')[-1].rstrip(']').replace('seed', 'seed ')})" \
-                in readme, key
+            epochs, seed = re.fullmatch(r"sensitivity_lead\[e(\d+)-seed(\d)\]", key).groups()  # type: ignore[union-attr]
+            assert f"{value} at E = {epochs} (seed {seed})" in readme, key
     assert f"from {int(lines['har_orthofl_leads_from']):,} s on" in readme
     assert f"{int(lines['sensitivity_fedavg_mean_time']):,} s" in readme
     assert f"The runs took {lines['cross_device_cpu_hours']} core-hours" in readme
