@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.numerics
 	$(PY) -m benchmarks.imports
 	$(PY) -m benchmarks.selection
+	$(PY) -m benchmarks.estimate
 
 reference: $(STAMP)
 	$(VENV)/bin/simfl reference > scenarios/REFERENCE.md
