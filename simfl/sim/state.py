@@ -25,9 +25,9 @@ Phase = Literal["idle", "round", "rejoin", "absent", "gone"]
 away until a scheduled return, away for good."""
 
 
-@dataclass
+@dataclass(slots=True)
 class ClientState:
-    """What the server knows about one client."""
+    """What the server knows about one client (slotted: a population holds one per client)."""
 
     index: int
     num_samples: int
