@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.imports
 	$(PY) -m benchmarks.selection
 	$(PY) -m benchmarks.estimate
+	$(PY) -m benchmarks.population_setup
 
 reference: $(STAMP)
 	$(VENV)/bin/simfl reference > scenarios/REFERENCE.md
