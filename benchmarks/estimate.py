@@ -18,6 +18,7 @@ off by more than 2x either way.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -102,18 +103,12 @@ def main(argv: list[str] | None = None) -> None:
             memory = est.memory + est.disk_bytes
             for what, ratio in (("wall", wall / est_wall), ("memory", peak / memory)):
                 print(f"{name}_{what}={ratio:.2f}", flush=True)
-                worst = ratio if abs(_log(ratio)) > abs(_log(worst)) else worst
+                worst = ratio if abs(math.log(ratio)) > abs(math.log(worst)) else worst
             print(f"{name}_measured=wall {wall:.1f} s, memory {peak / 2**30:.2f} GiB; estimated wall "
                   f"{est_wall:.1f} s, memory {memory / 2**30:.2f} GiB", flush=True)
     print(f"worst={worst:.2f}")
     if not 1 / LIMIT <= worst <= LIMIT:
         raise SystemExit(1)
-
-
-def _log(x: float) -> float:
-    import math
-
-    return math.log(x)
 
 
 if __name__ == "__main__":

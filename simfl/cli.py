@@ -26,6 +26,7 @@ from simfl.names import allowing_imports
 if TYPE_CHECKING:
     from simfl.launch.checkpoint import Every
     from simfl.launch.runner import Target
+    from simfl.schema.estimate import Estimate
     from simfl.schema.scenario import Scenario
 
 # Heavy modules (torch, pandas, matplotlib) are imported inside the commands so that
@@ -94,10 +95,19 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     where = f"{args.file}: estimate"
     estimate.check(est, args.max_memory or estimate.default_max_memory(), where, args.max_hours)
     workers = workers_for(None, [scn], est.runs * est.cells)
-    out = args.out if args.out is not None else Path("runs") / (scn.name + ("-sweep" if scn.sweep else ""))
-    outdir.check_path(out, str(out))  # a path that must not be written is refused as such, not for its disk
-    estimate.check_disk(est, out, where, workers)
+    out = args.out if args.out is not None else outdir.default_out(scn.name, sweep=bool(scn.sweep))
+    _check_out(est, out, where, workers)
     return est.lines(workers, estimate.free_lines(est, out, workers))
+
+
+def _check_out(est: Estimate, out: Path, where: str, workers: int) -> None:
+    """Refuse an output folder that must not be written (as such, not for its disk), then one whose filesystem
+    lacks the disk the estimate needs."""
+    from simfl import outdir
+    from simfl.schema import estimate
+
+    outdir.check_path(out, str(out))
+    estimate.check_disk(est, out, where, workers)
 
 
 def _parallel(parser: argparse.ArgumentParser) -> None:
@@ -280,7 +290,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     scn = _load(args)
     if scn.record is not None and every is not None:
         raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
-    out = args.out if args.out is not None else Path("runs") / scn.name
+    out = args.out if args.out is not None else outdir.default_out(scn.name)
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
     _check_run(scn, args, every, out, workers)
     with outdir.hold(out):
@@ -323,15 +333,13 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
 def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, out: Path, workers: int) -> None:
     """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints, the disk of ``out``),
     before anything is written."""
-    from simfl import outdir
     from simfl.schema import estimate
 
     est = estimate.estimate(scn, checkpoints=every is not None)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:
         estimate.check_checkpoints(est, every.updates, every.seconds)
-    outdir.check_path(out, str(out))  # a path that must not be written is refused as such, not for its disk
-    estimate.check_disk(est, out, f"{args.file}: estimate", workers)
+    _check_out(est, out, f"{args.file}: estimate", workers)
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
@@ -377,7 +385,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         setting = Setting(args.by, parse_renames(args.renames), args.target_from)
         files = write_sensitivity(args.dirs, args.out, setting, baseline=args.baseline, force=args.force)
-    print(files[1].read_text())
+    print(next(p for p in files if p.name == "table.md").read_text())
     print(f"wrote {', '.join(str(p) for p in files)}")
     return 0
 

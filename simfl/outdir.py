@@ -73,6 +73,11 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def default_out(name: str, sweep: bool = False) -> Path:
+    """Where ``simfl run`` (``runs/<name>``) or ``simfl sweep`` (``runs/<name>-sweep``) writes without ``--out``."""
+    return Path("runs") / (f"{name}-sweep" if sweep else name)
+
+
 def check_path(path: Path, where: str | None = None) -> Path:
     """Refuse an output path that cannot or must not be written; returns ``path``."""
     where = where or str(path)

@@ -297,9 +297,10 @@ def flwr_split(
         _check_options(name, config.options)
     except ValueError as exc:
         raise InputError("data.partition.options", str(exc)) from None
-    if config.clients is not None and "num_partitions" in _parameters(cls) and config.clients > n:
+    params = _parameters(cls)
+    if config.clients is not None and "num_partitions" in params and config.clients > n:
         raise InputError("data.partition.clients", f"must be at most the {n} training samples, got {config.clients}")
-    seeded = "seed" in _parameters(cls) and "seed" not in config.options
+    seeded = "seed" in params and "seed" not in config.options
     seed = int(gen.integers(2**32)) if seeded else None
     order = gen.permutation(n) if config.shuffle else np.arange(n)
     columns: dict[str, Any] = {"label": np.asarray(labels, dtype=np.int64)[order], "idx": order.astype(np.int64)}

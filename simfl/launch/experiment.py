@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -51,7 +51,7 @@ class Federation:
 
     seed: int
     dataset: Dataset
-    shards: Sequence[tuple[torch.Tensor, torch.Tensor]]
+    shards: Shards
     model: nn.Module
     layout: Layout
     init: torch.Tensor

@@ -295,7 +295,7 @@ def run_sweep(
         cells = plan_raw(raw, base if base is not None else Path.cwd(), max_memory=max_memory, max_hours=max_hours)
     else:
         raw, cells = plan(path, overrides, max_memory, max_hours)
-    out = Path(out) if out is not None else Path("runs") / f"{raw['name']}-sweep"
+    out = Path(out) if out is not None else outdir.default_out(raw["name"], sweep=True)
     say = log if log is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     scenarios = [c.scenario() for c in cells]
     count = workers_for(workers, scenarios, len(cells) * max((len(s.algorithms) for s in scenarios), default=1),

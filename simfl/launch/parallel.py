@@ -254,16 +254,10 @@ class RayTasks:
 
         owns = not ray.is_initialized()
         if owns:
-            try:
-                if self.address is None:
-                    quiet_init(ray, "--ray", num_cpus=self.cpus)
-                else:
-                    quiet_init(ray, "--ray", address=self.address)
-            except InputError:
-                raise
-            except Exception as exc:
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-                raise InputError("--ray", f"cannot start or reach Ray: {first}") from None
+            if self.address is None:
+                quiet_init(ray, "--ray", num_cpus=self.cpus)
+            else:
+                quiet_init(ray, "--ray", address=self.address)
         results: queue.Queue[Any] = queue.Queue()
         gens: list[Any] = []
         stop = threading.Event()

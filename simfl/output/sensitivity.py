@@ -202,7 +202,7 @@ def cell_tables(cells: Sequence[RunGroup], setting: Setting, baseline: str) -> l
     source = group_table(next(c for c in cells if c.name == f"{setting.key}={setting.target_from}"), baseline)
     # the cell names are _cell_name's, which prints values as --target-from is matched (_plain)
     base = source.loc[source["algorithm"] == baseline, "time_to_target"]
-    base_time = None if not len(base) or base.iloc[0] is None else float(base.iloc[0])
+    base_time = None if not len(base) or is_missing(base.iloc[0]) else float(base.iloc[0])
     return [group_table(c, baseline, float(source["target"].iloc[0]), base_time) for c in cells]
 
 

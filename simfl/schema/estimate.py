@@ -10,7 +10,7 @@ of things times bytes per thing (the docstrings of :class:`Estimate` and of the
 constants below give each model):
 
 - memory of one run's process: the runtime (interpreter and libraries), the
-  dataset (plus its client shards), the model's copies, the client state
+  dataset (and a record per client), the model's copies, the client state
   (weights dispatched to the clients in flight; the per-client vectors of the
   algorithms' stores, :func:`store_rows`, for the clients a run can reach, in RAM
   or on disk as :func:`store_spec` decides), the events and metrics rows, the
@@ -108,25 +108,30 @@ CPU_FLOPS = 2e10
 """Assumed training speed of the CPU, for the rough wall time."""
 NULL_ARRIVAL_SECONDS = 35e-6
 """Wall time of one arrival without training (``executor: {kind: none}``): the rules, the latency draw, the
-event row. Measured through ``simfl run`` at 10^4-10^6 clients, 200,000 arrivals, FedAsync: 29 us with
-uniform latencies, 53 us with lognormal ones (a client's first draw builds its stream); this sits between."""
+event row. ``python -m benchmarks.population_setup``: 29,900 arrivals per CPU second with lognormal latencies
+at 10^5 clients and 22,500 at 10^6 (a client's first draw builds its stream: 33-44 us), 42,300 and 41,000
+with uniform ones (24 us); ``simfl run`` also writes the rows as it goes. This sits between."""
 STORE_ARRIVAL_SECONDS = 45e-6
 """Added per arrival without training by an algorithm with per-client vectors (OrthoFL's calibration), beside
-:data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (measured: OrthoFL, 20,000 arrivals, 1,000 clients:
-85 us per arrival at 3,010 parameters, 120 us at 19,210)."""
+:data:`STORE_SECONDS_PER_BYTE` per byte of those vectors."""
 STORE_SECONDS_PER_BYTE = 2.7e-10
 """Per arrival and byte of a client's vectors: reading and writing its rows."""
 DISK_STORE_FACTOR = 1.4
-"""The disk store's arrivals against the RAM store's (measured 1.3-1.4x at 1,000 and 10,000 clients)."""
+"""The disk store's arrivals against the RAM store's. With the two constants above, fitted to the OrthoFL
+cases of ``python -m benchmarks.estimate`` (3,010 and 19,210 parameters, 10^3 and 10^4 clients, RAM and
+disk): measured over estimated wall 0.74-1.15."""
 LAUNCH_SECONDS = 2.5
 """What a launch adds once beyond its runs: the result folder's tables and plots (pandas and matplotlib
-loaded), its summary (measured: ``simfl run`` less ``simfl validate`` of the same file, 2.5-3 s)."""
+loaded) and its summary. The rest of the smallest case of ``python -m benchmarks.estimate`` (FedAsync, 10^3
+clients: 5.6 s measured beyond ``simfl validate``, 3.5 s of them arrivals)."""
 CLIENT_SECONDS = 10e-6
-"""Setup time per client of the population: its partition, state, latency stream and selection entry
-(measured: about 9.5 s of CPU for 10^6 clients before the first arrival)."""
+"""Setup time per client of the population: its partition, state, latency stream and selection entry.
+``python -m benchmarks.population_setup`` at 10^6 clients: 7.5 s of CPU before the first arrival with
+lognormal latencies, 11.8 s with uniform ones (their first draws are made for every client at once)."""
 CLIENT_BYTES = 768
-"""Memory per client of the population beside its data: the same records (measured: peak resident memory
-1.05 GiB at 10^4 clients and 1.82 GiB at 10^6, pure latency)."""
+"""Memory per client of the population beside its data: the same records. ``python -m benchmarks.estimate``,
+FedAsync from 10^3 to 10^6 clients: peak resident memory 1.02 to 2.26 GiB, measured over estimated
+0.97-1.02."""
 
 
 DATA_SHAPES: dict[str, tuple[tuple[int, ...], int, int, int]] = {
@@ -242,7 +247,7 @@ class Estimate:
 
     @property
     def memory(self) -> int:
-        """Bytes one run's process holds at its peak: runtime, dataset and shards, four model copies, client state,
+        """Bytes one run's process holds at its peak: runtime, dataset and client records, four model copies, client state,
         events and metrics, the recording's copies and a checkpoint being made."""
         return (self.runtime_bytes + self.dataset_bytes + 4 * self.model_bytes + self.client_state_bytes
                 + self.rows_bytes + self.record_ram + self.checkpoint_ram)
@@ -597,10 +602,11 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
                   + _count(evaluations) * CHECKPOINT_METRIC_BYTES + clients * CHECKPOINT_CLIENT_BYTES
                   + CHECKPOINT_BASE_BYTES)
     null = scenario.executor.kind == "none"
-    per_update = flops * samples * scenario.train.epochs / CPU_FLOPS + 1e-4
     if null:
         stored_arrival = (STORE_ARRIVAL_SECONDS + rows * model_bytes * STORE_SECONDS_PER_BYTE) if rows else 0.0
         per_update = NULL_ARRIVAL_SECONDS + stored_arrival * (DISK_STORE_FACTOR if on_disk else 1.0)
+    else:
+        per_update = flops * samples * scenario.train.epochs / CPU_FLOPS + 1e-4
     eval_cost = 0.0 if null else 2 * flops / 6 * data.test / CPU_FLOPS
     wall = arrivals * per_update + evaluations * eval_cost + clients * CLIENT_SECONDS
     return Estimate(data, clients, params, dataset_bytes, model_bytes, client_state, rows_bytes, lat, horizon,

@@ -86,18 +86,13 @@ class ProcessExecutor(Executor):
     """A pool of ``workers`` processes, each training one job at a time with ``threads`` torch threads."""
 
     def __init__(
-        self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],
+        self, model: nn.Module, layout: Layout, shards: Shards,
         config: TrainConfig, seed: int, workers: int, threads: int, start_method: str = "spawn",
         client: ClientConfig | None = None,
     ) -> None:
         ctx: Any = mp.get_context(start_method)
         if start_method != "fork":  # in place: the workers map the same pages (forked ones inherit them)
-            if isinstance(shards, Shards):
-                shards.share_memory_()  # the training data once; each worker gathers its clients' rows
-            else:
-                for x, y in shards:
-                    x.share_memory_()
-                    y.share_memory_()
+            shards.share_memory_()  # the training data once; each worker gathers its clients' rows
         model = copy.deepcopy(model).cpu()
         self._lock = threading.Condition()
         self._pending: dict[int, Job] = {}

@@ -73,17 +73,19 @@ except Exception as exc:
 """Connects to the cluster at ``argv[1]`` and leaves; prints why not."""
 
 
-def quiet_init(ray: Any, where: str, address: str | None = None, **kwargs: Any) -> None:
+def quiet_init(ray: Any, where: str, address: str | None = None, address_key: str | None = None,
+               **kwargs: Any) -> None:
     """``ray.init`` without Ray's own log lines on the terminal (its C++ core writes to file descriptor 2,
-    e.g. one warning a second while it fails to reach a cluster); what it wrote is dropped.
+    e.g. one warning a second while it fails to reach a cluster); what it wrote is dropped. Ray failing to
+    start or connect ends in one line naming ``where``.
 
     With an ``address``, every wait is bounded (``ray.init`` itself retries for minutes in silence): a
     ``host:port`` that does not accept a TCP connection is refused within :data:`simfl.network.CONNECT_TIMEOUT`
     seconds, and a first connection is tried in a child process given :func:`connect_timeout` seconds, killed
     after that, so that nothing of a connection that never completes stays in this process. Both end in one
-    line naming ``where``."""
+    line naming ``address_key`` (default ``where``), the setting that gave the address."""
     if address is not None:
-        _probe(address, where)
+        _probe(address, address_key or where)
     sys.stderr.flush()
     saved = os.dup(2)
     try:
@@ -95,6 +97,8 @@ def quiet_init(ray: Any, where: str, address: str | None = None, **kwargs: Any) 
                 if address is not None:
                     options["address"] = address
                 ray.init(**options)
+            except Exception as exc:
+                raise InputError(where, f"cannot start or reach Ray: {_first_line(exc)}") from None
             finally:
                 sys.stderr.flush()
                 os.dup2(saved, 2)
@@ -157,15 +161,10 @@ class RayExecutor(Executor):
         self.ray = ray
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            try:
-                if address is None:
-                    quiet_init(ray, "executor", num_cpus=workers * threads)
-                else:
-                    quiet_init(ray, "executor.address", address=address)
-            except InputError:
-                raise
-            except Exception as exc:
-                raise InputError("executor", f"cannot start or reach Ray: {_first_line(exc)}") from None
+            if address is None:
+                quiet_init(ray, "executor", num_cpus=workers * threads)
+            else:
+                quiet_init(ray, "executor", address=address, address_key="executor.address")
         remote: Any = ray.remote(num_cpus=threads)(_Trainer)  # what each actor really uses
         shards_ref = ray.put(shards)
         self._actors: list[Any] = [remote.remote(model, layout, shards_ref, config, seed, threads, client)

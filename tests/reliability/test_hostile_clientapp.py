@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -36,6 +37,7 @@ pytest.importorskip("flwr")
 
 import simfl  # noqa: E402
 from simfl.algorithms.store import DiskVectors  # noqa: E402
+from simfl.data.base import Shards  # noqa: E402
 from simfl.errors import InputError, NoSpace, UserCodeFailed  # noqa: E402
 from simfl.models.flat import Layout  # noqa: E402
 from simfl.models.small import MLP, MLPConfig  # noqa: E402
@@ -89,10 +91,14 @@ def _model() -> torch.nn.Module:
     return MLP.build(MLPConfig(hidden=[8]), (8,), 3)
 
 
-def _shards(clients: int = 3) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _shards(clients: int = 3) -> Shards:
+    """Client c holds 10 + c samples, drawn in turn (each client's x, then its y)."""
     gen = torch.Generator().manual_seed(0)
-    return [(torch.randn(10 + c, 8, generator=gen), torch.randint(0, 3, (10 + c,), generator=gen))
-            for c in range(clients)]
+    pairs = [(torch.randn(10 + c, 8, generator=gen), torch.randint(0, 3, (10 + c,), generator=gen))
+             for c in range(clients)]
+    ends = np.cumsum([len(y) for _, y in pairs])
+    return Shards(torch.cat([x for x, _ in pairs]), torch.cat([y for _, y in pairs]),
+                  [np.arange(end - len(y), end) for end, (_, y) in zip(ends, pairs, strict=True)])
 
 
 def _client(api: str, timeout: float | None = 600.0, app: str = "switch") -> ClientConfig:
