@@ -248,7 +248,7 @@ def _load(args: argparse.Namespace) -> Scenario:
 
 def _only(scn: Scenario, text: str) -> list[object]:
     """The scenario's algorithm entries named in ``text`` (comma-separated labels or names), in scenario order."""
-    from simfl.algorithms.base import run_name
+    from simfl.algorithms.configs import run_name
 
     wanted = [w.strip() for w in text.split(",") if w.strip()]
     names = [run_name(a) for a in scn.algorithms]

@@ -1,43 +1,37 @@
-"""Aggregation algorithms: one module each, their maths in :mod:`simfl.algorithms.ops`.
+"""Aggregation algorithms: one module each, their options in :mod:`simfl.algorithms.configs`, their maths in
+:mod:`simfl.algorithms.ops`.
 
-``ALGORITHMS`` maps the name used in a scenario's ``algorithms:`` list to the
-class; each class carries its validated ``Config`` (whose ``name`` field is the
-discriminator).
+``ALGORITHMS`` maps the name used in a scenario's ``algorithms:`` list to the class; each class
+carries its validated ``Config`` (whose ``name`` field is the discriminator). Importing this package
+loads no torch: ``ALGORITHMS`` and the base classes are imported when first read, so that validation,
+which needs only the configs, stays light.
 """
 
 from __future__ import annotations
 
-from simfl.algorithms.base import (
-    Algorithm,
-    Arrival,
-    AsyncAlgorithm,
-    Setup,
-    SyncAlgorithm,
-)
-from simfl.algorithms.ca2fl import CA2FL
-from simfl.algorithms.fedadam import FedAdam
-from simfl.algorithms.fedasync import FedAsync
-from simfl.algorithms.fedavg import FedAvg
-from simfl.algorithms.fedbuff import FedBuff
-from simfl.algorithms.fedprox import FedProx
-from simfl.algorithms.flower import FlowerStrategy
-from simfl.algorithms.orthofl import OrthoFL
-from simfl.algorithms.orthofl_ablations import OrthoFLNoCalib, OrthoFLNoMA, OrthoFLPairwise
-from simfl.algorithms.scaffold import Scaffold
+from typing import TYPE_CHECKING, Any
 
-ALGORITHMS: dict[str, type[Algorithm]] = {  # type: ignore[type-arg]
-    "orthofl": OrthoFL,
-    "orthofl_no_calib": OrthoFLNoCalib,
-    "orthofl_no_ma": OrthoFLNoMA,
-    "orthofl_pairwise": OrthoFLPairwise,
-    "fedasync": FedAsync,
-    "fedbuff": FedBuff,
-    "ca2fl": CA2FL,
-    "fedavg": FedAvg,
-    "fedprox": FedProx,
-    "fedadam": FedAdam,
-    "scaffold": Scaffold,
-    "flower": FlowerStrategy,
-}
+from simfl import registry
+from simfl.algorithms.configs import BUILTINS
+
+if TYPE_CHECKING:
+    from simfl.algorithms.base import Algorithm, Arrival, AsyncAlgorithm, Setup, SyncAlgorithm
+
+    ALGORITHMS: dict[str, type[Algorithm[Any]]]
+
+_BASE = ("Algorithm", "Arrival", "AsyncAlgorithm", "Setup", "SyncAlgorithm")
+
+
+def __getattr__(name: str) -> Any:
+    """``ALGORITHMS`` and the base classes, imported on first use."""
+    if name == "ALGORITHMS":
+        found = globals()["ALGORITHMS"] = registry.implementations(BUILTINS)
+        return found
+    if name in _BASE:
+        from simfl.algorithms import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ALGORITHMS", "Algorithm", "Arrival", "AsyncAlgorithm", "Setup", "SyncAlgorithm"]

@@ -10,58 +10,19 @@ and expose it as plain data for checkpoints. Neither knows about SimPy.
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import torch
-from pydantic import AfterValidator, Field
 
-from simfl.algorithms.store import ClientVectors, StoreSpec, vectors
-from simfl.fields import Section
+from simfl.algorithms.configs import AlgorithmConfig, StoreSpec
+from simfl.algorithms.store import ClientVectors, vectors
 from simfl.models.flat import Layout
-from simfl.names import short_name
 from simfl.train.message import NO_MESSAGE, Message
 
-ConfigT = TypeVar("ConfigT", bound=Section)
-
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-def _check_label(value: str) -> str:
-    if not _LABEL.match(value):
-        raise ValueError(
-            f"must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit, got {value!r}"
-        )
-    return value
-
-
-Label = Annotated[str, AfterValidator(_check_label)]
-"""A run label: it names a folder, so one safe path component."""
-
-
-class AlgorithmConfig(Section):
-    """Base of every algorithm's config: the optional ``label`` that names its runs."""
-
-    label: Label | None = Field(
-        None,
-        description="Name of this entry's runs in folders, summary and reports (default: the algorithm name). "
-        "Lets one algorithm appear several times, e.g. {name: orthofl, shift_source: chain, label: orthofl_chain}.",
-    )
-
-
-def run_name(config: Section) -> str:
-    """What an algorithm entry's runs are called: its ``label``, else its algorithm ``name`` (for an import path
-    ``package.module:Class``, the class name ``Class``)."""
-    label = getattr(config, "label", None)
-    if label is not None:
-        return str(label)
-    default = getattr(config, "default_run_name", None)  # e.g. a Flower entry: its strategy's class name
-    if isinstance(default, str):
-        return default
-    return short_name(str(config.name))  # type: ignore[attr-defined]
+ConfigT = TypeVar("ConfigT", bound=AlgorithmConfig)
 
 
 @dataclass(slots=True)
@@ -115,10 +76,7 @@ class Algorithm(ABC, Generic[ConfigT]):
     """Common part of async and sync algorithms."""
 
     mode: ClassVar[Literal["async", "sync"]]
-    Config: ClassVar[type[Section]]
-    client_vectors: ClassVar[int] = 0
-    """How many model-sized vectors the algorithm keeps per client (its :class:`ClientVectors` stores),
-    for the memory estimate."""
+    Config: ClassVar[type[AlgorithmConfig]]
 
     _sent: Message | None = None
     """The default :meth:`message`, built at its first use (the local options are fixed for the run)."""
@@ -126,12 +84,6 @@ class Algorithm(ABC, Generic[ConfigT]):
     def __init__(self, config: ConfigT, setup: Setup) -> None:
         self.config = config
         self.setup = setup
-
-    @classmethod
-    def check_federation(cls, config: Any, num_clients: int, client_app: bool, where: str) -> None:
-        """Refuse, in one InputError naming ``where`` (the entry's YAML path), a config that cannot run on
-        ``num_clients`` clients (trained by a Flower ClientApp when ``client_app``). ``simfl validate`` and
-        every run call it before any training (``Scenario.check_clients``). Default: no such rule."""
 
     def local_options(self) -> dict[str, Any]:
         """Changes to local training, the same for every client and round, keyed by :data:`simfl.train.hooks.HOOKS`
@@ -190,15 +142,18 @@ class AsyncAlgorithm(Algorithm[ConfigT]):
 
     mode = "async"
 
-    keeps_client_models: bool = False
-    """Cross-device serving (scenario ``server:``), where a client waits idle between its rounds:
-    True when the weights :meth:`on_arrival` returns are the client's own model, which it keeps
-    and trains from when it is sampled again, its staleness counted from that arrival (OrthoFL's
-    calibrated model); False when a sampled client downloads the server's current weights
-    (:meth:`on_join`) and its staleness counts from that dispatch (FedAsync, FedBuff, CA2FL).
-    A client never seen before gets :meth:`on_join` either way. A class attribute that an
-    instance may set from its config (OrthoFL's ``returning``). The kept models are a
-    :class:`ClientVectors` store (:meth:`keep`, :meth:`kept`), made on first use."""
+    @property
+    def keeps_client_models(self) -> bool:
+        """Cross-device serving (scenario ``server:``), where a client waits idle between its rounds:
+        True when the weights :meth:`on_arrival` returns are the client's own model, which it keeps
+        and trains from when it is sampled again, its staleness counted from that arrival (OrthoFL's
+        calibrated model); False when a sampled client downloads the server's current weights
+        (:meth:`on_join`) and its staleness counts from that dispatch (FedAsync, FedBuff, CA2FL).
+        A client never seen before gets :meth:`on_join` either way. Stated by the config
+        (:attr:`simfl.algorithms.configs.AlgorithmConfig.keeps_client_models`), so that the estimate
+        knows it before a run. The kept models are a :class:`ClientVectors` store (:meth:`keep`,
+        :meth:`kept`), made on first use."""
+        return self.config.keeps_client_models
 
     _kept: ClientVectors | None = None
 
@@ -258,12 +213,10 @@ class SyncAlgorithm(Algorithm[ConfigT]):
     def clients_per_round(self) -> int:
         """K, the number of clients sampled each round."""
 
-    chooses_clients: ClassVar[bool] = False
-    """True when :meth:`choose` picks each round's clients (a Flower strategy samples its own nodes)."""
-
     def choose(self, round_index: int, free: list[int]) -> list[int] | None:
         """The clients of round ``round_index`` (0-based) among ``free`` (idle, present, ascending), or None to
-        let the engine sample ``clients_per_round`` of them; an empty list waits for more clients to be free.
+        let the engine sample ``clients_per_round`` of them (an algorithm that picks them says so in its
+        config's ``chooses_clients``); an empty list waits for more clients to be free.
         Called just before :meth:`round_weights` and :meth:`message` of that round."""
         return None
 

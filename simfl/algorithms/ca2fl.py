@@ -47,33 +47,18 @@ the same calibrated step.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
-from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
-from simfl.fields import PositiveFloat, PositiveInt
-
-
-class CA2FLConfig(AlgorithmConfig):
-    """Parameters of CA2FL."""
-
-    name: Literal["ca2fl"] = Field("ca2fl", description="Algorithm name.")
-    buffer: PositiveInt = Field(10, description="K >= 1: arrivals aggregated per global update.")
-    server_lr: PositiveFloat = Field(1.0, description="Server learning rate of the calibrated step.")
-    calibrate_with: Literal["round_start", "latest"] = Field(
-        "round_start",
-        description="Cache subtracted from an arrival: the client's cache as of the start of the buffer round "
-        "(paper's h_t^i) or its latest, updated within the round (differs when a client arrives twice in one buffer).",
-    )
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.configs import CA2FLConfig
 
 
 class CA2FL(AsyncAlgorithm[CA2FLConfig]):
     """Buffered aggregation calibrated with each client's cached latest delta."""
 
     Config = CA2FLConfig
-    client_vectors = 1
 
     def __init__(self, config: CA2FLConfig, setup: Setup) -> None:
         super().__init__(config, setup)

@@ -19,24 +19,12 @@ On CPU the calibration and the moving-average mix run as one fused pass
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 import torch
 
 from simfl.algorithms import fused, ops
+from simfl.algorithms.configs import BnPolicy, Granularity
 from simfl.models.flat import Layout
-
-BnPolicy = Literal["local", "project"]
-"""Batch norm in the projection: kept by the client and left out ('local'), or like any layer ('project')."""
-Granularity = Literal["tensor", "model"]
-"""What a layer of the projection is: each exchanged tensor, or the whole model."""
-
-BN_DESCRIPTION = (
-    "Batch-norm tensors: 'local' keeps the client's own values and leaves them out of the "
-    "projection (the global average still mixes them); 'project' treats them as ordinary layers."
-)
-GRANULARITY_DESCRIPTION = "What a 'layer' of the projection is: each exchanged 'tensor', or the whole 'model'."
 
 
 def orthogonal_shift(

@@ -15,27 +15,13 @@ buffers (running statistics) are not gradients and are set to the round's mean
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import AlgorithmConfig, Arrival, Setup, SyncAlgorithm
-from simfl.fields import PositiveFloat, PositiveInt, UnitOpen
-
-
-class FedAdamConfig(AlgorithmConfig):
-    """Parameters of FedAdam."""
-
-    name: Literal["fedadam"] = Field("fedadam", description="Algorithm name.")
-    clients_per_round: PositiveInt = Field(
-        10, description="K >= 1 clients sampled per round; must not exceed the number of clients."
-    )
-    lr: PositiveFloat = Field(0.01, description="Server learning rate eta > 0.")
-    beta1: UnitOpen = Field(0.9, description="First-moment decay beta1 in (0, 1).")
-    beta2: UnitOpen = Field(0.99, description="Second-moment decay beta2 in (0, 1).")
-    tau: PositiveFloat = Field(1e-3, description="Adaptivity tau > 0 added to sqrt(v); v starts at tau^2.")
+from simfl.algorithms.base import Arrival, Setup, SyncAlgorithm
+from simfl.algorithms.configs import FedAdamConfig
 
 
 class FedAdam(SyncAlgorithm[FedAdamConfig]):

@@ -21,69 +21,13 @@ entry of the flat vector (the client trains on the global model).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
-from simfl.fields import NonNegFloat, Section, UnitHalfOpen, UnitOpen
-
-
-class ConstantStaleness(Section):
-    """S(s) = 1: every update is mixed at alpha."""
-
-    kind: Literal["constant"] = Field("constant", description="Staleness function name.")
-
-    def discount(self, staleness: int) -> float:
-        """S(s)."""
-        return 1.0
-
-
-class PolynomialStaleness(Section):
-    """S(s) = s^(-a)."""
-
-    kind: Literal["polynomial"] = Field("polynomial", description="Staleness function name.")
-    a: NonNegFloat = Field(0.5, description="Exponent a of s^(-a).")
-
-    def discount(self, staleness: int) -> float:
-        """S(s)."""
-        return ops.polynomial_staleness(staleness, self.a)
-
-
-class HingeStaleness(Section):
-    """S(s) = 1 while s - 1 <= b, else 1 / (a (s - 1 - b) + 1) (the paper's t - tau is s - 1)."""
-
-    kind: Literal["hinge"] = Field("hinge", description="Staleness function name.")
-    a: NonNegFloat = Field(10.0, description="Slope a of the decay once s exceeds b.")
-    b: NonNegFloat = Field(4.0, description="Staleness b up to which updates are not discounted.")
-
-    def discount(self, staleness: int) -> float:
-        """S(s)."""
-        return ops.hinge_staleness(staleness, self.a, self.b)
-
-
-Staleness = Annotated[
-    ConstantStaleness | PolynomialStaleness | HingeStaleness, Field(discriminator="kind")
-]
-"""A staleness function S(s), chosen by its ``kind``."""
-
-
-class FedAsyncConfig(AlgorithmConfig):
-    """Parameters of FedAsync."""
-
-    name: Literal["fedasync"] = Field("fedasync", description="Algorithm name.")
-    alpha: UnitOpen = Field(0.6, description="Base mixing weight alpha in (0, 1).")
-    staleness: Staleness = Field(
-        default_factory=lambda: PolynomialStaleness(kind="polynomial", a=0.5),
-        description="Staleness function S(s): kind constant, polynomial (a) or hinge (a, b).",
-    )
-    first_weight: UnitHalfOpen | None = Field(
-        None,
-        description="Mixing weight in (0, 1] of the very first update; null = alpha_t as for every update "
-        "(paper); 1 = the OrthoFL authors' released code.",
-    )
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.configs import FedAsyncConfig
 
 
 class FedAsync(AsyncAlgorithm[FedAsyncConfig]):

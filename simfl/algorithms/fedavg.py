@@ -12,14 +12,11 @@ Batch norm: BN weights and running statistics are averaged like every other weig
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import AlgorithmConfig, Arrival, Setup, SingleModel, SyncAlgorithm
-from simfl.fields import PositiveInt
+from simfl.algorithms.base import Arrival, Setup, SingleModel, SyncAlgorithm
+from simfl.algorithms.configs import FedAvgConfig
 
 
 def sample_weighted_mean(arrivals: list[Arrival]) -> torch.Tensor:
@@ -29,13 +26,6 @@ def sample_weighted_mean(arrivals: list[Arrival]) -> torch.Tensor:
     return ops.weighted_mean([a.weights for a in arrivals], [float(a.num_samples) for a in arrivals])
 
 
-class FedAvgConfig(AlgorithmConfig):
-    """Parameters of FedAvg."""
-
-    name: Literal["fedavg"] = Field("fedavg", description="Algorithm name.")
-    clients_per_round: PositiveInt = Field(
-        10, description="K >= 1 clients sampled per round; must not exceed the number of clients."
-    )
 
 
 class FedAvg(SingleModel, SyncAlgorithm[FedAvgConfig]):

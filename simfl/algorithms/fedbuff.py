@@ -18,21 +18,12 @@ vector and take the same buffered delta step as every other weight.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
-from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
-from simfl.fields import PositiveFloat, PositiveInt
-
-
-class FedBuffConfig(AlgorithmConfig):
-    """Parameters of FedBuff."""
-
-    name: Literal["fedbuff"] = Field("fedbuff", description="Algorithm name.")
-    buffer: PositiveInt = Field(10, description="K >= 1: arrivals aggregated per global update.")
-    server_lr: PositiveFloat = Field(1.0, description="Server learning rate applied to the buffer's mean.")
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.configs import FedBuffConfig
 
 
 class FedBuff(AsyncAlgorithm[FedBuffConfig]):

@@ -13,19 +13,10 @@ trainable parameters only (running statistics have no gradient).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from simfl.algorithms.fedavg import FedAvg, FedAvgConfig
-from simfl.fields import NonNegFloat
-
-
-class FedProxConfig(FedAvgConfig):
-    """Parameters of FedProx (FedAvg's, plus mu)."""
-
-    name: Literal["fedprox"] = Field("fedprox", description="Algorithm name.")  # type: ignore[assignment]
-    mu: NonNegFloat = Field(0.01, description="Weight mu >= 0 of the proximal term mu/2 ||w - w_global||^2.")
+from simfl.algorithms.configs import FedProxConfig
+from simfl.algorithms.fedavg import FedAvg
 
 
 class FedProx(FedAvg):

@@ -20,22 +20,8 @@ def mix(global_w: torch.Tensor, client_w: torch.Tensor, weight: float) -> torch.
     return torch.lerp(global_w, client_w, weight)
 
 
-def polynomial_staleness(staleness: int, a: float) -> float:
-    """S(s) = s^(-a): the FedAsync / OrthoFL staleness discount."""
-    return float(staleness) ** (-a)
 
 
-def hinge_staleness(staleness: int, a: float, b: float) -> float:
-    """FedAsync's hinge discount of staleness ``s >= 1``: 1 while ``s - 1 <= b``, else ``1 / (a (s - 1 - b) + 1)``.
-
-    Xie et al. (2019) write it of ``t - tau``, which is 0 for an update with no other
-    update in between (their polynomial ``(t - tau + 1)^(-a)`` gives such an update
-    weight 1), i.e. ``t - tau = s - 1`` in simfl's convention.
-    """
-    lag = staleness - 1
-    if lag <= b:
-        return 1.0
-    return 1.0 / (a * (lag - b) + 1.0)
 
 
 def segment_dot(x: torch.Tensor, y: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

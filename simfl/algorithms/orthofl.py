@@ -61,61 +61,22 @@ The ablations of the paper's section 4.4 are :mod:`simfl.algorithms.orthofl_abla
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
-from simfl.algorithms import ops
-from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup
-from simfl.algorithms.calibration import BN_DESCRIPTION, GRANULARITY_DESCRIPTION, BnPolicy, Calibration, Granularity
-from simfl.fields import NonNegFloat, UnitHalfOpen, UnitOpen
-
-
-class OrthoFLConfig(AlgorithmConfig):
-    """Parameters of OrthoFL."""
-
-    name: Literal["orthofl"] = Field("orthofl", description="Algorithm name.")
-    beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1) of the global moving average.")
-    a: NonNegFloat = Field(0.5, description="Staleness exponent: beta_t = beta * s^(-a).")
-    shift_source: Literal["global", "chain"] = Field(
-        "chain",
-        description=(
-            "'chain' (default): shift = last calibrated model sent to any client minus the model this "
-            "client was sent (the authors' released code, which made the paper's numbers); the moving "
-            "average is then only evaluated. 'global': shift = moving average now minus right after the "
-            "client's previous arrival (the paper's equations)."
-        ),
-    )
-    bn: BnPolicy = Field("local", description=BN_DESCRIPTION)
-    granularity: Granularity = Field("tensor", description=GRANULARITY_DESCRIPTION)
-    returning: Literal["own", "server"] = Field(
-        "own",
-        description=(
-            "Cross-device serving (server:): what a client sampled again trains from. 'own': the calibrated "
-            "model the server sent at its last arrival (the paper's protocol; staleness from that arrival). "
-            "'server': what a joining client gets now (stateless clients; staleness from this dispatch)."
-        ),
-    )
-    first_weight: UnitHalfOpen | None = Field(
-        None,
-        description=(
-            "Mixing weight in (0, 1] of the very first update into the moving average; "
-            "null = beta_t under shift_source 'global' (paper), 1 under 'chain' (released code)."
-        ),
-    )
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.calibration import Calibration
+from simfl.algorithms.configs import OrthoFLConfig, polynomial_staleness
 
 
 class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
     """Moving-average global model; each client gets the global shift made orthogonal to its update."""
 
     Config = OrthoFLConfig
-    keeps_client_models = True
-    client_vectors = 1
 
     def __init__(self, config: OrthoFLConfig, setup: Setup) -> None:
         super().__init__(config, setup)
-        self.keeps_client_models = config.returning == "own"
         self.calibration = Calibration(setup.layout, config.bn, config.granularity)
         self.w = setup.init.clone()
         """W: the moving average (evaluated; under 'global' also the shift's source)."""
@@ -147,7 +108,7 @@ class OrthoFL(AsyncAlgorithm[OrthoFLConfig]):
                 return self.config.first_weight
             if self.config.shift_source == "chain":
                 return 1.0
-        return self.config.beta * ops.polynomial_staleness(staleness, self.config.a)
+        return self.config.beta * polynomial_staleness(staleness, self.config.a)
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client

@@ -20,35 +20,29 @@
   (44,190 parameters, one thread: 0.04 s at k = 10, 2.0 s at 100, 18 s at 300). An
   incremental basis would give other numbers (the order and the dropped dependent
   directions decide the rounding), so it is not bounded per arrival but refused above
-  :data:`PAIRWISE_MAX_CLIENTS` clients: the paper's ablation runs 10, and at 100 one
+  :data:`~simfl.algorithms.configs.PAIRWISE_MAX_CLIENTS` clients: the paper's ablation runs 10, and at 100 one
   arrival already costs about as much as a client's local round of the paper's MNIST
   setting (E = 5).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import AlgorithmConfig, Arrival, AsyncAlgorithm, Setup, SingleModel
-from simfl.algorithms.calibration import BN_DESCRIPTION, GRANULARITY_DESCRIPTION, BnPolicy, Calibration, Granularity
-from simfl.algorithms.fedasync import FedAsync, FedAsyncConfig, PolynomialStaleness
-from simfl.errors import InputError
-from simfl.fields import NonNegFloat, UnitOpen
-
-PAIRWISE_MAX_CLIENTS = 100
-"""The most clients ``orthofl_pairwise`` runs over (see the module docstring)."""
-
-
-class OrthoFLNoCalibConfig(AlgorithmConfig):
-    """Parameters of OrthoFL without calibration (= FedAsync, polynomial staleness)."""
-
-    name: Literal["orthofl_no_calib"] = Field("orthofl_no_calib", description="Algorithm name.")
-    beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1).")
-    a: NonNegFloat = Field(0.5, description="Staleness exponent: beta_t = beta * s^(-a).")
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, SingleModel
+from simfl.algorithms.calibration import Calibration
+from simfl.algorithms.configs import (
+    FedAsyncConfig,
+    OrthoFLNoCalibConfig,
+    OrthoFLNoMAConfig,
+    OrthoFLPairwiseConfig,
+    PolynomialStaleness,
+    polynomial_staleness,
+)
+from simfl.algorithms.fedasync import FedAsync
 
 
 class OrthoFLNoCalib(AsyncAlgorithm[OrthoFLNoCalibConfig]):
@@ -81,12 +75,6 @@ class OrthoFLNoCalib(AsyncAlgorithm[OrthoFLNoCalibConfig]):
         self.inner.load_state(state)
 
 
-class OrthoFLNoMAConfig(AlgorithmConfig):
-    """Parameters of OrthoFL without the moving average."""
-
-    name: Literal["orthofl_no_ma"] = Field("orthofl_no_ma", description="Algorithm name.")
-    bn: BnPolicy = Field("local", description=BN_DESCRIPTION)
-    granularity: Granularity = Field("tensor", description=GRANULARITY_DESCRIPTION)
 
 
 class OrthoFLNoMA(SingleModel, AsyncAlgorithm[OrthoFLNoMAConfig]):
@@ -111,33 +99,12 @@ class OrthoFLNoMA(SingleModel, AsyncAlgorithm[OrthoFLNoMAConfig]):
 
 
 
-class OrthoFLPairwiseConfig(AlgorithmConfig):
-    """Parameters of OrthoFL with pairwise projection (incoming update orthogonal to other clients' latest).
-
-    At most 100 clients: each arrival orthogonalises the latest updates of every client seen, work that grows with
-    the square of their number (about 2 s per arrival at 100 LeNet5 clients)."""
-
-    name: Literal["orthofl_pairwise"] = Field("orthofl_pairwise", description="Algorithm name.")
-    beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1) of the global moving average.")
-    a: NonNegFloat = Field(0.5, description="Staleness exponent: beta_t = beta * s^(-a).")
-    bn: BnPolicy = Field("local", description=BN_DESCRIPTION)
-    granularity: Granularity = Field("tensor", description=GRANULARITY_DESCRIPTION)
 
 
 class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
     """OrthoFL-Pairwise: the incoming update is projected off the other clients' latest updates."""
 
     Config = OrthoFLPairwiseConfig
-    keeps_client_models = True
-    client_vectors = 2
-
-    @classmethod
-    def check_federation(cls, config: Any, num_clients: int, client_app: bool, where: str) -> None:
-        if num_clients > PAIRWISE_MAX_CLIENTS:
-            raise InputError(where, f"orthofl_pairwise runs over at most {PAIRWISE_MAX_CLIENTS} clients and the "
-                             f"partition makes {num_clients:,}: each arrival is made orthogonal to the latest update of "
-                             "every other client seen, work that grows with the square of their number (about 2 s per "
-                             "arrival at 100 LeNet5 clients, 18 s at 300)")
 
     def __init__(self, config: OrthoFLPairwiseConfig, setup: Setup) -> None:
         super().__init__(config, setup)
@@ -164,7 +131,7 @@ class OrthoFLPairwise(AsyncAlgorithm[OrthoFLPairwiseConfig]):
         shift = self.calibration.mask_local(self.w - (self.setup.init if anchor is None else anchor))
         # on local batch norm the client keeps its own trained values exactly
         calibrated = self.calibration.local_from(arrival.start + projected + shift, arrival.weights)
-        weight = self.config.beta * ops.polynomial_staleness(arrival.staleness, self.config.a)
+        weight = self.config.beta * polynomial_staleness(arrival.staleness, self.config.a)
         self.w = ops.mix(self.w, arrival.weights, weight)
         self.anchors.put(m, self.w)
         self.latest.put(m, client_update)

@@ -31,36 +31,20 @@ the algorithm is the same. Readings where the paper leaves a choice:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import AlgorithmConfig, Arrival, Setup, SyncAlgorithm
-from simfl.fields import PositiveFloat, PositiveInt
+from simfl.algorithms.base import Arrival, Setup, SyncAlgorithm
+from simfl.algorithms.configs import ScaffoldConfig
 from simfl.train.message import Message
-
-
-class ScaffoldConfig(AlgorithmConfig):
-    """Parameters of SCAFFOLD."""
-
-    name: Literal["scaffold"] = Field("scaffold", description="Algorithm name.")
-    clients_per_round: PositiveInt = Field(
-        10, description="|S| clients sampled per round; must not exceed the number of clients."
-    )
-    server_lr: PositiveFloat = Field(1.0, description="Global step size eta_g (Algorithm 1's x <- x + eta_g Dx).")
-    weighting: Literal["uniform", "samples"] = Field(
-        "uniform", description="uniform: the paper's plain means over the round's clients; samples: weighted by "
-        "the clients' sample counts, as FedAvg weighs them."
-    )
 
 
 class Scaffold(SyncAlgorithm[ScaffoldConfig]):
     """Synchronous rounds with server and client control variates correcting each local step for client drift."""
 
     Config = ScaffoldConfig
-    client_vectors = 1
 
     def __init__(self, config: ScaffoldConfig, setup: Setup) -> None:
         super().__init__(config, setup)

@@ -27,24 +27,13 @@ from __future__ import annotations
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
+from simfl.algorithms.configs import StoreSpec
 from simfl.errors import no_space
-
-StoreKind = Literal["ram", "disk"]
-
-
-@dataclass(frozen=True)
-class StoreSpec:
-    """Where a run keeps its per-client vectors: ``ram``, or ``disk`` (a memory-mapped file in ``dir``)."""
-
-    kind: StoreKind = "ram"
-    dir: str | None = None
-    """Folder of the disk store's file (None: the system's temporary folder)."""
 
 
 class ClientVectors(ABC):

@@ -21,8 +21,7 @@ from torch import nn
 
 from simfl import rng
 from simfl.algorithms import Setup
-from simfl.algorithms.base import run_name
-from simfl.algorithms.store import StoreSpec
+from simfl.algorithms.configs import StoreSpec, run_name
 from simfl.data import Dataset
 from simfl.data.base import Shards
 from simfl.data.partition import split

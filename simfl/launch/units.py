@@ -34,7 +34,7 @@ import torch
 import yaml
 
 from simfl import numerics
-from simfl.algorithms.base import run_name
+from simfl.algorithms.configs import run_name
 from simfl.data import Dataset
 from simfl.errors import InputError
 from simfl.launch.checkpoint import FRESH, parse_every, run_blob

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from simfl.algorithms.store import StoreKind, StoreSpec
+from simfl.algorithms.configs import StoreKind, StoreSpec
 from simfl.errors import InputError
 
 DEFAULT_MAX_HOURS = 168.0
@@ -400,16 +400,29 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape))
 
 
-def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int, dict[str, int] | None]:
-    """(parameters, bytes, training FLOPs per sample, values per exchanged tensor by name) of the scenario's
-    model, built on the meta device (None for unknowns: a model read from files, data of unknown shape).
+ModelCost = tuple[int | None, int, int, dict[str, int] | None]
+"""(parameters, bytes, training FLOPs per sample, values per exchanged tensor by name) of a model."""
+
+
+def dry_model(scenario: Any, data: DataShape) -> ModelCost:
+    """The :data:`ModelCost` of the scenario's model on its data (None for unknowns: a model read from files,
+    data of unknown shape): a built-in model on a shape :mod:`simfl.schema.model_costs` lists is read from
+    there, without torch; any other is built on the meta device (:func:`measure_model`)."""
+    from simfl.schema import model_costs, plugins
+
+    if not plugins.is_plugin("model", scenario.model.name):
+        known = model_costs.known(scenario.model, data.shape, data.classes)
+        if known is not None:
+            return known
+    return measure_model(scenario, data)
+
+
+def measure_model(scenario: Any, data: DataShape) -> ModelCost:
+    """The :data:`ModelCost` of the scenario's model, built on the meta device.
 
     Runs one forward pass of a batch of the data's sample shape, so that a model that does not
     fit the data fails here, naming both keys, instead of deep in training.
     """
-    import torch
-
-    from simfl.models.cost import training_flops_per_sample
     from simfl.schema import plugins
 
     name = scenario.model.name
@@ -424,6 +437,10 @@ def dry_model(scenario: Any, data: DataShape) -> tuple[int | None, int, int, dic
         raise misfit()
     if name == "text" or not data.shape:
         return None, 0, 0, None  # the encoder is read from files when the run starts; a plugin dataset's shape is unknown
+    import torch
+
+    from simfl.models.cost import training_flops_per_sample
+
     try:
         with torch.device("meta"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -503,15 +520,10 @@ def client_count(scenario: Any) -> int:
 
 def store_rows(scenario: Any) -> int:
     """Model-sized vectors per client that a run of the scenario's most demanding entry keeps in its stores:
-    the algorithm's own (``client_vectors``) and, under ``server:``, each client's kept model."""
-    from simfl.schema import plugins
-
-    rows = 0
-    for algo in scenario.algorithms:
-        cls = plugins.lookup("algorithm", algo.name)
-        kept = getattr(scenario, "server", None) is not None and bool(getattr(cls, "keeps_client_models", False))
-        rows = max(rows, int(getattr(cls, "client_vectors", 0)) + kept)
-    return rows
+    the algorithm's own (its config's ``client_vectors``) and, under ``server:``, each client's kept model."""
+    serving = getattr(scenario, "server", None) is not None
+    return max((int(algo.client_vectors) + (serving and bool(algo.keeps_client_models)) for algo in scenario.algorithms),
+               default=0)
 
 
 def store_spec(scenario: Any, stored_bytes: int) -> StoreSpec:
@@ -525,14 +537,11 @@ def store_spec(scenario: Any, stored_bytes: int) -> StoreSpec:
 
 
 def aggregations(scenario: Any, arrivals: float) -> list[float]:
-    """Aggregations of one run of each entry: one per arrival for an asynchronous algorithm, one per round of
-    ``clients_per_round`` arrivals for a synchronous one (one per arrival where K is not in its config)."""
-    from simfl.schema import plugins
-
+    """Aggregations of one run of each entry: one per round of ``clients_per_round`` arrivals where the entry's
+    config has it (the synchronous rules), else one per arrival."""
     out = []
     for algo in scenario.algorithms:
-        cls = plugins.lookup("algorithm", algo.name)
-        k = getattr(algo, "clients_per_round", None) if getattr(cls, "mode", "async") == "sync" else None
+        k = getattr(algo, "clients_per_round", None)
         out.append(arrivals / k if isinstance(k, int) and k > 0 else arrivals)
     return out
 

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simfl import registry
 from simfl.errors import InputError
 from simfl.names import GIVEN, import_object, import_path, is_import_path
 
@@ -59,8 +60,10 @@ class Kind:
     """The entry-point group of installed plugins."""
     expected: str
     """What a valid component is, for messages."""
+    configs: Callable[[], Mapping[str, type[BaseModel]]]
+    """The built-in components' configs by name (light: no implementation imported)."""
     registry: Callable[[], Mapping[str, Any]]
-    """The built-in components by name."""
+    """The built-in components by name (imports their implementations)."""
     valid: Callable[[Any], bool]
 
 
@@ -68,6 +71,30 @@ def _algorithms() -> Mapping[str, Any]:
     from simfl.algorithms import ALGORITHMS
 
     return ALGORITHMS
+
+
+def _algorithm_configs() -> Mapping[str, type[BaseModel]]:
+    from simfl.algorithms.configs import BUILTINS
+
+    return registry.configs(BUILTINS)
+
+
+def _latency_configs() -> Mapping[str, type[BaseModel]]:
+    from simfl.latency import LATENCY_MODELS
+
+    return {name: model.Config for name, model in LATENCY_MODELS.items()}
+
+
+def _dataset_configs() -> Mapping[str, type[BaseModel]]:
+    from simfl.data import DATASETS
+
+    return {name: loader.Config for name, loader in DATASETS.items()}
+
+
+def _model_configs() -> Mapping[str, type[BaseModel]]:
+    from simfl.models import MODELS
+
+    return {name: builder.Config for name, builder in MODELS.items()}
 
 
 def _latency_models() -> Mapping[str, Any]:
@@ -121,22 +148,22 @@ KINDS: dict[str, Kind] = {
     "algorithm": Kind(
         "algorithm", "algorithms", "name", "simfl.algorithms",
         "a subclass of simfl.algorithms.AsyncAlgorithm or SyncAlgorithm (not abstract) whose Config derives from "
-        "simfl.algorithms.base.AlgorithmConfig", _algorithms, _valid_algorithm,
+        "simfl.algorithms.base.AlgorithmConfig", _algorithm_configs, _algorithms, _valid_algorithm,
     ),
     "latency": Kind(
         "latency", "latency", "model", "simfl.latency",
-        "a subclass of simfl.latency.LatencyModel (not abstract) with a pydantic Config", _latency_models,
-        _valid_latency,
+        "a subclass of simfl.latency.LatencyModel (not abstract) with a pydantic Config", _latency_configs,
+        _latency_models, _valid_latency,
     ),
     "dataset": Kind(
         "dataset", "data", "dataset", "simfl.datasets",
-        "a loader with a Config deriving from simfl.data.DataConfigBase and a load(config) -> Dataset", _datasets,
-        _valid_dataset,
+        "a loader with a Config deriving from simfl.data.DataConfigBase and a load(config) -> Dataset", _dataset_configs,
+        _datasets, _valid_dataset,
     ),
     "model": Kind(
         "model", "model", "name", "simfl.models",
-        "a builder with a pydantic Config and a build(config, input_shape, num_classes) -> nn.Module", _models,
-        _valid_model,
+        "a builder with a pydantic Config and a build(config, input_shape, num_classes) -> nn.Module", _model_configs,
+        _models, _valid_model,
     ),
 }
 """Every kind of component a plugin may provide."""
@@ -154,7 +181,7 @@ def installed() -> dict[str, dict[str, str]]:
     """Every installed plugin: by kind, entry-point name -> ``module:attribute`` (built-in names left out)."""
     out: dict[str, dict[str, str]] = {}
     for kind in KINDS.values():
-        builtin = kind.registry()
+        builtin = kind.configs()
         names = {n: ep.value for n, ep in sorted(entry_points(kind.group).items()) if n not in builtin}
         if names:
             out[kind.kind] = names
@@ -172,7 +199,7 @@ def installed_names(field: str) -> list[str]:
 def is_plugin(kind: str, name: Any) -> bool:
     """Whether ``name`` names a plugin of ``kind`` rather than a built-in (or nothing valid)."""
     spec = KINDS[kind]
-    if not isinstance(name, str) or name in spec.registry():
+    if not isinstance(name, str) or name in spec.configs():
         return False
     return is_import_path(name) or name in entry_points(spec.group)
 
@@ -192,9 +219,9 @@ def resolve(kind: str, name: str, where: str | None = None) -> Any:
     """
     spec = KINDS[kind]
     where = where if where is not None else f"{spec.field}.{spec.discriminator}"
-    builtin = spec.registry()
+    builtin = spec.configs()
     if name in builtin:
-        return builtin[name]
+        return spec.registry()[name]
     eps = entry_points(spec.group)
     if name in eps:
         obj = _load_entry_point(eps[name], where)

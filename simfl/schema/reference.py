@@ -16,11 +16,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from simfl.algorithms import ALGORITHMS
-from simfl.data import DATASETS
 from simfl.errors import InputError
-from simfl.latency import LATENCY_MODELS
-from simfl.models import MODELS
 from simfl.schema import plugins
 
 
@@ -95,11 +91,11 @@ def _table(model: type[BaseModel], prefix: str, seen: set[type[BaseModel]], skip
 
 
 def _component_section(
-    title: str, key: str, registry: dict[str, Any], discriminator: str, seen: set[type[BaseModel]]
+    title: str, key: str, kind: str, seen: set[type[BaseModel]]
 ) -> list[str]:
+    discriminator = plugins.KINDS[kind].discriminator
     out = [f"## `{key}`: {title}", "", f"Chosen by `{key}.{discriminator}`.", ""]
-    for name, component in registry.items():
-        config = component.Config
+    for name, config in plugins.KINDS[kind].configs().items():
         doc = (config.__doc__ or "").strip().splitlines()[0] if config.__doc__ else ""
         out += [f"### `{discriminator}: {name}`", "", doc, ""] + _table(config, f"{key}.", seen, skip={discriminator})
     return out
@@ -148,9 +144,9 @@ def reference() -> str:
     ]
     seen: set[type[BaseModel]] = set()
     out += _table(Scenario, "", seen, skip=components)
-    out += _component_section("dataset and partition", "data", DATASETS, "dataset", seen)
-    out += _component_section("model", "model", MODELS, "name", seen)
-    out += _component_section("delay model", "latency", LATENCY_MODELS, "model", seen)
-    out += _component_section("algorithms (each list entry)", "algorithms[i]", ALGORITHMS, "name", seen)
+    out += _component_section("dataset and partition", "data", "dataset", seen)
+    out += _component_section("model", "model", "model", seen)
+    out += _component_section("delay model", "latency", "latency", seen)
+    out += _component_section("algorithms (each list entry)", "algorithms[i]", "algorithm", seen)
     out += _plugin_section(seen)
     return "\n".join(line.rstrip() for line in out).rstrip() + "\n"

@@ -24,14 +24,10 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from simfl import yamlsafe
-from simfl.algorithms import ALGORITHMS
-from simfl.algorithms.base import run_name
-from simfl.data import DATASETS
+from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
 from simfl.fields import PATH_KEYS, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section, UnitHalfOpen
-from simfl.latency import LATENCY_MODELS
 from simfl.latency.availability import Availability, AvailabilityConfig
-from simfl.models import MODELS
 from simfl.outdir import name_problem
 from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins
@@ -49,24 +45,20 @@ def _union(configs: Iterable[type[BaseModel]], key: str) -> Any:
     return Annotated[Union[types], Field(discriminator=key)]  # noqa: UP007 - runtime tuple of types
 
 
+_BUILTIN_CONFIGS: dict[str, tuple[tuple[type[BaseModel], ...], str]] = {
+    field: (tuple(plugins.KINDS[kind].configs().values()), plugins.KINDS[kind].discriminator)
+    for field, kind in (("algorithms", "algorithm"), ("data", "dataset"), ("model", "model"), ("latency", "latency"))
+}
+"""The built-in configs of each component field and their discriminator."""
+
 if TYPE_CHECKING:  # the unions are built from the registries at import time
     AlgorithmConfig: TypeAlias = Any
     DataConfig: TypeAlias = Any
     ModelConfig: TypeAlias = Any
     LatencyConfig: TypeAlias = Any
 else:
-    AlgorithmConfig = _union((a.Config for a in ALGORITHMS.values()), "name")
-    DataConfig = _union((d.Config for d in DATASETS.values()), "dataset")
-    ModelConfig = _union((m.Config for m in MODELS.values()), "name")
-    LatencyConfig = _union((m.Config for m in LATENCY_MODELS.values()), "model")
-
-_BUILTIN_CONFIGS: dict[str, tuple[tuple[type[BaseModel], ...], str]] = {
-    "algorithms": (tuple(a.Config for a in ALGORITHMS.values()), "name"),
-    "data": (tuple(d.Config for d in DATASETS.values()), "dataset"),
-    "model": (tuple(m.Config for m in MODELS.values()), "name"),
-    "latency": (tuple(m.Config for m in LATENCY_MODELS.values()), "model"),
-}
-"""The built-in configs of each component field and their discriminator."""
+    AlgorithmConfig, DataConfig, ModelConfig, LatencyConfig = (
+        _union(*_BUILTIN_CONFIGS[field]) for field in ("algorithms", "data", "model", "latency"))
 
 
 def schema_for(raw: Mapping[str, Any], where: str = "scenario") -> type[Scenario]:
@@ -258,7 +250,7 @@ class Scenario(Section):
     @model_validator(mode="after")
     def _clients_chosen_by_the_algorithm(self) -> Scenario:
         for i, algo in enumerate(self.algorithms):
-            if not getattr(plugins.lookup("algorithm", algo.name), "chooses_clients", False):
+            if not algo.chooses_clients:
                 continue
             if self.server is not None:
                 raise ValueError(f"algorithms[{i}] ({algo.name}) picks its own clients each round, so it cannot run "
@@ -312,7 +304,7 @@ class Scenario(Section):
             raise InputError("server.concurrency", f"must be at most the {num_clients} clients, got {server.concurrency}")
         client_app = self.client is not None and self.client.flower_app is not None
         for i, algo in enumerate(self.algorithms):
-            plugins.lookup("algorithm", algo.name).check_federation(algo, num_clients, client_app, f"algorithms[{i}]")
+            algo.check_federation(num_clients, client_app, f"algorithms[{i}]")
             k = getattr(algo, "clients_per_round", None)
             if k is not None and k > num_clients:
                 raise InputError(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from simfl.algorithms.configs import hinge_staleness
 from simfl.algorithms.fedasync import FedAsync, FedAsyncConfig
-from simfl.algorithms.ops import hinge_staleness
 from tests.algorithms.algo_helpers import arrival, close, linear_layout, make_setup, vec
 
 

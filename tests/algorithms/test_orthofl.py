@@ -8,7 +8,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from simfl.algorithms.fedasync import FedAsync, FedAsyncConfig, PolynomialStaleness
+from simfl.algorithms.configs import FedAsyncConfig, PolynomialStaleness
+from simfl.algorithms.fedasync import FedAsync
 from simfl.algorithms.orthofl import OrthoFL, OrthoFLConfig
 from simfl.algorithms.orthofl_ablations import (
     OrthoFLNoCalib,
@@ -321,7 +322,7 @@ def test_pairwise_is_refused_above_its_population_limit(tmp_path, capsys) -> Non
     validate refuses it above PAIRWISE_MAX_CLIENTS in one line, and so does a run whose partition makes more."""
     import yaml
 
-    from simfl.algorithms.orthofl_ablations import PAIRWISE_MAX_CLIENTS
+    from simfl.algorithms.configs import PAIRWISE_MAX_CLIENTS
     from simfl.cli import main
     from tests.conftest import tiny_scenario
 

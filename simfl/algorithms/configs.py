@@ -1,0 +1,443 @@
+"""The options of every built-in algorithm, and what the engine must know of an entry before it runs.
+
+Light to import (no torch): validating a scenario, printing its reference and estimating a run need
+these configs and nothing of the implementations, which :data:`BUILTINS` names by import path
+(:mod:`simfl.registry`). An entry's facts that validation and the estimate read live on its config
+too: ``client_vectors`` (model-sized vectors kept per client), ``keeps_client_models`` (under
+cross-device serving a client trains again from the model its last arrival returned),
+``chooses_clients`` (the algorithm picks each round's clients) and :meth:`AlgorithmConfig.check_federation`
+(refusals that need the number of clients). A plugin's config derives from :class:`AlgorithmConfig`
+and sets them alike.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
+
+from simfl.errors import InputError
+from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section, UnitHalfOpen, UnitOpen
+from simfl.names import is_import_path, short_name
+from simfl.registry import Builtin
+
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _check_label(value: str) -> str:
+    if not _LABEL.match(value):
+        raise ValueError(
+            f"must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit, got {value!r}"
+        )
+    return value
+
+
+Label = Annotated[str, AfterValidator(_check_label)]
+"""A run label: it names a folder, so one safe path component."""
+
+
+class AlgorithmConfig(Section):
+    """Base of every algorithm's config: the optional ``label`` that names its runs, and the entry's facts."""
+
+    client_vectors: ClassVar[int] = 0
+    """How many model-sized vectors the algorithm keeps per client (its stores), for the memory estimate."""
+    chooses_clients: ClassVar[bool] = False
+    """True when the algorithm's ``choose`` picks each round's clients (a Flower strategy samples its own nodes)."""
+
+    label: Label | None = Field(
+        None,
+        description="Name of this entry's runs in folders, summary and reports (default: the algorithm name). "
+        "Lets one algorithm appear several times, e.g. {name: orthofl, shift_source: chain, label: orthofl_chain}.",
+    )
+
+    @property
+    def keeps_client_models(self) -> bool:
+        """Under cross-device serving (scenario ``server:``): True when the weights an asynchronous
+        ``on_arrival`` returns are the client's own model, which it keeps and trains from when sampled
+        again (see :attr:`simfl.algorithms.base.AsyncAlgorithm.keeps_client_models`). Default: False."""
+        return False
+
+    def check_federation(self, num_clients: int, client_app: bool, where: str) -> None:
+        """Refuse, in one InputError naming ``where`` (the entry's YAML path), an entry that cannot run on
+        ``num_clients`` clients (trained by a Flower ClientApp when ``client_app``). ``simfl validate`` and
+        every run call it before any training (``Scenario.check_clients``). Default: no such rule."""
+
+
+def run_name(config: Section) -> str:
+    """What an algorithm entry's runs are called: its ``label``, else its algorithm ``name`` (for an import path
+    ``package.module:Class``, the class name ``Class``)."""
+    label = getattr(config, "label", None)
+    if label is not None:
+        return str(label)
+    default = getattr(config, "default_run_name", None)  # e.g. a Flower entry: its strategy's class name
+    if isinstance(default, str):
+        return default
+    return short_name(str(config.name))  # type: ignore[attr-defined]
+
+
+StoreKind = Literal["ram", "disk"]
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """Where a run keeps its per-client vectors: ``ram``, or ``disk`` (a memory-mapped file in ``dir``)."""
+
+    kind: StoreKind = "ram"
+    dir: str | None = None
+    """Folder of the disk store's file (None: the system's temporary folder)."""
+
+
+def polynomial_staleness(staleness: int, a: float) -> float:
+    """S(s) = s^(-a): the FedAsync / OrthoFL staleness discount."""
+    return float(staleness) ** (-a)
+
+
+def hinge_staleness(staleness: int, a: float, b: float) -> float:
+    """FedAsync's hinge discount of staleness ``s >= 1``: 1 while ``s - 1 <= b``, else ``1 / (a (s - 1 - b) + 1)``.
+
+    Xie et al. (2019) write it of ``t - tau``, which is 0 for an update with no other
+    update in between (their polynomial ``(t - tau + 1)^(-a)`` gives such an update
+    weight 1), i.e. ``t - tau = s - 1`` in simfl's convention.
+    """
+    lag = staleness - 1
+    if lag <= b:
+        return 1.0
+    return 1.0 / (a * (lag - b) + 1.0)
+
+
+BnPolicy = Literal["local", "project"]
+"""Batch norm in the projection: kept by the client and left out ('local'), or like any layer ('project')."""
+
+
+Granularity = Literal["tensor", "model"]
+"""What a layer of the projection is: each exchanged tensor, or the whole model."""
+
+
+BN_DESCRIPTION = (
+    "Batch-norm tensors: 'local' keeps the client's own values and leaves them out of the "
+    "projection (the global average still mixes them); 'project' treats them as ordinary layers."
+)
+
+
+GRANULARITY_DESCRIPTION = "What a 'layer' of the projection is: each exchanged 'tensor', or the whole 'model'."
+
+
+class ConstantStaleness(Section):
+    """S(s) = 1: every update is mixed at alpha."""
+
+    kind: Literal["constant"] = Field("constant", description="Staleness function name.")
+
+    def discount(self, staleness: int) -> float:
+        """S(s)."""
+        return 1.0
+
+
+class PolynomialStaleness(Section):
+    """S(s) = s^(-a)."""
+
+    kind: Literal["polynomial"] = Field("polynomial", description="Staleness function name.")
+    a: NonNegFloat = Field(0.5, description="Exponent a of s^(-a).")
+
+    def discount(self, staleness: int) -> float:
+        """S(s)."""
+        return polynomial_staleness(staleness, self.a)
+
+
+class HingeStaleness(Section):
+    """S(s) = 1 while s - 1 <= b, else 1 / (a (s - 1 - b) + 1) (the paper's t - tau is s - 1)."""
+
+    kind: Literal["hinge"] = Field("hinge", description="Staleness function name.")
+    a: NonNegFloat = Field(10.0, description="Slope a of the decay once s exceeds b.")
+    b: NonNegFloat = Field(4.0, description="Staleness b up to which updates are not discounted.")
+
+    def discount(self, staleness: int) -> float:
+        """S(s)."""
+        return hinge_staleness(staleness, self.a, self.b)
+
+
+Staleness = Annotated[
+    ConstantStaleness | PolynomialStaleness | HingeStaleness, Field(discriminator="kind")
+]
+"""A staleness function S(s), chosen by its ``kind``."""
+
+
+class FedAsyncConfig(AlgorithmConfig):
+    """Parameters of FedAsync."""
+
+    name: Literal["fedasync"] = Field("fedasync", description="Algorithm name.")
+    alpha: UnitOpen = Field(0.6, description="Base mixing weight alpha in (0, 1).")
+    staleness: Staleness = Field(
+        default_factory=lambda: PolynomialStaleness(kind="polynomial", a=0.5),
+        description="Staleness function S(s): kind constant, polynomial (a) or hinge (a, b).",
+    )
+    first_weight: UnitHalfOpen | None = Field(
+        None,
+        description="Mixing weight in (0, 1] of the very first update; null = alpha_t as for every update "
+        "(paper); 1 = the OrthoFL authors' released code.",
+    )
+
+
+class FedBuffConfig(AlgorithmConfig):
+    """Parameters of FedBuff."""
+
+    name: Literal["fedbuff"] = Field("fedbuff", description="Algorithm name.")
+    buffer: PositiveInt = Field(10, description="K >= 1: arrivals aggregated per global update.")
+    server_lr: PositiveFloat = Field(1.0, description="Server learning rate applied to the buffer's mean.")
+
+
+class CA2FLConfig(AlgorithmConfig):
+    """Parameters of CA2FL."""
+
+    client_vectors: ClassVar[int] = 1
+
+    name: Literal["ca2fl"] = Field("ca2fl", description="Algorithm name.")
+    buffer: PositiveInt = Field(10, description="K >= 1: arrivals aggregated per global update.")
+    server_lr: PositiveFloat = Field(1.0, description="Server learning rate of the calibrated step.")
+    calibrate_with: Literal["round_start", "latest"] = Field(
+        "round_start",
+        description="Cache subtracted from an arrival: the client's cache as of the start of the buffer round "
+        "(paper's h_t^i) or its latest, updated within the round (differs when a client arrives twice in one buffer).",
+    )
+
+
+class OrthoFLConfig(AlgorithmConfig):
+    """Parameters of OrthoFL."""
+
+    client_vectors: ClassVar[int] = 1
+
+    name: Literal["orthofl"] = Field("orthofl", description="Algorithm name.")
+    beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1) of the global moving average.")
+    a: NonNegFloat = Field(0.5, description="Staleness exponent: beta_t = beta * s^(-a).")
+    shift_source: Literal["global", "chain"] = Field(
+        "chain",
+        description=(
+            "'chain' (default): shift = last calibrated model sent to any client minus the model this "
+            "client was sent (the authors' released code, which made the paper's numbers); the moving "
+            "average is then only evaluated. 'global': shift = moving average now minus right after the "
+            "client's previous arrival (the paper's equations)."
+        ),
+    )
+    bn: BnPolicy = Field("local", description=BN_DESCRIPTION)
+    granularity: Granularity = Field("tensor", description=GRANULARITY_DESCRIPTION)
+    returning: Literal["own", "server"] = Field(
+        "own",
+        description=(
+            "Cross-device serving (server:): what a client sampled again trains from. 'own': the calibrated "
+            "model the server sent at its last arrival (the paper's protocol; staleness from that arrival). "
+            "'server': what a joining client gets now (stateless clients; staleness from this dispatch)."
+        ),
+    )
+    first_weight: UnitHalfOpen | None = Field(
+        None,
+        description=(
+            "Mixing weight in (0, 1] of the very first update into the moving average; "
+            "null = beta_t under shift_source 'global' (paper), 1 under 'chain' (released code)."
+        ),
+    )
+
+    @property
+    def keeps_client_models(self) -> bool:
+        """A client sampled again trains from its own calibrated model under ``returning: own``."""
+        return self.returning == "own"
+
+
+PAIRWISE_MAX_CLIENTS = 100
+"""The most clients ``orthofl_pairwise`` runs over (see the module docstring)."""
+
+
+class OrthoFLNoCalibConfig(AlgorithmConfig):
+    """Parameters of OrthoFL without calibration (= FedAsync, polynomial staleness)."""
+
+    name: Literal["orthofl_no_calib"] = Field("orthofl_no_calib", description="Algorithm name.")
+    beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1).")
+    a: NonNegFloat = Field(0.5, description="Staleness exponent: beta_t = beta * s^(-a).")
+
+
+class OrthoFLNoMAConfig(AlgorithmConfig):
+    """Parameters of OrthoFL without the moving average."""
+
+    name: Literal["orthofl_no_ma"] = Field("orthofl_no_ma", description="Algorithm name.")
+    bn: BnPolicy = Field("local", description=BN_DESCRIPTION)
+    granularity: Granularity = Field("tensor", description=GRANULARITY_DESCRIPTION)
+
+
+class OrthoFLPairwiseConfig(AlgorithmConfig):
+    """Parameters of OrthoFL with pairwise projection (incoming update orthogonal to other clients' latest).
+
+    At most 100 clients: each arrival orthogonalises the latest updates of every client seen, work that grows with
+    the square of their number (about 2 s per arrival at 100 LeNet5 clients)."""
+
+    client_vectors: ClassVar[int] = 2
+
+    name: Literal["orthofl_pairwise"] = Field("orthofl_pairwise", description="Algorithm name.")
+    beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1) of the global moving average.")
+    a: NonNegFloat = Field(0.5, description="Staleness exponent: beta_t = beta * s^(-a).")
+    bn: BnPolicy = Field("local", description=BN_DESCRIPTION)
+    granularity: Granularity = Field("tensor", description=GRANULARITY_DESCRIPTION)
+
+    @property
+    def keeps_client_models(self) -> bool:
+        return True
+
+    def check_federation(self, num_clients: int, client_app: bool, where: str) -> None:
+        if num_clients > PAIRWISE_MAX_CLIENTS:
+            raise InputError(where, f"orthofl_pairwise runs over at most {PAIRWISE_MAX_CLIENTS} clients and the "
+                             f"partition makes {num_clients:,}: each arrival is made orthogonal to the latest update of "
+                             "every other client seen, work that grows with the square of their number (about 2 s per "
+                             "arrival at 100 LeNet5 clients, 18 s at 300)")
+
+
+class FedAvgConfig(AlgorithmConfig):
+    """Parameters of FedAvg."""
+
+    name: Literal["fedavg"] = Field("fedavg", description="Algorithm name.")
+    clients_per_round: PositiveInt = Field(
+        10, description="K >= 1 clients sampled per round; must not exceed the number of clients."
+    )
+
+
+class FedProxConfig(FedAvgConfig):
+    """Parameters of FedProx (FedAvg's, plus mu)."""
+
+    name: Literal["fedprox"] = Field("fedprox", description="Algorithm name.")  # type: ignore[assignment]
+    mu: NonNegFloat = Field(0.01, description="Weight mu >= 0 of the proximal term mu/2 ||w - w_global||^2.")
+
+
+class FedAdamConfig(AlgorithmConfig):
+    """Parameters of FedAdam."""
+
+    name: Literal["fedadam"] = Field("fedadam", description="Algorithm name.")
+    clients_per_round: PositiveInt = Field(
+        10, description="K >= 1 clients sampled per round; must not exceed the number of clients."
+    )
+    lr: PositiveFloat = Field(0.01, description="Server learning rate eta > 0.")
+    beta1: UnitOpen = Field(0.9, description="First-moment decay beta1 in (0, 1).")
+    beta2: UnitOpen = Field(0.99, description="Second-moment decay beta2 in (0, 1).")
+    tau: PositiveFloat = Field(1e-3, description="Adaptivity tau > 0 added to sqrt(v); v starts at tau^2.")
+
+
+class ScaffoldConfig(AlgorithmConfig):
+    """Parameters of SCAFFOLD."""
+
+    client_vectors: ClassVar[int] = 1
+
+    name: Literal["scaffold"] = Field("scaffold", description="Algorithm name.")
+    clients_per_round: PositiveInt = Field(
+        10, description="|S| clients sampled per round; must not exceed the number of clients."
+    )
+    server_lr: PositiveFloat = Field(1.0, description="Global step size eta_g (Algorithm 1's x <- x + eta_g Dx).")
+    weighting: Literal["uniform", "samples"] = Field(
+        "uniform", description="uniform: the paper's plain means over the round's clients; samples: weighted by "
+        "the clients' sample counts, as FedAvg weighs them."
+    )
+
+
+class FlowerConfig(AlgorithmConfig):
+    """A Flower strategy (flwr.serverapp.strategy or the legacy flwr.server.strategy) in virtual time.
+
+    Validation makes the strategy as the run will (:mod:`simfl.algorithms.flower_strategies`, imported only for a
+    Flower entry), so that ``simfl validate`` refuses what the run would."""
+
+    chooses_clients: ClassVar[bool] = True
+
+    name: Literal["flower"] = Field("flower", description="Algorithm name.")
+    strategy: str = Field(
+        description="A strategy of Flower's Message API by class name (FedAvg, FedProx, FedYogi, FedTrimmedAvg, "
+        "Krum, ...), a legacy one as flwr.server.strategy:FedAvg, or the import path package.module:Class of "
+        "the user's own (needs --allow-imports; a class object through the Python API). The entry's runs "
+        "are named after the class unless it has a label."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, validate_default=True, description="Keyword arguments of the strategy's constructor, "
+        "e.g. {fraction_train: 0.5, min_train_nodes: 5} or {eta: 0.01} for FedYogi."
+    )
+    train_config: dict[str, Any] = Field(
+        default_factory=dict, description="The ConfigRecord of every round (Strategy.start's train_config), "
+        "e.g. {lr: 0.05} for a ClientApp that reads it; strategies add their own keys (server-round, ...)."
+    )
+    evaluate_config: dict[str, Any] = Field(
+        default_factory=dict, description="The ConfigRecord of every round's federated evaluation "
+        "(Strategy.start's evaluate_config); strategies add server-round. Turn the evaluation off with "
+        "options: {fraction_evaluate: 0} (legacy strategies: fraction_evaluate: 0)."
+    )
+
+    @property
+    def default_run_name(self) -> str:
+        """The strategy's class name (``FedYogi``)."""
+        return short_name(self.strategy if is_import_path(self.strategy) else f"x:{self.strategy}")
+
+    @field_validator("strategy")
+    @classmethod
+    def _a_strategy(cls, name: str) -> str:
+        from simfl.algorithms.flower_strategies import strategy_class
+
+        try:
+            strategy_class(name)
+        except InputError as exc:
+            raise ValueError(exc.message) from None
+        return name
+
+    @field_validator("options")
+    @classmethod
+    def _options_build_it(cls, options: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from simfl.algorithms.flower_strategies import build, never_opens, quiet, strategy_class
+
+        name = info.data.get("strategy")
+        if name is None:  # the strategy's own error is reported
+            return options
+        found, _ = strategy_class(name)
+        try:
+            with quiet():
+                never_opens(build(found, options, name), name, None)
+        except InputError as exc:
+            raise ValueError(exc.message) from None
+        return options
+
+    @field_validator("train_config", "evaluate_config")
+    @classmethod
+    def _a_config_record(cls, config: dict[str, Any]) -> dict[str, Any]:
+        from simfl.algorithms.flower_strategies import config_record
+
+        try:
+            config_record(config)
+        except InputError as exc:
+            raise ValueError(exc.message) from None
+        return config
+
+    def check_federation(self, num_clients: int, client_app: bool, where: str) -> None:
+        """The strategy made as the run makes it, on ``num_clients`` clients: refused when no round could ever
+        open, or when simfl's own clients (no ``client_app``) would not reply its ``weighted_by_key``."""
+        from simfl.algorithms.flower_strategies import build, never_opens, quiet, simfl_replies_carry, strategy_class
+
+        found, _ = strategy_class(self.strategy)
+        try:
+            with quiet():
+                strategy = build(found, self.options, self.strategy)
+            never_opens(strategy, self.strategy, num_clients)
+            if not client_app:
+                simfl_replies_carry(strategy, self.strategy)
+        except InputError as exc:
+            raise InputError(f"{where}.options", exc.message) from None
+
+
+def _builtin(config: type[AlgorithmConfig], target: str) -> Builtin:
+    return Builtin(config, f"simfl.algorithms.{target}")
+
+
+BUILTINS: dict[str, Builtin] = {
+    "orthofl": _builtin(OrthoFLConfig, "orthofl:OrthoFL"),
+    "orthofl_no_calib": _builtin(OrthoFLNoCalibConfig, "orthofl_ablations:OrthoFLNoCalib"),
+    "orthofl_no_ma": _builtin(OrthoFLNoMAConfig, "orthofl_ablations:OrthoFLNoMA"),
+    "orthofl_pairwise": _builtin(OrthoFLPairwiseConfig, "orthofl_ablations:OrthoFLPairwise"),
+    "fedasync": _builtin(FedAsyncConfig, "fedasync:FedAsync"),
+    "fedbuff": _builtin(FedBuffConfig, "fedbuff:FedBuff"),
+    "ca2fl": _builtin(CA2FLConfig, "ca2fl:CA2FL"),
+    "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
+    "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
+    "fedadam": _builtin(FedAdamConfig, "fedadam:FedAdam"),
+    "scaffold": _builtin(ScaffoldConfig, "scaffold:Scaffold"),
+    "flower": _builtin(FlowerConfig, "flower:FlowerStrategy"),
+}
+"""Every built-in algorithm by the name a scenario's ``algorithms[i].name`` gives it."""
