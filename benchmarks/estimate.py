@@ -5,6 +5,11 @@ Pure latency (``executor: {kind: none}``), lognormal latencies, 100,000 arrivals
 - OrthoFL (its calibrated models and anchors are per-client vectors) over N = 10^3 and 10^4, with the
   client-state store in RAM and on disk, for two model sizes (MLPs of 2,954 and 19,210 parameters).
 
+Training (one process, one thread), FedAsync over 10 clients, exponential latencies:
+- the quickstart's small CNN on 8x8 digits (1,954 parameters: the optimizer step's fixed cost dominates);
+- an MLP of 256 hidden units on 64 synthetic features (FLOPs and steps alike);
+- LeNet5 on MNIST (FLOPs dominate), where the MNIST files are found (``SIMFL_DATA`` or ``../shared``).
+
 Each run is ``simfl run`` in a fresh process. Measured: its wall time less that of ``simfl validate``
 of the same file in a fresh process (the imports and the estimate itself: what a run adds), and the
 run's peak resident memory (``wait4``'s ``ru_maxrss``). Estimated, by
@@ -35,6 +40,8 @@ from simfl.schema.scenario import validate
 ROOT = Path(__file__).resolve().parent.parent
 ARRIVALS = 100_000
 LIMIT = 2.0
+DATA = os.environ.get("SIMFL_DATA") or str(ROOT.parent / "shared" / "datasets")
+"""The data folder the runs read (MNIST): ``$SIMFL_DATA``, else the shared datasets beside the checkout."""
 
 
 def scenario(clients: int, algorithm: str, hidden: int, store: str, arrivals: int) -> dict[str, Any]:
@@ -56,11 +63,27 @@ def scenario(clients: int, algorithm: str, hidden: int, store: str, arrivals: in
     return raw
 
 
+def training(model: dict[str, Any], data: dict[str, Any], epochs: int, updates: int) -> dict[str, Any]:
+    """A training scenario: FedAsync over 10 clients, one thread, ``updates`` arrivals."""
+    return {
+        "name": "estimate", "seeds": [0], "data": {**data, "partition": {"kind": "iid", "clients": 10}},
+        "model": model, "train": {"epochs": epochs, "batch_size": 32, "lr": 0.05},
+        "latency": {"model": "exponential", "mean": 10.0, "floor": 5.0},
+        "budget": {"updates": updates}, "eval": {"every": 100.0},
+        "algorithms": [{"name": "fedasync", "alpha": 0.6}], "executor": {"kind": "inline", "threads": 1},
+    }
+
+
+def mnist_found() -> bool:
+    """Whether the MNIST files are where a run looks for them."""
+    return any(Path(DATA).glob("**/train-images-idx3-ubyte*"))
+
+
 def child(argv: list[str]) -> tuple[float, int]:
     """(wall seconds, peak resident bytes) of ``python -m simfl ARGV`` in a fresh process."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "simfl", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, env={**os.environ, "SIMFL_DATA": DATA})
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -86,6 +109,14 @@ def cases(quick: bool) -> list[tuple[str, dict[str, Any]]]:
         for hidden in (40, 256):
             for store in ("ram", "disk"):
                 out.append((f"orthofl_n{n}_h{hidden}_{store}", scenario(n, "orthofl", hidden, store, arrivals // 5)))
+    updates = 50 if quick else 400
+    out.append(("train_smallcnn_digits", training({"name": "smallcnn", "channels": 8}, {"dataset": "digits"}, 2,
+                                                  updates)))
+    out.append(("train_mlp_synthetic", training({"name": "mlp", "hidden": [256]},
+                                                {"dataset": "synthetic", "train_size": 3000, "test_size": 500,
+                                                 "features": 64, "classes": 10}, 2, updates)))
+    if mnist_found():
+        out.append(("train_lenet5_mnist", training({"name": "lenet5"}, {"dataset": "mnist"}, 1, updates // 10)))
     return out
 
 

@@ -104,8 +104,14 @@ SAMPLE_CLIENTS = 64
 """Clients whose latencies are drawn to estimate the arrival rate."""
 SAMPLE_DRAWS = 16
 """Latency draws per sampled client."""
-CPU_FLOPS = 2e10
-"""Assumed training speed of the CPU, for the rough wall time."""
+CPU_FLOPS = 7e9
+"""Training FLOPs per second of one thread under the portable kernels (``SIMFL_NUMERICS``'s default): LeNet5
+batches of 32 and 128 ran at 6.7e9 and 7.7e9 (``benchmarks/estimate.py``'s training cases check the result)."""
+STEP_SECONDS = 0.6e-3
+"""The fixed cost of one optimizer step beside its FLOPs (forward, backward and update calls): a small CNN on one
+sample per batch took 0.7 ms a step."""
+EVAL_BATCH = 1024
+"""Test samples per evaluation batch (:class:`simfl.train.evaluate.Evaluator`)."""
 NULL_ARRIVAL_SECONDS = 35e-6
 """Wall time of one arrival without training (``executor: {kind: none}``): the rules, the latency draw, the
 event row. ``python -m benchmarks.population_setup``: 29,900 arrivals per CPU second with lognormal latencies
@@ -615,8 +621,9 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
         stored_arrival = (STORE_ARRIVAL_SECONDS + rows * model_bytes * STORE_SECONDS_PER_BYTE) if rows else 0.0
         per_update = NULL_ARRIVAL_SECONDS + stored_arrival * (DISK_STORE_FACTOR if on_disk else 1.0)
     else:
-        per_update = flops * samples * scenario.train.epochs / CPU_FLOPS + 1e-4
-    eval_cost = 0.0 if null else 2 * flops / 6 * data.test / CPU_FLOPS
+        steps = scenario.train.epochs * math.ceil(max(samples, 1) / scenario.train.batch_size)
+        per_update = flops * samples * scenario.train.epochs / CPU_FLOPS + steps * STEP_SECONDS + 1e-4
+    eval_cost = 0.0 if null else 2 * flops / 6 * data.test / CPU_FLOPS + math.ceil(data.test / EVAL_BATCH) * STEP_SECONDS
     wall = arrivals * per_update + evaluations * eval_cost + clients * CLIENT_SECONDS
     return Estimate(data, clients, params, dataset_bytes, model_bytes, client_state, rows_bytes, lat, horizon,
                     arrivals, evaluations, len(scenario.algorithms) * seeds, cells, wall,
