@@ -123,10 +123,11 @@ def cases(quick: bool) -> list[tuple[str, dict[str, Any]]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smaller grid (for a check, not for figures)")
+    parser.add_argument("--only", default="", help="the cases whose name starts with this (e.g. train_)")
     args = parser.parse_args(argv)
     worst = 1.0
     with tempfile.TemporaryDirectory() as tmp:
-        for name, raw in cases(args.quick):
+        for name, raw in (c for c in cases(args.quick) if c[0].startswith(args.only)):
             est = estimate(validate(raw))
             wall, peak = measure(raw, Path(tmp))
             assert est.wall_seconds is not None
