@@ -171,6 +171,8 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         """The clients free when the open round opened: the nodes its federated evaluation may pick."""
         self.federated: list[dict[str, Any]] = []
         """federated.csv: one row per evaluated round."""
+        self.trained: list[dict[str, Any]] = []
+        """train.csv: one row per round whose aggregation returned metrics (Flower's ``Result.train_metrics_clientapp``)."""
         never_opens(self.strategy, config.strategy, setup.num_clients)
 
     def _call(self, method: str, call: Callable[[], T], returns: Callable[[Any], bool] | None = None,
@@ -275,12 +277,21 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             replies.append(FlowerMessage(content, reply_to=sent))
         from flwr.app import ArrayRecord
 
-        arrays, _ = self._call("aggregate_train", lambda: self.strategy.aggregate_train(self.server_round, replies),
-                               lambda v: is_pair(v) and (v[0] is None or isinstance(v[0], ArrayRecord)),
-                               "a pair (ArrayRecord or None, MetricRecord or None)")
+        arrays, metrics = self._call(
+            "aggregate_train", lambda: self.strategy.aggregate_train(self.server_round, replies),
+            lambda v: is_pair(v) and (v[0] is None or isinstance(v[0], ArrayRecord)) and (v[1] is None or isinstance(
+                v[1], Mapping)), "a pair (ArrayRecord or None, MetricRecord or None)")
         if arrays is not None:
             self.w = flower.from_record(self.setup.layout, arrays, "algorithms.strategy")
+        self._record_training(arrivals, metrics)
         self._evaluate(arrivals[-1].update)
+
+    def _record_training(self, arrivals: list[Arrival], metrics: Mapping[str, Any] | None) -> None:
+        """The row of train.csv of the round just aggregated: its round, update and nodes, and the numbers among
+        the metrics ``aggregate_train`` (``aggregate_fit``) returned; none when it returned none."""
+        if metrics:
+            self.trained.append({"round": self.server_round, "update": arrivals[-1].update, "nodes": len(arrivals),
+                                 **flower.scalar_metrics(metrics)})
 
     # -- federated evaluation ---------------------------------------------------------------------------------
 
@@ -361,9 +372,10 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             results.append((manager.all()[str(a.client)], fit))
         from flwr.common import Parameters
 
-        params, _ = self._call("aggregate_fit", lambda: self.strategy.aggregate_fit(self.server_round, results, []),
-                               lambda v: is_pair(v) and (v[0] is None or isinstance(v[0], Parameters)),
-                               "a pair (Parameters or None, dict of metrics)")
+        params, metrics = self._call(
+            "aggregate_fit", lambda: self.strategy.aggregate_fit(self.server_round, results, []),
+            lambda v: is_pair(v) and (v[0] is None or isinstance(v[0], Parameters)) and (v[1] is None or isinstance(
+                v[1], Mapping)), "a pair (Parameters or None, dict of metrics)")
         if params is not None:
             arrays = parameters_to_ndarrays(params)
             if len(arrays) != len(self.setup.layout.segments):
@@ -371,6 +383,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
                                  f"the model has {len(self.setup.layout.segments)}")
             self.w = self.setup.layout.join({s.name: torch.from_numpy(np.asarray(x, dtype=np.float32))
                                              for s, x in zip(self.setup.layout.segments, arrays, strict=True)})
+        self._record_training(arrivals, metrics)
         self._evaluate(arrivals[-1].update)
 
     def _evaluate_legacy(self, evaluate: ClientEvaluation) -> dict[str, Any] | None:
@@ -404,13 +417,14 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         return self.w
 
     def tables(self) -> dict[str, list[dict[str, Any]]]:
-        return {"federated": list(self.federated)}
+        return {"federated": list(self.federated), "train": list(self.trained)}
 
     def state(self) -> dict[str, Any]:
         attributes = _strategy_state(self.strategy, self.config.strategy)
         return {"w": self.w, "server_round": self.server_round, "configs": {str(k): {key: _plain(v, "config")
                 for key, v in c.items()} for k, c in self.configs.items()}, "strategy": attributes,
-                "free": list(self.free), "federated": [dict(row) for row in self.federated]}
+                "free": list(self.free), "federated": [dict(row) for row in self.federated],
+                "trained": [dict(row) for row in self.trained]}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
@@ -418,6 +432,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         self.configs = {int(k): {key: _restore(v) for key, v in c.items()} for k, c in state["configs"].items()}
         self.free = [int(c) for c in state.get("free", [])]
         self.federated = [dict(row) for row in state.get("federated", [])]
+        self.trained = [dict(row) for row in state.get("trained", [])]
         self.strategy = build(self.cls, self.config.options, self.config.strategy)
         _load_strategy_state(self.strategy, state["strategy"])
 

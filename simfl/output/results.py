@@ -12,6 +12,8 @@ Layout of ``<out>/``::
                                      tensor per aggregation, shape (aggregations, *layer shape)
     <algorithm>/seed<k>/federated.csv  only for a Flower strategy that evaluates on clients: one row per
                                      round (round, update, nodes, the aggregated metrics)
+    <algorithm>/seed<k>/train.csv    only for a Flower strategy whose aggregation returns metrics: one row per
+                                     round (round, update, nodes, the aggregated training metrics)
 
 A run writes into ``<out>.partial`` and renames it to ``<out>`` when every
 file is in place; while a run goes, its metrics.csv and events.csv grow there at each

@@ -88,13 +88,14 @@ not_an_app = object()
 
 
 frozen_app = ClientApp()
-"""Trains nothing: replies with the weights it was sent (the global model stays the initial one)."""
+"""Trains nothing: replies with the weights it was sent (the global model stays the initial one) and its partition id
+as a metric."""
 
 
 @frozen_app.train()
 def frozen_train(msg: Message, context: Context) -> Message:
     x, y = client_data(context)
-    metrics = MetricRecord({"num-examples": len(y)})
+    metrics = MetricRecord({"num-examples": len(y), "partition": int(context.node_config["partition-id"])})
     return Message(RecordDict({"arrays": msg.content["arrays"], "metrics": metrics}), reply_to=msg)
 
 

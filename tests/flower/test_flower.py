@@ -89,7 +89,8 @@ def test_flower_samples_its_own_nodes_the_same_for_a_seed(tmp_path: Path) -> Non
 
 def test_strategies_resume_byte_identical(tmp_path: Path) -> None:
     """FedYogi (stateful: moments), FedTrimmedAvg and Krum from YAML in one scenario, one unit at a time: killed
-    while FedYogi runs (its running checkpoint written), --resume gives the same files, federated.csv included."""
+    while FedYogi runs (its running checkpoint written), --resume gives the same files, federated.csv and train.csv
+    included."""
     names = ["FedYogi", "FedTrimmedAvg", "Krum"]
     options = {"Krum": {"num_malicious_nodes": 1}, "FedTrimmedAvg": {"beta": 0.2}, "FedYogi": {}}
     raw = scenario([{"name": "flower", "strategy": s, "options": options[s]} for s in names], budget={"time": 400})
@@ -111,7 +112,8 @@ def test_strategies_resume_byte_identical(tmp_path: Path) -> None:
     killed.wait()
     assert main(["run", "--resume", str(tmp_path / "cut"), "--quiet", "--workers", "1"]) == 0
     for strategy in names:
-        for name in ("metrics.csv", "events.csv", "federated.csv"):
+        assert (tmp_path / "full" / strategy / "seed0" / "train.csv").exists()  # each aggregates train_loss
+        for name in ("metrics.csv", "events.csv", "federated.csv", "train.csv"):
             assert (tmp_path / "full" / strategy / "seed0" / name).read_bytes() == \
                 (tmp_path / "cut" / strategy / "seed0" / name).read_bytes(), (strategy, name)
 
@@ -145,6 +147,15 @@ def test_federated_evaluation_of_an_unchanged_model_is_its_accuracy_on_the_clien
     legacy = pd.read_csv(tmp_path / "o" / "legacy" / "seed0" / "federated.csv")
     assert list(legacy.columns) == ["round", "update", "nodes", "loss"]
     assert legacy["loss"].tolist() == pytest.approx([expected.loss] * rounds, rel=1e-6)
+    # train.csv: what FedAvg's aggregate_train returns, the replies' partition ids weighted by num-examples; the
+    # legacy FedAvg returns no training metrics (no fit_metrics_aggregation_fn), so it has no train.csv
+    trained = pd.read_csv(tmp_path / "o" / "FedAvg" / "seed0" / "train.csv")
+    assert list(trained.columns) == ["round", "update", "nodes", "partition"]
+    assert trained[["round", "update", "nodes"]].values.tolist() == [[r, 6 * r, 6] for r in range(1, rounds + 1)]
+    sizes = fed.client_sizes
+    assert trained["partition"].tolist() == pytest.approx([sum(i * n for i, n in enumerate(sizes)) / sum(sizes)]
+                                                          * rounds, rel=1e-12)
+    assert not (tmp_path / "o" / "legacy" / "seed0" / "train.csv").exists()
 
 
 def test_a_client_apps_evaluate_handler_answers_the_federated_evaluation(tmp_path: Path) -> None:
