@@ -69,15 +69,22 @@ class LatencyModel(ABC, Generic[ConfigT]):
         self.taken = [0] * num_clients
         """Per client, values taken from its first block in :attr:`firsts`."""
 
-    def use_firsts(self, firsts: np.ndarray) -> None:
+    def use_firsts(self, firsts: np.ndarray, lanes: np.ndarray | None = None) -> None:
         """Serve each client's first block from ``firsts`` (shape (clients, ahead_n)): exactly what :meth:`block`
         would draw first, derived for all clients at once by a model that can. The block counts as drawn at
         the client's first sample, as any other (its stream claimed, :meth:`state` unchanged), and is taken one
-        value at a time without a list per client. Values that fail the check of :meth:`sample` are left to
-        be drawn, and refused, as usual."""
-        if firsts.size and (firsts > 0).all() and (firsts < math.inf).all():
-            self.width = self.ahead_n
-            self.firsts = firsts.ravel().tolist()
+        value at a time without a list per client. Clients outside ``lanes`` (a boolean mask; None: all), whose
+        first block the model could not derive, and those with a value failing the check of :meth:`sample`,
+        draw theirs from their generator as usual (a bad value is refused there)."""
+        good = (firsts > 0).all(axis=1) & (firsts < math.inf).all(axis=1)  # NaN fails both
+        if lanes is not None:
+            good &= lanes
+        if not firsts.size or not good.any():
+            return
+        self.width = self.ahead_n
+        self.firsts = firsts.ravel().tolist()
+        for m in np.flatnonzero(~good).tolist():
+            self.taken[m] = self.width  # as if its first block were used up: the next sample draws from its stream
 
     @classmethod
     def check(cls, config: ConfigT, num_clients: int) -> None:

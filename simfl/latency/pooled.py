@@ -70,6 +70,13 @@ class PooledModel(LatencyModel[C]):
         self.speeds: list[float] = []
         if config.mode == "per_client":
             self.speeds = [self.base_draw(gen) for gen in rng.Streams(seed, "latency-speed", count=num_clients)]
+        else:
+            # draws on all clients' first base draws at once: the same elementwise IEEE operations; each
+            # generator is then built only when its client needs a second block (or its first could not be derived)
+            derived = self.first_draws(self.rngs, self.ahead_n)
+            if derived is not None:
+                x, lanes = derived
+                self.use_firsts(np.maximum(np.array(self.scale, dtype=np.float64)[:, None] * x, TINY), lanes)
 
     @classmethod
     def check(cls, config: C, num_clients: int) -> None:
@@ -85,6 +92,12 @@ class PooledModel(LatencyModel[C]):
 
     def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray | None:
         """``n`` draws of :meth:`base_draw` in one call, or None where no exact vectorised form exists."""
+        return None
+
+    def first_draws(self, streams: rng.Streams, n: int) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """Every stream's first ``n`` base draws, shape (len(streams), n), as :meth:`base_draws` (or ``n`` calls of
+        :meth:`base_draw`) would give them before any draw, with the lanes (a boolean mask; None: all) where they
+        are; None where the model cannot derive them without the generators (see :meth:`rng.Streams.first`)."""
         return None
 
     @abstractmethod
