@@ -58,8 +58,9 @@ class LatencyModel(ABC, Generic[ConfigT]):
         self.seed = seed
         self.workload = workload
         self.rngs = rng.Streams(seed, "latency", count=num_clients)
-        self.ahead: list[list[float]] = [[] for _ in range(num_clients)]
-        """Per client, drawn but not yet used latencies, the next one last."""
+        self.ahead: list[list[float] | None] = [None] * num_clients
+        """Per client, drawn but not yet used latencies, the next one last (None: none drawn yet; a million empty
+        lists would cost a noticeable part of a second before the first event)."""
         self.ahead_n = max(4, min(self.AHEAD, self.DRAWN_AHEAD // max(num_clients, 1)))
         """Block size per client: AHEAD up to 1,000 clients; the values drawn do not depend on it."""
         self.firsts: list[float] = []
@@ -143,9 +144,9 @@ class LatencyModel(ABC, Generic[ConfigT]):
         taken, w = self.taken[client], self.width
         if 0 < taken < w:
             return self.firsts[client * w + taken:(client + 1) * w][::-1]
-        return list(self.ahead[client])
+        return list(self.ahead[client] or ())
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.rngs.load(state["rngs"])
-        self.ahead = [list(a) for a in state.get("ahead", [[] for _ in self.rngs])]
+        self.ahead = [list(a) if a else None for a in state["ahead"]] if "ahead" in state else [None] * len(self.rngs)
         self.firsts, self.width = [], 0

@@ -57,9 +57,9 @@ def lognormals(z: np.ndarray, mean: float, sigma: float) -> np.ndarray:
     """``Generator.lognormal(mean, sigma)`` for the standard normals ``z``: ``exp(mean + sigma * z)``, libm's exp."""
     y = (mean + sigma * z).ravel().tolist()
     try:
-        e = [math.exp(v) for v in y]
+        e = list(map(math.exp, y))
     except OverflowError:
-        e = [_exp(v) for v in y]
+        e = list(map(_exp, y))
     return np.array(e, dtype=np.float64).reshape(z.shape)
 
 

@@ -63,9 +63,16 @@ class PooledModel(LatencyModel[C]):
         check_workload(config.scaling, workload, num_clients)
         pooled = load_pooled(config.traces)
         self.fit(pooled)
-        comp, comm = factors(config.scaling, workload, num_clients)
         total = pooled.compute_mean + pooled.comm_mean
-        self.scale = [(comp[m] * pooled.compute_mean + comm[m] * pooled.comm_mean) / total for m in range(num_clients)]
+        scale: float | np.ndarray
+        if config.scaling.compute == "workload":
+            comp, comm = factors(config.scaling, workload, num_clients)
+            self.scale = [(comp[m] * pooled.compute_mean + comm[m] * pooled.comm_mean) / total for m in range(num_clients)]
+            scale = np.array(self.scale, dtype=np.float64)[:, None]
+        else:  # every client's factors are the same: one value (the same float each client's would be)
+            comp, comm = factors(config.scaling, workload, 1)
+            scale = (comp[0] * pooled.compute_mean + comm[0] * pooled.comm_mean) / total
+            self.scale = [scale] * num_clients
         self.sigma_j = math.sqrt(math.log1p(config.jitter**2))
         self.speeds: list[float] = []
         if config.mode == "per_client":
@@ -76,7 +83,7 @@ class PooledModel(LatencyModel[C]):
             derived = self.first_draws(self.rngs, self.ahead_n)
             if derived is not None:
                 x, lanes = derived
-                self.use_firsts(np.maximum(np.array(self.scale, dtype=np.float64)[:, None] * x, TINY), lanes)
+                self.use_firsts(np.maximum(scale * x, TINY), lanes)
 
     @classmethod
     def check(cls, config: C, num_clients: int) -> None:
