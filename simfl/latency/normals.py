@@ -53,14 +53,19 @@ def _exp(v: float) -> float:
         return math.inf
 
 
+def exps(y: np.ndarray) -> np.ndarray:
+    """libm's exp of every value of ``y`` (C's exp, value by value: inf on overflow), same shape."""
+    values = y.ravel().tolist()
+    try:
+        e = list(map(math.exp, values))
+    except OverflowError:
+        e = list(map(_exp, values))
+    return np.array(e, dtype=np.float64).reshape(y.shape)
+
+
 def lognormals(z: np.ndarray, mean: float, sigma: float) -> np.ndarray:
     """``Generator.lognormal(mean, sigma)`` for the standard normals ``z``: ``exp(mean + sigma * z)``, libm's exp."""
-    y = (mean + sigma * z).ravel().tolist()
-    try:
-        e = list(map(math.exp, y))
-    except OverflowError:
-        e = list(map(_exp, y))
-    return np.array(e, dtype=np.float64).reshape(z.shape)
+    return exps(mean + sigma * z)
 
 
 _KI = (  # ki_double: rabs below ki[idx] takes the fast path

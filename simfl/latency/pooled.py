@@ -31,6 +31,7 @@ from pydantic import Field
 from simfl import rng
 from simfl.fields import NonNegFloat
 from simfl.latency.base import LatencyModel, Workload
+from simfl.latency.normals import exps, first_normals
 from simfl.latency.profiles import PooledStats, load_pooled
 from simfl.latency.scaling import TraceOptions, check_workload, factors
 
@@ -75,15 +76,32 @@ class PooledModel(LatencyModel[C]):
             self.scale = [scale] * num_clients
         self.sigma_j = math.sqrt(math.log1p(config.jitter**2))
         self.speeds: list[float] = []
+        # draws (or draw) on all clients' first values at once: the same elementwise IEEE operations; each
+        # generator is then built only when its client needs a second block (or its first could not be derived)
         if config.mode == "per_client":
-            self.speeds = [self.base_draw(gen) for gen in rng.Streams(seed, "latency-speed", count=num_clients)]
+            self.speeds = self._speeds(rng.Streams(seed, "latency-speed", count=num_clients))
+            z, lanes = first_normals(self.rngs, self.ahead_n)
+            s = self.sigma_j
+            jitter = exps(s * z - 0.5 * s * s)  # draw's exp(s * Z - 0.5 * s * s), Python's order: (0.5 * s) * s
+            self.use_firsts(np.maximum(scale * (np.array(self.speeds, dtype=np.float64)[:, None] * jitter), TINY), lanes)
         else:
-            # draws on all clients' first base draws at once: the same elementwise IEEE operations; each
-            # generator is then built only when its client needs a second block (or its first could not be derived)
             derived = self.first_draws(self.rngs, self.ahead_n)
             if derived is not None:
-                x, lanes = derived
-                self.use_firsts(np.maximum(scale * x, TINY), lanes)
+                x, base_lanes = derived
+                self.use_firsts(np.maximum(scale * x, TINY), base_lanes)
+
+    def _speeds(self, streams: rng.Streams) -> list[float]:
+        """Each client's speed, :meth:`base_draw` on its stream: derived from the streams' first values where the
+        model can (:meth:`first_draws`), else (and on a lane it could not derive) drawn from the generator."""
+        derived = self.first_draws(streams, 1)
+        if derived is None:
+            return [self.base_draw(gen) for gen in streams]
+        x, lanes = derived
+        speeds: list[float] = x[:, 0].tolist()
+        if lanes is not None:
+            for m in np.flatnonzero(~lanes).tolist():
+                speeds[m] = self.base_draw(streams[m])
+        return speeds
 
     @classmethod
     def check(cls, config: C, num_clients: int) -> None:

@@ -123,3 +123,30 @@ def test_derived_first_blocks_of_normal_models_keep_values_and_checkpoints(spec:
         x = gen.lognormal(derived.mu, derived.sigma, w) if spec["model"] == "lognormal" else np.abs(
             gen.normal(derived.loc, derived.scale_, w))  # own lognormal / normal
         assert [derived.sample(m) for _ in range(w)] == [max(derived.scale[m] * v, TINY) for v in x.tolist()]
+
+
+@pytest.mark.parametrize("model", ["lognormal", "halfnormal", "uniform", "pareto"])
+def test_per_client_speeds_and_first_blocks_are_the_drawn_ones(model: str) -> None:
+    """per_client mode: speeds derived from the speed streams' first values (Pareto's drawn), each client's first
+    jittered rounds from its first normals; the same values and checkpoints as drawing them all."""
+    clients = 17000
+    work = Workload(model_bytes=100, flops_per_sample=10, samples=(600,) * clients, epochs=1)
+    cls = LATENCY_MODELS[model]
+
+    def make() -> LatencyModel:  # type: ignore[type-arg]
+        return cls(cls.Config(model=model, mode="per_client", jitter=0.3, scaling={"compute": 1.3}), clients, 5, work)
+
+    derived, drawn = make(), make()
+    speed_streams = [rng.stream(5, "latency-speed", m) for m in range(2000)]
+    assert derived.speeds[:2000] == [derived.base_draw(g) for g in speed_streams]  # type: ignore[attr-defined]
+    drawn.firsts, drawn.width = [], 0
+    w = derived.width
+    assert w == 4
+    slow = [m for m in range(clients) if derived.taken[m] == w]
+    assert 300 < len(slow) < 2000
+    plan = {0: 1, 1: w, 2: w + 3, **{m: k for m, k in zip(slow[:6], range(1, 7), strict=True)}}
+    for m, k in plan.items():
+        assert [derived.sample(m) for _ in range(k)] == [drawn.sample(m) for _ in range(k)]
+    for m in range(1000, 1400):
+        assert [derived.sample(m) for _ in range(w + 1)] == [drawn.sample(m) for _ in range(w + 1)]
+    assert derived.state() == drawn.state()
