@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import torch
@@ -76,16 +76,16 @@ def restore_generator(state: dict[str, object]) -> np.random.Generator:
 # one vectorised pass: NumPy's SeedSequence mixing (numpy/random/bit_generator.pyx: mix_entropy,
 # generate_state) restated on arrays of uint32 words, one lane per stream, every operation modulo
 # 2^32 as in the original. It builds a stream's generator from those words at its first use, and can
-# give every stream's first doubles (Generator.random) at once without building any, from PCG64's own
-# recurrence (numpy/random/src/pcg64: the 128-bit LCG step, then the XSL-RR output; a double is the
-# output's top 53 bits times 2^-53) on Python integers, one lane per stream. NumPy keeps both stable
-# across versions (its stream-compatibility policy for bit generators and SeedSequence);
-# tests/latency/test_streams.py compares them with the originals.
+# give every stream's first outputs at once without building any, from PCG64's own recurrence
+# (numpy/random/src/pcg64: the 128-bit LCG step, then the XSL-RR output) on arrays of 64-bit words,
+# one lane per stream: the raw 64-bit outputs (next_uint64, from which NumPy's ziggurat draws normals,
+# see simfl.latency.normals) and the doubles of Generator.random (an output's top 53 bits times 2^-53).
+# NumPy keeps both stable across versions (its stream-compatibility policy for bit generators and
+# SeedSequence); tests/latency/test_streams.py compares them with the originals.
 
 _INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
 _MIX_MULT_L, _MIX_MULT_R, _MASK32 = 0xCA01F9DD, 0x4973F715, 0xFFFFFFFF
 _PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
-_MASK64, _MASK128 = (1 << 64) - 1, (1 << 128) - 1
 
 
 def _hashmix(value: np.ndarray, const: int) -> tuple[np.ndarray, int]:
@@ -133,28 +133,68 @@ def seed_words(seed: int, names: tuple[Name, ...], count: int) -> np.ndarray:
     return (low | (high << np.uint64(32))).T.copy()
 
 
-def pcg64_start(words: Sequence[Any]) -> tuple[Any, Any]:
-    """PCG64's (state, increment) when seeded with ``words`` (pcg64_set_seed, then pcg_setseq_128_srandom_r).
+class Pcg64Lanes(NamedTuple):
+    """PCG64 states of many streams, one lane each: the 128-bit state and increment as high and low 64-bit words."""
 
-    ``words`` are four Python ints, or four object arrays of them (then every stream at once, lane by lane).
+    state_hi: np.ndarray
+    state_lo: np.ndarray
+    inc_hi: np.ndarray
+    inc_lo: np.ndarray
+
+
+_U32, _32 = np.uint64(_MASK32), np.uint64(32)
+_MULT_HI, _MULT_LO = np.uint64(_PCG_MULT >> 64), np.uint64(_PCG_MULT & 0xFFFFFFFFFFFFFFFF)
+_MULT_L1, _MULT_L0 = np.uint64(_PCG_MULT >> 32 & _MASK32), np.uint64(_PCG_MULT & _MASK32)
+
+
+def _lcg_step(hi: np.ndarray, lo: np.ndarray, inc_hi: np.ndarray, inc_lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One step ``state * _PCG_MULT + inc`` modulo 2^128 on every lane, as (high, low) words.
+
+    uint64 arithmetic wraps modulo 2^64, so only the low words' product needs its high half: it is taken
+    from 32-bit halves (each partial product below 2^64); the cross terms count modulo 2^64.
     """
-    init_state = (words[0] << 64) | words[1]
-    inc = ((((words[2] << 64) | words[3]) << 1) | 1) & _MASK128
-    state = (inc + init_state) & _MASK128  # the first step from state 0 leaves the increment
-    return (state * _PCG_MULT + inc) & _MASK128, inc
+    a1, a0 = lo >> _32, lo & _U32
+    p00, p01, p10 = a0 * _MULT_L0, a0 * _MULT_L1, a1 * _MULT_L0
+    mid = (p00 >> _32) + (p01 & _U32) + (p10 & _U32)  # below 3 * 2^32
+    new_lo = (mid << _32) | (p00 & _U32)
+    new_hi = a1 * _MULT_L1 + (p01 >> _32) + (p10 >> _32) + (mid >> _32) + lo * _MULT_HI + hi * _MULT_LO
+    out_lo = new_lo + inc_lo
+    return new_hi + inc_hi + (out_lo < new_lo), out_lo  # with the carry of the low words
 
 
-def pcg64_doubles(state: Any, inc: Any, n: int) -> list[Any]:
-    """The next ``n`` doubles of a PCG64 at (state, increment), as ``Generator.random(n)`` gives them (lane by lane
-    for object arrays; the state is not updated)."""
-    out = []
-    for _ in range(n):
-        state = (state * _PCG_MULT + inc) & _MASK128
-        word = ((state >> 64) ^ state) & _MASK64
-        rot = state >> 122
-        word = ((word >> rot) | (word << (-rot & 63))) & _MASK64
-        out.append((word >> 11) * (1.0 / 9007199254740992.0))  # exact: below 2^53, then a power of two
+def pcg64_start(words: np.ndarray) -> Pcg64Lanes:
+    """PCG64's state on every row of ``words`` (shape (count, 4), uint64: the seed words of :func:`seed_words`),
+    as pcg64_set_seed leaves it (pcg_setseq_128_srandom_r: the increment, then one step from the increment
+    plus the initial state)."""
+    w = np.asarray(words, dtype=np.uint64).reshape(-1, 4)
+    w0, w1, w2, w3 = (np.ascontiguousarray(w[:, i]) for i in range(4))
+    inc_hi, inc_lo = (w2 << np.uint64(1)) | (w3 >> np.uint64(63)), (w3 << np.uint64(1)) | np.uint64(1)
+    lo = w1 + inc_lo
+    hi, lo = _lcg_step(w0 + inc_hi + (lo < w1), lo, inc_hi, inc_lo)
+    return Pcg64Lanes(hi, lo, inc_hi, inc_lo)
+
+
+def pcg64_words(lanes: Pcg64Lanes, n: int) -> np.ndarray:
+    """The next ``n`` raw 64-bit outputs (next_uint64) of every lane, shape (count, n); ``lanes`` is not updated."""
+    hi, lo, inc_hi, inc_lo = lanes
+    out = np.empty((len(hi), n), dtype=np.uint64)
+    for j in range(n):
+        hi, lo = _lcg_step(hi, lo, inc_hi, inc_lo)
+        x = hi ^ lo  # XSL-RR: the xor of the halves rotated right by the state's top six bits
+        rot = hi >> np.uint64(58)
+        out[:, j] = (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
     return out
+
+
+def to_doubles(words: np.ndarray) -> np.ndarray:
+    """next_double of raw PCG64 outputs: the top 53 bits times 2^-53 (exact: below 2^53, then a power of two)."""
+    return (words >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+
+def pcg64_doubles(lanes: Pcg64Lanes, n: int) -> np.ndarray:
+    """The next ``n`` doubles of every lane, shape (count, n), as ``Generator.random(n)`` gives them; ``lanes`` is
+    not updated."""
+    return to_doubles(pcg64_words(lanes, n))
 
 
 class _Words(ISeedSequence):
@@ -172,28 +212,33 @@ class Streams(Sequence[np.random.Generator]):
     """The generators of the streams ``(seed, *names, m)`` for ``m < count``, each built at its first use.
 
     ``streams[m]`` has the state ``stream(seed, *names, m)`` would have after the same draws.
-    :meth:`first` and :meth:`claim` let a model take each stream's first doubles without building
-    it (a model drawing plain uniforms, whose clients may train only a few times each).
+    :meth:`first` (doubles) or :meth:`first_words` (raw outputs) and :meth:`claim` let a model take each
+    stream's first draws without building it (a model drawing uniforms or, through NumPy's ziggurat, normals,
+    whose clients may train only a few times each).
     """
 
     def __init__(self, seed: int, *names: Name, count: int) -> None:
         self.words = seed_words(seed, names, count)
         self.gens: list[np.random.Generator | None] = [None] * count
         self.used = [0] * count
-        """Per unbuilt stream, doubles :meth:`claim` handed out from its start."""
+        """Per unbuilt stream, outputs :meth:`claim` handed out from its start."""
         self.width = 0
 
     def first(self, n: int) -> np.ndarray:
         """The first ``n`` doubles of every stream, shape (count, n), as ``self[m].random(n)`` would give them
         before any draw; :meth:`claim` then hands them out."""
+        return to_doubles(self.first_words(n))
+
+    def first_words(self, n: int) -> np.ndarray:
+        """The first ``n`` raw 64-bit outputs of every stream, shape (count, n), as its bit generator's next_uint64
+        would give them before any draw; :meth:`claim` then hands them out (one output each)."""
         if any(self.used) or any(g is not None for g in self.gens):
             raise ValueError("first() must come before any draw")
-        state, inc = pcg64_start(list(self.words.astype(object).T))  # four lanes of Python ints
         self.width = n
-        return np.array(pcg64_doubles(state, inc, n), dtype=np.float64).T.reshape(len(self), n)
+        return pcg64_words(pcg64_start(self.words), n)
 
     def claim(self, m: int, n: int) -> int:
-        """Take the next ``n`` doubles of stream ``m`` from :meth:`first`'s: their offset in its flattened output,
+        """Take the next ``n`` outputs of stream ``m`` from :meth:`first`'s: their offset in its flattened output,
         or -1 when the stream is built or fewer are left (its generator, once built, starts after them)."""
         used = self.used[m]
         if used + n > self.width or self.gens[m] is not None:
@@ -224,7 +269,7 @@ class Streams(Sequence[np.random.Generator]):
             # NumPy takes any ISeedSequence; its type stubs name only SeedSequence
             bitgen = np.random.PCG64(_Words(self.words[m]))  # type: ignore[arg-type]
             if self.used[m]:
-                bitgen.advance(self.used[m])  # one LCG step per double handed out
+                bitgen.advance(self.used[m])  # one LCG step per output handed out
             gen = self.gens[m] = np.random.Generator(bitgen)
         return gen
 

@@ -58,8 +58,9 @@ class LatencyModel(ABC, Generic[ConfigT]):
         self.seed = seed
         self.workload = workload
         self.rngs = rng.Streams(seed, "latency", count=num_clients)
-        self.ahead: list[list[float]] = [[] for _ in range(num_clients)]
-        """Per client, drawn but not yet used latencies, the next one last."""
+        self.ahead: list[list[float] | None] = [None] * num_clients
+        """Per client, drawn but not yet used latencies, the next one last (None: none drawn yet; a million empty
+        lists would cost a noticeable part of a second before the first event)."""
         self.ahead_n = max(4, min(self.AHEAD, self.DRAWN_AHEAD // max(num_clients, 1)))
         """Block size per client: AHEAD up to 1,000 clients; the values drawn do not depend on it."""
         self.firsts: list[float] = []
@@ -69,15 +70,22 @@ class LatencyModel(ABC, Generic[ConfigT]):
         self.taken = [0] * num_clients
         """Per client, values taken from its first block in :attr:`firsts`."""
 
-    def use_firsts(self, firsts: np.ndarray) -> None:
+    def use_firsts(self, firsts: np.ndarray, lanes: np.ndarray | None = None) -> None:
         """Serve each client's first block from ``firsts`` (shape (clients, ahead_n)): exactly what :meth:`block`
         would draw first, derived for all clients at once by a model that can. The block counts as drawn at
         the client's first sample, as any other (its stream claimed, :meth:`state` unchanged), and is taken one
-        value at a time without a list per client. Values that fail the check of :meth:`sample` are left to
-        be drawn, and refused, as usual."""
-        if firsts.size and (firsts > 0).all() and (firsts < math.inf).all():
-            self.width = self.ahead_n
-            self.firsts = firsts.ravel().tolist()
+        value at a time without a list per client. Clients outside ``lanes`` (a boolean mask; None: all), whose
+        first block the model could not derive, and those with a value failing the check of :meth:`sample`,
+        draw theirs from their generator as usual (a bad value is refused there)."""
+        good = (firsts > 0).all(axis=1) & (firsts < math.inf).all(axis=1)  # NaN fails both
+        if lanes is not None:
+            good &= lanes
+        if not firsts.size or not good.any():
+            return
+        self.width = self.ahead_n
+        self.firsts = firsts.ravel().tolist()
+        for m in np.flatnonzero(~good).tolist():
+            self.taken[m] = self.width  # as if its first block were used up: the next sample draws from its stream
 
     @classmethod
     def check(cls, config: ConfigT, num_clients: int) -> None:
@@ -136,9 +144,9 @@ class LatencyModel(ABC, Generic[ConfigT]):
         taken, w = self.taken[client], self.width
         if 0 < taken < w:
             return self.firsts[client * w + taken:(client + 1) * w][::-1]
-        return list(self.ahead[client])
+        return list(self.ahead[client] or ())
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.rngs.load(state["rngs"])
-        self.ahead = [list(a) for a in state.get("ahead", [[] for _ in self.rngs])]
+        self.ahead = [list(a) if a else None for a in state["ahead"]] if "ahead" in state else [None] * len(self.rngs)
         self.firsts, self.width = [], 0

@@ -23,7 +23,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from simfl import rng
 from simfl.fields import PositiveFloat
+from simfl.latency.normals import first_normals
 from simfl.latency.pooled import PooledModel, PooledOptions
 from simfl.latency.profiles import PooledStats
 
@@ -59,6 +61,10 @@ class Halfnormal(PooledModel[HalfnormalConfig]):
 
     def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
         return np.abs(gen.normal(self.loc, self.scale_, n))
+
+    def first_draws(self, streams: rng.Streams, n: int) -> tuple[np.ndarray, np.ndarray]:
+        z, lanes = first_normals(streams, n)
+        return np.abs(self.loc + self.scale_ * z), lanes  # normal(loc, scale): loc + scale * z
 
     def moments(self) -> tuple[float, float]:
         m, s = self.loc, self.scale_

@@ -13,7 +13,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from simfl import rng
 from simfl.fields import PositiveFloat
+from simfl.latency.normals import first_normals, lognormals
 from simfl.latency.pooled import PooledModel, PooledOptions
 from simfl.latency.profiles import PooledStats
 
@@ -60,6 +62,10 @@ class Lognormal(PooledModel[LognormalConfig]):
 
     def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
         return gen.lognormal(self.mu, self.sigma, n)
+
+    def first_draws(self, streams: rng.Streams, n: int) -> tuple[np.ndarray, np.ndarray]:
+        z, lanes = first_normals(streams, n)
+        return lognormals(z, self.mu, self.sigma), lanes
 
     def moments(self) -> tuple[float, float]:
         m = math.exp(self.mu + self.sigma**2 / 2)

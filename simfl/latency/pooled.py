@@ -31,6 +31,7 @@ from pydantic import Field
 from simfl import rng
 from simfl.fields import NonNegFloat
 from simfl.latency.base import LatencyModel, Workload
+from simfl.latency.normals import exps, first_normals
 from simfl.latency.profiles import PooledStats, load_pooled
 from simfl.latency.scaling import TraceOptions, check_workload, factors
 
@@ -63,13 +64,44 @@ class PooledModel(LatencyModel[C]):
         check_workload(config.scaling, workload, num_clients)
         pooled = load_pooled(config.traces)
         self.fit(pooled)
-        comp, comm = factors(config.scaling, workload, num_clients)
         total = pooled.compute_mean + pooled.comm_mean
-        self.scale = [(comp[m] * pooled.compute_mean + comm[m] * pooled.comm_mean) / total for m in range(num_clients)]
+        scale: float | np.ndarray
+        if config.scaling.compute == "workload":
+            comp, comm = factors(config.scaling, workload, num_clients)
+            self.scale = [(comp[m] * pooled.compute_mean + comm[m] * pooled.comm_mean) / total for m in range(num_clients)]
+            scale = np.array(self.scale, dtype=np.float64)[:, None]
+        else:  # every client's factors are the same: one value (the same float each client's would be)
+            comp, comm = factors(config.scaling, workload, 1)
+            scale = (comp[0] * pooled.compute_mean + comm[0] * pooled.comm_mean) / total
+            self.scale = [scale] * num_clients
         self.sigma_j = math.sqrt(math.log1p(config.jitter**2))
         self.speeds: list[float] = []
+        # draws (or draw) on all clients' first values at once: the same elementwise IEEE operations; each
+        # generator is then built only when its client needs a second block (or its first could not be derived)
         if config.mode == "per_client":
-            self.speeds = [self.base_draw(gen) for gen in rng.Streams(seed, "latency-speed", count=num_clients)]
+            self.speeds = self._speeds(rng.Streams(seed, "latency-speed", count=num_clients))
+            z, lanes = first_normals(self.rngs, self.ahead_n)
+            s = self.sigma_j
+            jitter = exps(s * z - 0.5 * s * s)  # draw's exp(s * Z - 0.5 * s * s), Python's order: (0.5 * s) * s
+            self.use_firsts(np.maximum(scale * (np.array(self.speeds, dtype=np.float64)[:, None] * jitter), TINY), lanes)
+        else:
+            derived = self.first_draws(self.rngs, self.ahead_n)
+            if derived is not None:
+                x, base_lanes = derived
+                self.use_firsts(np.maximum(scale * x, TINY), base_lanes)
+
+    def _speeds(self, streams: rng.Streams) -> list[float]:
+        """Each client's speed, :meth:`base_draw` on its stream: derived from the streams' first values where the
+        model can (:meth:`first_draws`), else (and on a lane it could not derive) drawn from the generator."""
+        derived = self.first_draws(streams, 1)
+        if derived is None:
+            return [self.base_draw(gen) for gen in streams]
+        x, lanes = derived
+        speeds: list[float] = x[:, 0].tolist()
+        if lanes is not None:
+            for m in np.flatnonzero(~lanes).tolist():
+                speeds[m] = self.base_draw(streams[m])
+        return speeds
 
     @classmethod
     def check(cls, config: C, num_clients: int) -> None:
@@ -85,6 +117,12 @@ class PooledModel(LatencyModel[C]):
 
     def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray | None:
         """``n`` draws of :meth:`base_draw` in one call, or None where no exact vectorised form exists."""
+        return None
+
+    def first_draws(self, streams: rng.Streams, n: int) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """Every stream's first ``n`` base draws, shape (len(streams), n), as :meth:`base_draws` (or ``n`` calls of
+        :meth:`base_draw`) would give them before any draw, with the lanes (a boolean mask; None: all) where they
+        are; None where the model cannot derive them without the generators (see :meth:`rng.Streams.first`)."""
         return None
 
     @abstractmethod

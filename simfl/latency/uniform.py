@@ -12,9 +12,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from simfl import rng
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat
-from simfl.latency.base import Workload
 from simfl.latency.pooled import FEW, TINY, PooledModel, PooledOptions
 from simfl.latency.profiles import PooledStats
 
@@ -38,15 +38,6 @@ class Uniform(PooledModel[UniformConfig]):
 
     Config = UniformConfig
 
-    def __init__(self, config: UniformConfig, num_clients: int, seed: int, workload: Workload) -> None:
-        super().__init__(config, num_clients, seed, workload)
-        if config.mode == "per_round":
-            # base_draws and PooledModel.draws on all clients' first uniforms at once: the same elementwise
-            # IEEE operations; each generator is then built only when its client needs a second block
-            u = self.rngs.first(self.ahead_n)
-            scale = np.array(self.scale, dtype=np.float64)[:, None]
-            self.use_firsts(np.maximum(scale * (self.low + (self.high - self.low) * u), TINY))
-
     def fit(self, pooled: PooledStats) -> None:
         self.low = self.config.low if self.config.low is not None else pooled.p5
         self.high = self.config.high if self.config.high is not None else pooled.p95
@@ -60,6 +51,9 @@ class Uniform(PooledModel[UniformConfig]):
 
     def base_draws(self, gen: np.random.Generator, n: int) -> np.ndarray:
         return self.low + (self.high - self.low) * gen.random(n)
+
+    def first_draws(self, streams: rng.Streams, n: int) -> tuple[np.ndarray, None]:
+        return self.low + (self.high - self.low) * streams.first(n), None
 
     def block(self, client: int, n: int) -> list[float]:
         if self.config.mode != "per_round" or n > FEW:

@@ -50,13 +50,18 @@ def test_streams_give_the_generators_of_stream_and_their_first_doubles(seed: int
         streams.first(5)
 
 
-def test_pcg64_start_and_doubles_follow_numpy() -> None:
-    for m in range(50):
-        words = rng.seed_sequence(9, "x", m).generate_state(4, np.uint64).tolist()
+def test_pcg64_start_words_and_doubles_follow_numpy() -> None:
+    words = np.stack([rng.seed_sequence(9, "x", m).generate_state(4, np.uint64) for m in range(300)])
+    lanes = rng.pcg64_start(words)
+    raw, doubles = rng.pcg64_words(lanes, 7), rng.pcg64_doubles(lanes, 7)
+    assert raw.dtype == np.uint64 and raw.shape == (300, 7) and doubles.shape == (300, 7)
+    for m in range(300):
         gen = rng.stream(9, "x", m)
-        state, inc = rng.pcg64_start(words)
+        state = int(lanes.state_hi[m]) << 64 | int(lanes.state_lo[m])
+        inc = int(lanes.inc_hi[m]) << 64 | int(lanes.inc_lo[m])
         assert gen.bit_generator.state["state"] == {"state": state, "inc": inc}
-        assert rng.pcg64_doubles(state, inc, 7) == gen.random(7).tolist()
+        assert doubles[m].tolist() == gen.random(7).tolist()
+        assert raw[m].tolist() == rng.stream(9, "x", m).bit_generator.random_raw(7).tolist()
 
 
 def test_streams_save_and_load_as_a_list_of_generators_does() -> None:
