@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from simfl.data.partition import PartitionConfig
+from simfl.data.partition import PartitionConfig, Parts
 from simfl.fields import Section
 
 
@@ -59,7 +59,7 @@ class Shards(Sequence[tuple[torch.Tensor, torch.Tensor]]):
     given this object map the same pages.
     """
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, parts: Sequence[np.ndarray]) -> None:
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, parts: Parts) -> None:
         self.x = x
         self.y = y
         self.parts = parts
@@ -74,7 +74,7 @@ class Shards(Sequence[tuple[torch.Tensor, torch.Tensor]]):
 
     def sizes(self) -> tuple[int, ...]:
         """Samples per client."""
-        return tuple(len(p) for p in self.parts)
+        return self.parts.sizes()
 
     def share_memory_(self) -> Shards:
         """Move the training data into shared memory (in place); ``self``."""

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from simfl.data.base import Shards
-from simfl.data.partition import IIDConfig, split
+from simfl.data.partition import IIDConfig, Parts, split
 
 
 def test_shards_give_each_clients_rows_and_sizes() -> None:
@@ -38,3 +38,13 @@ def test_the_iid_split_is_the_per_part_sort_of_array_split() -> None:
         want = [np.sort(p) for p in np.array_split(perm, clients)]
         assert len(got) == clients
         assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
+
+
+def test_parts_of_arrays_are_the_arrays() -> None:
+    arrays = [np.array([0, 4]), np.array([], dtype=np.int64), np.array([1, 2, 9])]
+    parts = Parts.of(arrays)
+    assert len(parts) == 3 and parts.sizes() == (2, 0, 3)
+    assert all(np.array_equal(a, b) for a, b in zip(parts, arrays, strict=True))
+    assert np.array_equal(parts[-1], arrays[2]) and [len(p) for p in parts[1:]] == [0, 3]
+    with pytest.raises(IndexError):
+        parts[3]

@@ -38,6 +38,7 @@ pytest.importorskip("flwr")
 import simfl  # noqa: E402
 from simfl.algorithms.store import DiskVectors  # noqa: E402
 from simfl.data.base import Shards  # noqa: E402
+from simfl.data.partition import Parts  # noqa: E402
 from simfl.errors import InputError, NoSpace, UserCodeFailed  # noqa: E402
 from simfl.models.flat import Layout  # noqa: E402
 from simfl.models.small import MLP, MLPConfig  # noqa: E402
@@ -98,7 +99,7 @@ def _shards(clients: int = 3) -> Shards:
              for c in range(clients)]
     ends = np.cumsum([len(y) for _, y in pairs])
     return Shards(torch.cat([x for x, _ in pairs]), torch.cat([y for _, y in pairs]),
-                  [np.arange(end - len(y), end) for end, (_, y) in zip(ends, pairs, strict=True)])
+                  Parts.of([np.arange(end - len(y), end) for end, (_, y) in zip(ends, pairs, strict=True)]))
 
 
 def _client(api: str, timeout: float | None = 600.0, app: str = "switch") -> ClientConfig:
