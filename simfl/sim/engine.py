@@ -27,6 +27,7 @@ from simfl.errors import InputError
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
 from simfl.sim.clock import ClockKind
+from simfl.sim.population import population_for
 from simfl.sim.schedulers import scheduler_for
 from simfl.sim.selection import Concurrency
 from simfl.sim.state import ClientState, SimState
@@ -95,15 +96,17 @@ class Simulation:
         self.state = state
         self.world = World(
             state, algorithm, latency, executor, evaluate, budget, eval_every, availability,
-            Verifier(len(client_sizes), None if concurrency is None else concurrency.limit,
-                     None if availability is None else availability.present) if verify else None,
+            Verifier(None if availability is None else availability.present) if verify else None,
             checkpointing,
             Observers(progress, on_update, eval_each_update), self.data, resumed=resume is not None, clock=clock,
         )
         self.world.recorder.last = last_eval
         rules = rounds or RoundRules()
-        self.world.scheduler = scheduler_for(self.world, algorithm, seed, server_time, rules.deadline, rules.over_select,
-                                             concurrency)
+        population = population_for(self.world, seed, concurrency)
+        if self.world.verifier is not None:
+            self.world.verifier.population = population
+        self.world.scheduler = scheduler_for(self.world, algorithm, population, server_time, rules.deadline,
+                                             rules.over_select)
 
     def _restore(self, resume: dict[str, Any], client_sizes: list[int], serving: bool
                  ) -> tuple[SimState, tuple[torch.Tensor, Scores] | None]:

@@ -10,10 +10,19 @@ engine hands it on as :class:`RunStopped`, which carries the state so far.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
 from simfl.sim.state import ClientState, SimState
+
+
+class Limit(Protocol):
+    """How many clients may be in flight (a :class:`~simfl.sim.population.Population`)."""
+
+    bound: str
+
+    def room(self, busy: int) -> int: ...
 
 
 class InvariantError(Exception):
@@ -37,13 +46,12 @@ class RunStopped(InvariantError):
 class Verifier:
     """Checks time order, arrival times, staleness, concurrency and finiteness of weights."""
 
-    def __init__(self, num_clients: int, concurrency: int | None = None,
-                 present: Callable[[int, float], bool] | None = None) -> None:
-        self.num_clients = num_clients
+    population: Limit
+    """The population served: how many clients may be in flight (attached once it is built)."""
+
+    def __init__(self, present: Callable[[int, float], bool] | None = None) -> None:
         self.present = present
         """Whether a client is there at a time (the scenario's availability; None: always)."""
-        self.concurrency = concurrency
-        """Cross-device serving's limit C on clients in flight (None: every client may be)."""
         self.last_time = 0.0
 
     def time(self, now: float) -> None:
@@ -53,19 +61,16 @@ class Verifier:
         self.last_time = now
 
     def dispatch(self, client: ClientState, now: float, in_flight: int) -> None:
-        """A client is not dispatched twice, nor while it is away, and no more clients are in flight than exist
-        (or than C)."""
+        """A client is not dispatched twice, nor while it is away, and no more clients are in flight than the
+        population allows (every client, or C)."""
         self.time(now)
         if client.phase == "round":
             raise InvariantError(f"client {client.index} dispatched at {now!r} while its round {client.rounds - 1} "
                                  "is still in flight")
         if self.present is not None and not self.present(client.index, now):
             raise InvariantError(f"client {client.index} dispatched at {now!r} while it is away")
-        if in_flight + 1 > self.num_clients:
-            raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than the {self.num_clients} clients")
-        if self.concurrency is not None and in_flight + 1 > self.concurrency:
-            raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than the concurrency "
-                                 f"{self.concurrency}")
+        if self.population.room(in_flight) < 1:
+            raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than {self.population.bound}")
 
     def delivery(self, client: ClientState, now: float) -> None:
         """A round ends exactly at its dispatch time plus its latency."""

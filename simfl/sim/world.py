@@ -237,18 +237,26 @@ class World:
         if not self.clock.stopping:
             self.scheduler.rejoined(self.state.clients[wake.target])
 
-    def away(self, client: ClientState, weights: torch.Tensor | None = None) -> bool:
+    def away(self, client: ClientState) -> bool:
         """Whether ``client`` is away now (a departure at or before now, leave inclusive), for a scheduler to ask
-        before it starts the client's round; if so it is marked away until its return (which restarts it from
-        ``weights``, when given) or for good. A departure while a client is idle, queued or held by the server
-        takes effect here; one during its round, at its ``leave`` wake-up."""
+        before it starts the client's round; if so it is marked away until its return or for good. A departure
+        while a client is idle, queued or held by the server takes effect here (or in :meth:`send`); one during
+        its round, at its ``leave`` wake-up."""
         availability = self.availability
         if availability is None or availability.present(client.index, self.clock.now):
             return False
-        if weights is not None:
-            client.start = weights
         self.leave_until_back(client)
         return True
+
+    def send(self, client: ClientState, weights: torch.Tensor) -> None:
+        """Start ``client``'s round from ``weights`` now, unless it is away (:meth:`away`): then its return
+        restarts it from ``weights``. The presence test is written out, not a call: an arrival's path."""
+        availability = self.availability
+        if availability is None or availability.present(client.index, self.clock.now):
+            self.dispatch(client, weights)
+            return
+        client.start = weights
+        self.leave_until_back(client)
 
     def leave_until_back(self, client: ClientState) -> None:
         """Mark ``client`` away until its return (if it ever comes back)."""
