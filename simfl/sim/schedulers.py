@@ -76,14 +76,14 @@ class AsyncServer:
 
     def delivered(self, client: ClientState) -> None:
         self.world.state.queue.append(client.index)
-        self.world.clock.soon(self._handed_over)
+        self.world.soon(self._handed_over)
 
     def _handed_over(self) -> None:
         """A delivery is queued; a waiting server takes the first queued one a step later."""
         if self.waiting:
             self.waiting = False
             w = self.world
-            w.clock.soon(partial(self._take, w.state.queue.pop(0)))
+            w.soon(partial(self._take, w.state.queue.pop(0)))
 
     def _next(self) -> None:
         """Take the next queued arrival (a step later), or wait for one."""
@@ -91,7 +91,7 @@ class AsyncServer:
         st = w.state
         st.server_phase = "wait"
         if st.queue:
-            w.clock.soon(partial(self._take, st.queue.pop(0)))
+            w.soon(partial(self._take, st.queue.pop(0)))
         else:
             self.waiting = True
 
@@ -103,13 +103,10 @@ class AsyncServer:
         client = st.clients[index]
         arrival = w.arrival(client, st.updates + 1 - client.tau)
         weights, weight = self.algorithm.on_arrival(arrival)
-        if w.verifier is not None:
-            w.verifier.time(now)
-            w.verifier.global_weights(self.algorithm.global_weights(), arrival.update, index)
         client.tau = arrival.update
         st.events.append(Event(now, arrival.update, index, arrival.staleness, client.latency, client.dispatch_time,
                                weight))
-        if w.updated():
+        if w.updated(index):
             self.population.release(client, weights)
             return
         if self.server_time <= 0:
@@ -130,10 +127,7 @@ class AsyncServer:
 
     def failed(self, client: ClientState) -> None:
         """A failed round: the client waits for the rejoin delay (its slot, when serving, is refilled at once)."""
-        w = self.world
-        assert w.availability is not None
-        client.phase = "rejoin"
-        w.wake("rejoin", w.clock.now + w.availability.rejoin_delay, client.index)
+        self.world.rejoin_later(client)
         self.population.failed(client)
 
     def rejoined(self, client: ClientState) -> None:
@@ -228,8 +222,7 @@ class SyncRounds:
         w.state.server_phase = "starved"
         if self.freed_sent:
             self.freed, self.freed_sent = self.freed + 1, False
-        if w.budget.time is None and all(c.phase in ("gone", "idle") for c in w.state.clients):
-            w.clock.stop()
+        if w.stuck(("gone", "idle")):
             return
         self.starved = True
 
@@ -239,14 +232,14 @@ class SyncRounds:
             return
         self.freed_sent = True
         generation = self.freed
-        self.world.clock.soon(lambda: self._freed(generation))
+        self.world.soon(lambda: self._freed(generation))
 
     def _freed(self, generation: int) -> None:
         if generation != self.freed or not self.starved:
             return
         self.starved = False
         self.freed, self.freed_sent = self.freed + 1, False
-        self.world.clock.soon(self._select)
+        self.world.soon(self._select)
 
     # -- the open round ------------------------------------------------------------
 
@@ -289,7 +282,7 @@ class SyncRounds:
         if (delivered >= needed or all(c.phase != "round" for c in members)) and not self.complete:
             self.complete = True
             rounds = st.rounds
-            self.world.clock.soon(lambda: self._completed(rounds))
+            self.world.soon(lambda: self._completed(rounds))
 
     def _completed(self, rounds: int) -> None:
         if rounds != self.world.state.rounds:
@@ -302,7 +295,7 @@ class SyncRounds:
     def _close_soon(self) -> None:
         if not self.closing:
             self.closing = True
-            self.world.clock.soon(self._close)
+            self.world.soon(self._close)
 
     def wake(self, wake: Wake) -> None:
         """The deadline of the open round passed, or the server's time after an aggregation ended."""
@@ -323,9 +316,8 @@ class SyncRounds:
         st.server_phase = "server"
         st.round_members = []
         for c in members:
-            if c.phase == "round" and c.handle is not None:  # a straggler: its update will be late
-                w.executor.discard(c.handle)
-                c.handle = c.message = None
+            if c.phase == "round":  # a straggler: its update will be late
+                w.discard(c)
         arrivals = []
         for c in delivered:
             c.outcome = None
@@ -335,14 +327,8 @@ class SyncRounds:
             arrivals.append(arrival)
         if arrivals:
             self.algorithm.aggregate(arrivals)
-            w.aggregated()
-            if w.verifier is not None:
-                w.verifier.global_weights(self.algorithm.global_weights(), st.updates, None)
-        st.rounds += 1
-        if w.finish_if_done():
+        if w.closed(bool(arrivals)):
             return
-        if arrivals:
-            w.count_update()
         if self.server_time > 0:
             w.wake("server", w.clock.now + self.server_time)
         else:

@@ -1,7 +1,7 @@
 """Run-time invariant checks of ``simfl run --verify``.
 
-The engine calls a :class:`Verifier` at every dispatch, delivery, processed
-arrival, aggregation and evaluation. The first broken invariant raises
+A :class:`Verifier` observes the world (:class:`~simfl.sim.world.Observer`): it
+hears every dispatch, delivery, collected reply, aggregation and metric row. The first broken invariant raises
 :class:`InvariantError`, whose message names the client and the update, so a
 diverging or corrupted run stops at once instead of filling results with NaN; the
 engine hands it on as :class:`RunStopped`, which carries the state so far.
@@ -10,19 +10,12 @@ engine hands it on as :class:`RunStopped`, which carries the state so far.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
 
 import torch
 
+from simfl.sim.population import Population
 from simfl.sim.state import ClientState, SimState
-
-
-class Limit(Protocol):
-    """How many clients may be in flight (a :class:`~simfl.sim.population.Population`)."""
-
-    bound: str
-
-    def room(self, busy: int) -> int: ...
+from simfl.sim.world import Observer, World
 
 
 class InvariantError(Exception):
@@ -43,16 +36,27 @@ class RunStopped(InvariantError):
         self.seed = seed
 
 
-class Verifier:
+class Verifier(Observer):
     """Checks time order, arrival times, staleness, concurrency and finiteness of weights."""
 
-    population: Limit
-    """The population served: how many clients may be in flight (attached once it is built)."""
+    hears = frozenset({"resumed", "dispatching", "delivering", "collected", "merged", "recorded"})
+    world: World
 
-    def __init__(self, present: Callable[[int, float], bool] | None = None) -> None:
+    def __init__(self, population: Population, present: Callable[[int, float], bool] | None = None) -> None:
+        self.population = population
+        """The population served: how many clients may be in flight."""
         self.present = present
         """Whether a client is there at a time (the scenario's availability; None: always)."""
         self.last_time = 0.0
+
+    def attach(self, world: World) -> None:
+        self.world = world
+
+    def resumed(self) -> None:
+        self.last_time = self.world.state.now
+
+    def recorded(self, now: float) -> None:
+        self.time(now)
 
     def time(self, now: float) -> None:
         """Virtual time never goes back."""
@@ -60,7 +64,7 @@ class Verifier:
             raise InvariantError(f"virtual time went back from {self.last_time!r} to {now!r}")
         self.last_time = now
 
-    def dispatch(self, client: ClientState, now: float, in_flight: int) -> None:
+    def dispatching(self, client: ClientState, now: float, in_flight: int) -> None:
         """A client is not dispatched twice, nor while it is away, and no more clients are in flight than the
         population allows (every client, or C)."""
         self.time(now)
@@ -72,7 +76,7 @@ class Verifier:
         if self.population.room(in_flight) < 1:
             raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than {self.population.bound}")
 
-    def delivery(self, client: ClientState, now: float) -> None:
+    def delivering(self, client: ClientState, now: float) -> None:
         """A round ends exactly at its dispatch time plus its latency."""
         self.time(now)
         expected = client.dispatch_time + client.latency
@@ -82,7 +86,7 @@ class Verifier:
                 f"{client.dispatch_time!r} + latency {client.latency!r} = {expected!r}"
             )
 
-    def arrival(self, client: ClientState, staleness: int, update: int, weights: torch.Tensor) -> None:
+    def collected(self, client: ClientState, staleness: int, update: int, weights: torch.Tensor) -> None:
         """Staleness is at least 1 and the trained weights are finite."""
         if staleness < 1:
             raise InvariantError(f"client {client.index}, update {update}: staleness {staleness} < 1")
@@ -90,8 +94,9 @@ class Verifier:
             raise InvariantError(f"client {client.index}, update {update}: trained weights contain NaN or Inf "
                                  "(training diverged; try a smaller train.lr)")
 
-    def global_weights(self, weights: torch.Tensor, update: int, client: int | None) -> None:
-        """The global model stays finite after every aggregation."""
+    def merged(self, weights: torch.Tensor, update: int, client: int | None, now: float) -> None:
+        """Virtual time never goes back, and the global model stays finite after every aggregation."""
+        self.time(now)
         if not bool(torch.isfinite(weights).all()):
             who = f" (client {client})" if client is not None else ""
             raise InvariantError(f"update {update}{who}: global weights contain NaN or Inf after aggregation")
