@@ -26,12 +26,14 @@ from simfl.algorithms.base import Algorithm, AsyncAlgorithm
 from simfl.errors import InputError
 from simfl.latency.availability import Availability
 from simfl.latency.base import LatencyModel
+from simfl.sim.checkpoints import Checkpoints
 from simfl.sim.clock import ClockKind
+from simfl.sim.population import population_for
 from simfl.sim.schedulers import scheduler_for
 from simfl.sim.selection import Concurrency
 from simfl.sim.state import ClientState, SimState
 from simfl.sim.verify import InvariantError, RunStopped, Verifier
-from simfl.sim.world import Budget, Checkpointing, Observers, Progress, World
+from simfl.sim.world import Budget, Checkpointing, Observer, Progress, Watching, World
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor, NullExecutor
 
@@ -84,8 +86,6 @@ class Simulation:
         last_eval: tuple[torch.Tensor, Scores] | None = None
         if resume is None:
             state = SimState([ClientState(m, n) for m, n in enumerate(client_sizes)])
-            if checkpointing is not None and checkpointing.every_updates is not None:
-                state.next_checkpoint_update = checkpointing.every_updates
         else:
             try:
                 state, last_eval = self._restore(resume, client_sizes, concurrency is not None)
@@ -95,15 +95,18 @@ class Simulation:
         self.state = state
         self.world = World(
             state, algorithm, latency, executor, evaluate, budget, eval_every, availability,
-            Verifier(len(client_sizes), None if concurrency is None else concurrency.limit,
-                     None if availability is None else availability.present) if verify else None,
-            checkpointing,
-            Observers(progress, on_update, eval_each_update), self.data, resumed=resume is not None, clock=clock,
+            Watching(progress, on_update, eval_each_update), self.data, resumed=resume is not None, clock=clock,
         )
         self.world.recorder.last = last_eval
         rules = rounds or RoundRules()
-        self.world.scheduler = scheduler_for(self.world, algorithm, seed, server_time, rules.deadline, rules.over_select,
-                                             concurrency)
+        population = population_for(self.world, seed, concurrency)
+        observers: list[Observer] = []
+        if verify:
+            observers.append(Verifier(population, None if availability is None else availability.present))
+        if checkpointing is not None:
+            observers.append(Checkpoints(checkpointing))
+        self.world.attach(scheduler_for(self.world, algorithm, population, server_time, rules.deadline,
+                                        rules.over_select), observers)
 
     def _restore(self, resume: dict[str, Any], client_sizes: list[int], serving: bool
                  ) -> tuple[SimState, tuple[torch.Tensor, Scores] | None]:

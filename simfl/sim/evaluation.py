@@ -1,4 +1,4 @@
-"""The evaluation grid and the metric rows, shared by the world's handlers and the fast loop.
+"""The evaluation grid and the metric rows, recorded by the world's handlers.
 
 The global model is scored at virtual times 0, every, 2*every, ... (after the
 arrivals at that instant, :mod:`simfl.sim.clock`), optionally after every
@@ -13,7 +13,6 @@ from collections.abc import Callable
 import torch
 
 from simfl.sim.state import Metric, SimState
-from simfl.sim.verify import Verifier
 from simfl.train.evaluate import Scores
 
 
@@ -25,19 +24,19 @@ def next_grid_time(now: float, index: int, every: float) -> float:
 class Recorder:
     """Scores the global model and appends metric rows; calls ``progress`` after each row."""
 
-    def __init__(self, evaluate: Callable[[torch.Tensor], Scores], progress: Callable[[SimState], None] | None,
-                 verifier: Verifier | None = None) -> None:
+    def __init__(self, evaluate: Callable[[torch.Tensor], Scores], progress: Callable[[SimState], None] | None) -> None:
         self.evaluate = evaluate
         self.progress = progress
-        self.verifier = verifier
+        self.heard: tuple[Callable[[float], None], ...] = ()
+        """Observers of each recorded row (:meth:`simfl.sim.world.Observer.recorded`), given its time."""
         self.last: tuple[torch.Tensor, Scores] | None = None
         """The last scored weights and their scores (saved in checkpoints)."""
 
     def record(self, state: SimState, weights: torch.Tensor, time: float, now: float) -> None:
         """Append the row of ``weights`` for grid time ``time``, recorded at virtual time ``now``."""
         state.now = now
-        if self.verifier is not None:
-            self.verifier.time(now)
+        for hear in self.heard:
+            hear(now)
         cached = self.last
         if cached is not None and torch.equal(cached[0], weights):
             scores = cached[1]

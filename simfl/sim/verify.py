@@ -1,7 +1,7 @@
 """Run-time invariant checks of ``simfl run --verify``.
 
-The engine calls a :class:`Verifier` at every dispatch, delivery, processed
-arrival, aggregation and evaluation. The first broken invariant raises
+A :class:`Verifier` observes the world (:class:`~simfl.sim.world.Observer`): it
+hears every dispatch, delivery, collected reply, aggregation and metric row. The first broken invariant raises
 :class:`InvariantError`, whose message names the client and the update, so a
 diverging or corrupted run stops at once instead of filling results with NaN; the
 engine hands it on as :class:`RunStopped`, which carries the state so far.
@@ -13,7 +13,9 @@ from collections.abc import Callable
 
 import torch
 
+from simfl.sim.population import Population
 from simfl.sim.state import ClientState, SimState
+from simfl.sim.world import Observer, World
 
 
 class InvariantError(Exception):
@@ -34,17 +36,27 @@ class RunStopped(InvariantError):
         self.seed = seed
 
 
-class Verifier:
+class Verifier(Observer):
     """Checks time order, arrival times, staleness, concurrency and finiteness of weights."""
 
-    def __init__(self, num_clients: int, concurrency: int | None = None,
-                 present: Callable[[int, float], bool] | None = None) -> None:
-        self.num_clients = num_clients
+    hears = frozenset({"resumed", "dispatching", "delivering", "collected", "merged", "recorded"})
+    world: World
+
+    def __init__(self, population: Population, present: Callable[[int, float], bool] | None = None) -> None:
+        self.population = population
+        """The population served: how many clients may be in flight."""
         self.present = present
         """Whether a client is there at a time (the scenario's availability; None: always)."""
-        self.concurrency = concurrency
-        """Cross-device serving's limit C on clients in flight (None: every client may be)."""
         self.last_time = 0.0
+
+    def attach(self, world: World) -> None:
+        self.world = world
+
+    def resumed(self) -> None:
+        self.last_time = self.world.state.now
+
+    def recorded(self, now: float) -> None:
+        self.time(now)
 
     def time(self, now: float) -> None:
         """Virtual time never goes back."""
@@ -52,22 +64,19 @@ class Verifier:
             raise InvariantError(f"virtual time went back from {self.last_time!r} to {now!r}")
         self.last_time = now
 
-    def dispatch(self, client: ClientState, now: float, in_flight: int) -> None:
-        """A client is not dispatched twice, nor while it is away, and no more clients are in flight than exist
-        (or than C)."""
+    def dispatching(self, client: ClientState, now: float, in_flight: int) -> None:
+        """A client is not dispatched twice, nor while it is away, and no more clients are in flight than the
+        population allows (every client, or C)."""
         self.time(now)
         if client.phase == "round":
             raise InvariantError(f"client {client.index} dispatched at {now!r} while its round {client.rounds - 1} "
                                  "is still in flight")
         if self.present is not None and not self.present(client.index, now):
             raise InvariantError(f"client {client.index} dispatched at {now!r} while it is away")
-        if in_flight + 1 > self.num_clients:
-            raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than the {self.num_clients} clients")
-        if self.concurrency is not None and in_flight + 1 > self.concurrency:
-            raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than the concurrency "
-                                 f"{self.concurrency}")
+        if self.population.room(in_flight) < 1:
+            raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than {self.population.bound}")
 
-    def delivery(self, client: ClientState, now: float) -> None:
+    def delivering(self, client: ClientState, now: float) -> None:
         """A round ends exactly at its dispatch time plus its latency."""
         self.time(now)
         expected = client.dispatch_time + client.latency
@@ -77,7 +86,7 @@ class Verifier:
                 f"{client.dispatch_time!r} + latency {client.latency!r} = {expected!r}"
             )
 
-    def arrival(self, client: ClientState, staleness: int, update: int, weights: torch.Tensor) -> None:
+    def collected(self, client: ClientState, staleness: int, update: int, weights: torch.Tensor) -> None:
         """Staleness is at least 1 and the trained weights are finite."""
         if staleness < 1:
             raise InvariantError(f"client {client.index}, update {update}: staleness {staleness} < 1")
@@ -85,8 +94,9 @@ class Verifier:
             raise InvariantError(f"client {client.index}, update {update}: trained weights contain NaN or Inf "
                                  "(training diverged; try a smaller train.lr)")
 
-    def global_weights(self, weights: torch.Tensor, update: int, client: int | None) -> None:
-        """The global model stays finite after every aggregation."""
+    def merged(self, weights: torch.Tensor, update: int, client: int | None, now: float) -> None:
+        """Virtual time never goes back, and the global model stays finite after every aggregation."""
+        self.time(now)
         if not bool(torch.isfinite(weights).all()):
             who = f" (client {client})" if client is not None else ""
             raise InvariantError(f"update {update}{who}: global weights contain NaN or Inf after aggregation")

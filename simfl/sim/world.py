@@ -3,10 +3,12 @@
 The :class:`World` owns the rules of one (algorithm, seed) run that do not depend
 on the server's kind: a client's round starts (dispatch) and ends (deliver, fail,
 or lost to a departure), a client rejoins after a failure or returns from an
-absence, the evaluation grid, the time and update budgets, checkpoints, and
-recording a metric. What the server does with a delivered round is the
-scheduler's business (:mod:`simfl.sim.schedulers`: an asynchronous server or
-synchronous rounds, chosen once from the algorithm's kind). The
+absence, the evaluation grid, the time and update budgets, and recording a
+metric. What the server does with a delivered round is the scheduler's business
+(:mod:`simfl.sim.schedulers`: an asynchronous server or synchronous rounds,
+chosen once from the algorithm's kind), which may use only the narrow set of
+methods :class:`World` lists. Checkpoints and verification are
+observers (:class:`Observer`) the world calls at defined points. The
 :class:`~simfl.sim.clock.Clock` (SimPy's or the heap's: the same order) decides when handlers run; every pending wake-up
 is a :class:`~simfl.sim.clock.Wake` kept in :class:`~simfl.sim.state.SimState`.
 
@@ -21,7 +23,7 @@ parallel in real time while the virtual clock stays exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,8 +35,7 @@ from simfl.latency.base import LatencyModel
 from simfl.sim.clock import Clock, ClockKind, Wake, WakeKind, make_clock
 from simfl.sim.evaluation import Recorder, next_grid_time
 from simfl.sim.server import Scheduler
-from simfl.sim.state import ClientState, Event, EventKind, SimState
-from simfl.sim.verify import Verifier
+from simfl.sim.state import ClientState, Event, EventKind, Phase, SimState
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor
 from simfl.train.local import Job
@@ -62,8 +63,8 @@ Progress = Callable[[SimState], None]
 
 
 @dataclass(frozen=True)
-class Observers:
-    """Who hears about the run: ``progress`` after each metric row, ``on_update`` after each aggregation."""
+class Watching:
+    """Who watches the run from outside: ``progress`` after each metric row, ``on_update`` after each aggregation."""
 
     progress: Progress | None = None
     on_update: Progress | None = None
@@ -71,11 +72,60 @@ class Observers:
     """Record a metric after every aggregation as well as on the time grid."""
 
 
+class Observer:
+    """Hears the world's events at defined points, without being asked for by the rules: verification and
+    checkpoints (:class:`~simfl.sim.verify.Verifier`, :class:`~simfl.sim.checkpoints.Checkpoints`) hook in here.
+
+    The world calls, at each point, the observers that name it in :attr:`hears`; the methods here do nothing.
+    """
+
+    hears: frozenset[str] = frozenset()
+    """The points this observer hears (names of the methods below)."""
+
+    def attach(self, world: World) -> None:
+        """Once, when the world is complete (an observer with wake-ups of its own registers their handler)."""
+
+    def started(self) -> None:
+        """A fresh world's first wake-ups are set (after the scheduler started)."""
+
+    def resumed(self) -> None:
+        """A rebuilt world's pending wake-ups are re-scheduled."""
+
+    def dispatching(self, client: ClientState, now: float, in_flight: int) -> None:
+        """``client``'s round is about to start (``in_flight``: rounds under way)."""
+
+    def delivering(self, client: ClientState, now: float) -> None:
+        """``client``'s round ends at its arrival time."""
+
+    def collected(self, client: ClientState, staleness: int, update: int, weights: torch.Tensor) -> None:
+        """``client``'s reply was collected as update ``update``."""
+
+    def merged(self, weights: torch.Tensor, update: int, client: int | None, now: float) -> None:
+        """The algorithm aggregated (``client``'s update, or a round: None); ``weights``: the global model."""
+
+    def counted(self) -> None:
+        """An aggregation counted updates (after the update budget did not stop the run)."""
+
+    def recorded(self, now: float) -> None:
+        """A metric row is recorded."""
+
+
+def _ignore(wake: Wake) -> None:
+    """The handler of an observer's wake-up kind when no observer handles it (a resumed run without them)."""
+
+
 class World:
-    """The rules of one run as handlers; the clock calls :meth:`fire` when a wake-up's time comes."""
+    """The rules of one run as handlers; the clock calls :meth:`fire` when a wake-up's time comes.
+
+    What a scheduler may do is this narrow set: read :attr:`state` and ``clock.now``; :meth:`wake`,
+    :meth:`cancel` and :attr:`soon` (a zero-time step); start rounds (:meth:`dispatch`, :meth:`send`,
+    :meth:`away`); collect an arrival (:meth:`arrival`) and say it was aggregated (:meth:`updated`,
+    :meth:`closed`); :meth:`discard` a straggler, :meth:`note` an event, :meth:`rejoin_later` after a
+    failure, and stop a run that is :meth:`stuck`.
+    """
 
     scheduler: Scheduler
-    """The server side, attached once after construction (:func:`simfl.sim.schedulers.scheduler_for`)."""
+    """The server side, attached once after construction (:meth:`attach`)."""
 
     def __init__(
         self,
@@ -87,9 +137,7 @@ class World:
         budget: Budget,
         eval_every: float,
         availability: Availability | None,
-        verifier: Verifier | None,
-        checkpointing: Checkpointing | None,
-        observers: Observers,
+        watching: Watching,
         save: Callable[[], dict[str, Any]],
         resumed: bool = False,
         clock: ClockKind = "simpy",
@@ -101,20 +149,45 @@ class World:
         self.budget = budget
         self.eval_every = eval_every
         self.availability = availability
-        self.verifier = verifier
-        self.checkpointing = checkpointing
-        self.observers = observers
+        self.watching = watching
         self.save = save
         """The whole simulation as data (for checkpoints)."""
         self.clock: Clock = make_clock(clock, state.now if resumed else None, self.fire)
-        self.recorder = Recorder(evaluate, observers.progress, verifier)
-        self._observed = observers.eval_each_update or observers.on_update is not None
-        self._counting = checkpointing is not None and checkpointing.every_updates is not None
+        self.soon = self.clock.soon
+        """Run a step at this instant, after the events already due now (:meth:`Clock.soon`, bound once)."""
+        self.recorder = Recorder(evaluate, watching.progress)
+        self._watched = watching.eval_each_update or watching.on_update is not None
         self._handlers: dict[WakeKind, Callable[[Wake], None]] = {
             "deliver": self._deliver, "leave": self._leave, "rejoin": self._rejoin, "return": self._return,
-            "server": self._to_scheduler, "deadline": self._to_scheduler,
-            "eval": self._evaluation, "stop": self._time_up, "checkpoint": self._timed_checkpoint, "save": self._save,
+            "eval": self._evaluation, "stop": self._time_up, "checkpoint": _ignore, "save": _ignore,
         }
+        self._started: tuple[Callable[[], None], ...] = ()
+        self._resumed: tuple[Callable[[], None], ...] = ()
+        self._dispatching: tuple[Callable[[ClientState, float, int], None], ...] = ()
+        self._delivering: tuple[Callable[[ClientState, float], None], ...] = ()
+        self._collected: tuple[Callable[[ClientState, int, int, torch.Tensor], None], ...] = ()
+        self._merged: tuple[Callable[[torch.Tensor, int, int | None, float], None], ...] = ()
+        self._counted: tuple[Callable[[], None], ...] = ()
+
+    def attach(self, scheduler: Scheduler, observers: Sequence[Observer] = ()) -> None:
+        """Complete the world: its server side (which handles the ``server`` and ``deadline`` wake-ups) and the
+        observers, each called at the points it hears, in the given order."""
+        self.scheduler = scheduler
+        self._handlers["server"] = self._handlers["deadline"] = scheduler.wake
+        for o in observers:
+            o.attach(self)
+
+        def hear(point: str) -> tuple[Any, ...]:
+            return tuple(getattr(o, point) for o in observers if point in o.hears)
+
+        self._started, self._resumed = hear("started"), hear("resumed")
+        self._dispatching, self._delivering, self._collected = hear("dispatching"), hear("delivering"), hear("collected")
+        self._merged, self._counted = hear("merged"), hear("counted")
+        self.recorder.heard = hear("recorded")
+
+    def handle(self, kind: WakeKind, handler: Callable[[Wake], None]) -> None:
+        """Let an observer handle its own kind of wake-up (``checkpoint``, ``save``)."""
+        self._handlers[kind] = handler
 
     # -- wake-ups ----------------------------------------------------------------
 
@@ -136,9 +209,6 @@ class World:
         if self.state.pending.pop(wake.order, None) is not None:
             self._handlers[wake.kind](wake)
 
-    def _to_scheduler(self, wake: Wake) -> None:
-        self.scheduler.wake(wake)
-
     # -- starting ----------------------------------------------------------------
 
     def start(self) -> None:
@@ -150,9 +220,8 @@ class World:
         self._next_evaluation()
         if self.budget.time is not None:
             self.wake("stop", self.budget.time)
-        ck = self.checkpointing
-        if ck is not None and ck.every_time is not None:
-            self.wake("checkpoint", self.state.checkpoint_index * ck.every_time)
+        for hear in self._started:
+            hear()
 
     def resume(self) -> None:
         """A world rebuilt from data: resubmit in-flight jobs, then re-schedule the pending wake-ups in order."""
@@ -162,14 +231,11 @@ class World:
                 assert c.start is not None
                 message = c.message if c.message is not None else self.algorithm.message(c.index, c.rounds - 1)
                 c.handle = self.executor.submit(Job(c.index, c.rounds - 1, c.start, message))
-        if self.verifier is not None:
-            self.verifier.last_time = st.now
         self.scheduler.resume()
         for wake in sorted(st.pending.values(), key=lambda w: w.order):
             self.clock.at(wake)
-        ck = self.checkpointing
-        if ck is not None and ck.every_time is not None and all(w.kind != "checkpoint" for w in st.pending.values()):
-            self.wake("checkpoint", max(st.checkpoint_index * ck.every_time, st.now))
+        for hear in self._resumed:
+            hear()
 
     # -- clients -----------------------------------------------------------------
 
@@ -178,8 +244,10 @@ class World:
         st = self.state
         now = self.clock.now
         index, rounds, availability = client.index, client.rounds, self.availability
-        if self.verifier is not None:
-            self.verifier.dispatch(client, now, st.in_flight())
+        if self._dispatching:
+            in_flight = st.in_flight()
+            for hear in self._dispatching:
+                hear(client, now, in_flight)
         latency = self.latency.sample(index)
         arrival = now + latency
         fails = availability is not None and availability.fails(index)
@@ -207,8 +275,9 @@ class World:
         """A round ends at its arrival time: the update is delivered to the scheduler, or the round failed."""
         assert wake.target is not None
         client = self.state.clients[wake.target]
-        if self.verifier is not None:
-            self.verifier.delivery(client, self.clock.now)
+        if self._delivering:
+            for hear in self._delivering:
+                hear(client, self.clock.now)
         if client.fails:
             self.note(client, "failure")
             client.fails = False
@@ -223,13 +292,23 @@ class World:
         assert wake.target is not None
         client = self.state.clients[wake.target]
         self.note(client, "leave")
-        if client.handle is not None:
-            self.executor.discard(client.handle)
-            client.handle = client.message = None
+        self.discard(client)
         client.fails = False
         client.outcome = False
         self.leave_until_back(client)
         self.scheduler.lost(client)
+
+    def discard(self, client: ClientState) -> None:
+        """Drop ``client``'s training job, if any: its round will not be aggregated."""
+        if client.handle is not None:
+            self.executor.discard(client.handle)
+            client.handle = client.message = None
+
+    def rejoin_later(self, client: ClientState) -> None:
+        """After a failed round: ``client`` waits for the rejoin delay, then the scheduler restarts it."""
+        assert self.availability is not None
+        client.phase = "rejoin"
+        self.wake("rejoin", self.clock.now + self.availability.rejoin_delay, client.index)
 
     def _rejoin(self, wake: Wake) -> None:
         """After a failed async round and the rejoin delay: the scheduler restarts the client (if present)."""
@@ -237,18 +316,26 @@ class World:
         if not self.clock.stopping:
             self.scheduler.rejoined(self.state.clients[wake.target])
 
-    def away(self, client: ClientState, weights: torch.Tensor | None = None) -> bool:
+    def away(self, client: ClientState) -> bool:
         """Whether ``client`` is away now (a departure at or before now, leave inclusive), for a scheduler to ask
-        before it starts the client's round; if so it is marked away until its return (which restarts it from
-        ``weights``, when given) or for good. A departure while a client is idle, queued or held by the server
-        takes effect here; one during its round, at its ``leave`` wake-up."""
+        before it starts the client's round; if so it is marked away until its return or for good. A departure
+        while a client is idle, queued or held by the server takes effect here (or in :meth:`send`); one during
+        its round, at its ``leave`` wake-up."""
         availability = self.availability
         if availability is None or availability.present(client.index, self.clock.now):
             return False
-        if weights is not None:
-            client.start = weights
         self.leave_until_back(client)
         return True
+
+    def send(self, client: ClientState, weights: torch.Tensor) -> None:
+        """Start ``client``'s round from ``weights`` now, unless it is away (:meth:`away`): then its return
+        restarts it from ``weights``. The presence test is written out, not a call: an arrival's path."""
+        availability = self.availability
+        if availability is None or availability.present(client.index, self.clock.now):
+            self.dispatch(client, weights)
+            return
+        client.start = weights
+        self.leave_until_back(client)
 
     def leave_until_back(self, client: ClientState) -> None:
         """Mark ``client`` away until its return (if it ever comes back)."""
@@ -257,7 +344,7 @@ class World:
         back = self.availability.back_at(client.index, self.clock.now)
         if back is None:
             client.phase = "gone"
-            self.check_starved()
+            self.stuck(("gone",))
             return
         client.phase = "absent"
         self.wake("return", back, client.index)
@@ -288,8 +375,9 @@ class World:
         assert client.handle is not None and client.start is not None
         reply = self.executor.collect(client.handle)
         client.handle = client.message = None
-        if self.verifier is not None:
-            self.verifier.arrival(client, staleness, st.updates, reply.weights)
+        if self._collected:
+            for hear in self._collected:
+                hear(client, staleness, st.updates, reply.weights)
         arrays = reply.arrays
         if MEMORY in arrays:
             client.memory = arrays[MEMORY]
@@ -299,15 +387,18 @@ class World:
 
     # -- stopping ----------------------------------------------------------------
 
-    def check_starved(self) -> None:
-        """Stop an update-budget run when no client can ever deliver again (every one has left for good).
+    def stuck(self, phases: tuple[Phase, ...]) -> bool:
+        """Stop an update-budget run when every client is in one of ``phases``, so that none can deliver again
+        (every one has left for good; or, for rounds, the rest are free but no round can open); whether it stopped.
 
         With a time budget the run goes on to its end, evaluating the unchanged model on the grid.
         """
-        if self.budget.time is None and all(c.phase == "gone" for c in self.state.clients):
+        if self.budget.time is None and all(c.phase in phases for c in self.state.clients):
             self.clock.stop()
+            return True
+        return False
 
-    def finish_if_done(self) -> bool:
+    def _finish_if_done(self) -> bool:
         """Stop once the update budget is spent; whether the run is stopping."""
         clock = self.clock
         limit = self.budget.updates
@@ -330,50 +421,50 @@ class World:
         st.eval_index += 1
         self._next_evaluation()
 
-    def aggregated(self) -> None:
-        """After every aggregation: the per-update evaluation (if asked for) and the observer."""
-        if self.observers.eval_each_update:
+    def _watch(self) -> None:
+        """After every aggregation: the per-update evaluation (if asked for) and the ``on_update`` watcher."""
+        if self.watching.eval_each_update:
             self.record_metric(self.clock.now)
-        if self.observers.on_update is not None:
-            self.observers.on_update(self.state)
+        if self.watching.on_update is not None:
+            self.watching.on_update(self.state)
 
-    def updated(self) -> bool:
-        """After an aggregation of one update: :meth:`aggregated`, then the update budget (whether the run
-        stops), else an update-count checkpoint when due (:meth:`count_update`)."""
-        if self._observed:
-            self.aggregated()
-        if self.finish_if_done():
+    def _merge(self, client: int | None) -> None:
+        """The observers of an aggregation hear of it, with the global model."""
+        weights, update, now = self.algorithm.global_weights(), self.state.updates, self.clock.now
+        for hear in self._merged:
+            hear(weights, update, client, now)
+
+    def updated(self, client: int) -> bool:
+        """After the aggregation of ``client``'s update (counted by :meth:`arrival`): the observers hear of it,
+        then the update budget (whether the run stops), else the count is heard (update-count checkpoints)."""
+        if self._merged:
+            self._merge(client)
+        if self._watched:
+            self._watch()
+        if self._finish_if_done():
             return True
-        if self._counting:
-            self.count_update()
+        if self._counted:
+            self._count()
         return False
+
+    def closed(self, merged: bool) -> bool:
+        """A synchronous round closed, having aggregated updates (``merged``) or not: the observers hear of the
+        aggregation, the round is counted, then the update budget (whether the run stops), else the count is heard."""
+        if merged:
+            self._watch()
+            if self._merged:
+                self._merge(None)
+        self.state.rounds += 1
+        if self._finish_if_done():
+            return True
+        if merged:
+            self._count()
+        return False
+
+    def _count(self) -> None:
+        for hear in self._counted:
+            hear()
 
     def record_metric(self, time: float) -> None:
         """Record the global model's scores for grid time ``time`` now."""
         self.recorder.record(self.state, self.algorithm.global_weights(), time, self.clock.now)
-
-    # -- checkpoints -------------------------------------------------------------
-
-    def _timed_checkpoint(self, wake: Wake) -> None:
-        """Save at k * interval, after everything else at that instant (the next one already pending)."""
-        ck = self.checkpointing
-        if ck is None or ck.every_time is None:  # resumed without timed checkpoints
-            return
-        st = self.state
-        st.checkpoint_index += 1
-        self.wake("checkpoint", st.checkpoint_index * ck.every_time)
-        ck.save(self.save())
-
-    def count_update(self) -> None:
-        """After each processed update: an update-count checkpoint at the end of this instant when one is due."""
-        ck = self.checkpointing
-        st = self.state
-        if ck is None or ck.every_updates is None or st.updates < st.next_checkpoint_update:
-            return
-        while st.next_checkpoint_update <= st.updates:
-            st.next_checkpoint_update += ck.every_updates
-        self.wake("save", self.clock.now)
-
-    def _save(self, wake: Wake) -> None:
-        if self.checkpointing is not None and not self.clock.stopping:
-            self.checkpointing.save(self.save())
