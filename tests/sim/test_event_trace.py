@@ -87,10 +87,8 @@ def test_latency_sequence_is_shared_across_algorithms(engine: Engine) -> None:
 
 
 def test_evaluation_after_each_update_adds_one_row_per_aggregation() -> None:
-    """eval.after_each_update: a row after every update (the released code's protocol) besides the grid.
-
-    Only the SimPy engine runs it; the fast loop refuses it (tests/sim/test_schedulers.py).
-    """
+    """eval.after_each_update: a row after every update (the released code's protocol) besides the grid (both
+    clocks give these rows: tests/sim/test_clocks.py)."""
     state = run(tiny_scenario(eval={"every": 2.0, "after_each_update": True}))
     rows = [(m.virtual_time, m.updates) for m in state.metrics]
     per_update = [(t, u) for u, t, *_ in EXPECTED]
