@@ -31,7 +31,7 @@ from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.outdir import name_problem
 from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins
-from simfl.sim.selection import Selection
+from simfl.sim.configs import Selection
 from simfl.train.executor import ExecutorConfig
 from simfl.train.flower import ClientConfig
 from simfl.train.local import TrainConfig

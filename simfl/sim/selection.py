@@ -37,14 +37,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
 
 import numba
 import numpy as np
 
 from simfl import rng
+from simfl.sim.configs import Selection
 
-Selection = Literal["uniform", "by_data"]
 BLOCK = 1024
 """Draws taken from one stream block: one generator per BLOCK draws keeps a draw at a few microseconds."""
 
