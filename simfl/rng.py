@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import numpy as np
-import torch
 from numpy.random.bit_generator import ISeedSequence
+
+if TYPE_CHECKING:
+    import torch
 
 Name = str | int
 
@@ -51,7 +53,9 @@ def torch_seed(seed: int, *names: Name) -> int:
 
 
 def torch_generator(seed: int, *names: Name, device: str = "cpu") -> torch.Generator:
-    """A torch generator for the stream ``names`` under ``seed``."""
+    """A torch generator for the stream ``names`` under ``seed`` (torch imported here: the rest of this module is light)."""
+    import torch
+
     gen = torch.Generator(device=device)
     gen.manual_seed(torch_seed(seed, *names))
     return gen

@@ -1,21 +1,20 @@
 """Dataset loaders (one module each) and client partitions.
 
-``DATASETS`` maps a scenario's ``data.dataset`` to its loader class; each
-loader carries its ``Config`` and a ``load(config) -> Dataset``.
+``DATASETS`` maps a scenario's ``data.dataset`` to its loader class; each loader carries its ``Config``
+and a ``load(config) -> Dataset``. The built-ins' configs live in :mod:`simfl.data.configs`, which needs
+no torch; ``DATASETS`` (the loaders) and ``Dataset`` (:mod:`simfl.data.base`) import torch, so they are
+loaded when first read.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from simfl.data.base import DataConfigBase, Dataset
-from simfl.data.cifar import Cifar10, Cifar100
-from simfl.data.digits import Digits
-from simfl.data.har import Hapt, Har
-from simfl.data.hf import Hf
-from simfl.data.mnist import Mnist
-from simfl.data.newsgroups import Newsgroups
-from simfl.data.synthetic import Synthetic
+from simfl.data.configs import BUILTINS, DataConfigBase
+from simfl.registry import implementations
+
+if TYPE_CHECKING:
+    from simfl.data.base import Dataset
 
 
 class Loader(Protocol):
@@ -27,16 +26,21 @@ class Loader(Protocol):
     def load(self, config: Any) -> Dataset: ...
 
 
-DATASETS: dict[str, Loader] = {
-    "digits": Digits,
-    "synthetic": Synthetic,
-    "mnist": Mnist,
-    "cifar10": Cifar10,
-    "cifar100": Cifar100,
-    "newsgroups": Newsgroups,
-    "har": Har,
-    "hapt": Hapt,
-    "hf": Hf,
-}
+if TYPE_CHECKING:
+    DATASETS: dict[str, Loader]
+
+
+def __getattr__(name: str) -> Any:
+    """``DATASETS`` or ``Dataset``, imported on first access (with torch) and kept in the module."""
+    value: Any
+    if name == "DATASETS":
+        value = implementations(BUILTINS)
+    elif name == "Dataset":
+        from simfl.data.base import Dataset as value
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = ["DATASETS", "DataConfigBase", "Dataset", "Loader"]

@@ -1,33 +1,19 @@
-"""The in-memory dataset every loader returns, and the fields every ``data:`` section shares."""
+"""The in-memory dataset every loader returns, and each client's share of its training data.
+
+:class:`~simfl.data.configs.DataConfigBase`, the fields every ``data:`` section shares, lives in
+:mod:`simfl.data.configs` (no torch) and is importable from here as before.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
-from pydantic import Field
 
-from simfl.data.partition import PartitionConfig, Parts
-from simfl.fields import Section
-
-
-class DataConfigBase(Section):
-    """Fields common to every dataset's ``data:`` section (each loader adds ``dataset`` and its own)."""
-
-    root: Path | None = Field(
-        None,
-        description="Folder holding the dataset files (relative to the scenario file); default: $SIMFL_DATA if set, "
-        "else ~/.cache/simfl.",
-    )
-    download: bool = Field(
-        False,
-        description="Download missing files from the dataset's official source, checksums checked (never done "
-        "otherwise; `simfl data fetch NAME` does the same).",
-    )
-    partition: PartitionConfig = Field(description="How the training set is split over clients.")
+from simfl.data.configs import DataConfigBase
+from simfl.data.partition import Parts
 
 
 @dataclass
@@ -81,3 +67,6 @@ class Shards(Sequence[tuple[torch.Tensor, torch.Tensor]]):
         self.x.share_memory_()
         self.y.share_memory_()
         return self
+
+
+__all__ = ["DataConfigBase", "Dataset", "Shards"]

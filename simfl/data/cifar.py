@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import tarfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field
 
 from simfl import unpickle
-from simfl.data.base import DataConfigBase, Dataset
+from simfl.data.base import Dataset
+from simfl.data.configs import Cifar10Config, Cifar100Config, DataConfigBase
 from simfl.data.files import data_root, missing
 from simfl.errors import InputError
 
@@ -131,20 +131,6 @@ def _load(config: DataConfigBase, spec: _Spec, normalize: bool) -> Dataset:
 
     return Dataset(spec.name, images(x_train), torch.from_numpy(y_train), images(x_test), torch.from_numpy(y_test),
                    num_classes=spec.classes)
-
-
-class Cifar10Config(DataConfigBase):
-    """CIFAR-10: 50,000 training and 10,000 test 3x32x32 images, 10 classes."""
-
-    dataset: Literal["cifar10"] = Field("cifar10", description="Dataset name.")
-    normalize: bool = Field(True, description="Standardise channels with the CIFAR-10 mean/std (else [0, 1]).")
-
-
-class Cifar100Config(DataConfigBase):
-    """CIFAR-100: 50,000 training and 10,000 test 3x32x32 images, 100 fine classes."""
-
-    dataset: Literal["cifar100"] = Field("cifar100", description="Dataset name.")
-    normalize: bool = Field(True, description="Standardise channels with the CIFAR-100 mean/std (else [0, 1]).")
 
 
 class Cifar10:

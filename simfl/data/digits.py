@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from simfl.data.base import DataConfigBase, Dataset
+from simfl.data.base import Dataset
+from simfl.data.configs import DigitsConfig
 
 TEST_SIZE = 297
 """The last 297 images are the test set (a fixed split, the same for every seed)."""
-
-
-class DigitsConfig(DataConfigBase):
-    """sklearn digits: 10 classes, 1x8x8 images scaled to [0, 1]."""
-
-    dataset: Literal["digits"] = Field("digits", description="Dataset name.")
 
 
 class Digits:

@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field
 
-from simfl.data.base import DataConfigBase, Dataset
+from simfl.data.base import Dataset
+from simfl.data.configs import HaptConfig, HarConfig
 from simfl.data.files import data_root, find_first, missing
 from simfl.data.hapt_raw import read_table
 from simfl.errors import InputError
-from simfl.fields import PositiveInt
 
 CHANNELS = [f"{kind}_{axis}" for kind in ("total_acc", "body_acc", "body_gyro") for axis in "xyz"]
 """The nine UCI HAR inertial signals, in the order stacked into a window."""
@@ -38,23 +36,6 @@ HAPT_HOW = (
     "put hapt_raw.npz (the raw UCI HAPT recordings as arrays: signals, label, user, experiment, "
     "uci_har_train_subjects) in the data folder"
 )
-
-
-class HarConfig(DataConfigBase):
-    """UCI HAR: 7,352 training and 2,947 test windows of 9 channels x 128 steps, 6 activities, 30 subjects."""
-
-    dataset: Literal["har"] = Field("har", description="Dataset name.")
-    standardize: bool = Field(True, description="Standardise each channel with training-set mean/std.")
-
-
-class HaptConfig(DataConfigBase):
-    """HAPT-derived windows: 6 channels x ``window`` steps, activities 1-6, UCI HAR's 21/9 subject split."""
-
-    dataset: Literal["hapt"] = Field("hapt", description="Dataset name.")
-    file: str = Field("hapt_raw.npz", description="The raw-recordings file inside the data folder.")
-    window: PositiveInt = Field(128, description="Window length in samples (128 = 2.56 s at 50 Hz).")
-    step: PositiveInt = Field(64, description="Hop between window starts (64 = 50% overlap).")
-    standardize: bool = Field(True, description="Standardise each channel with training-set mean/std.")
 
 
 def _standardize(x_train: torch.Tensor, x_test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,45 +27,20 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field
 
 from simfl import rng
-from simfl.data.base import DataConfigBase, Dataset
+from simfl.data.base import Dataset
+from simfl.data.configs import HfConfig
 from simfl.data.partition import ByColumnConfig
 from simfl.errors import InputError
-from simfl.fields import PositiveFloat, PositiveInt, UnitOpen
 from simfl.network import check_reachable
 
 FILE_BUILDERS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json", ".arrow": "arrow"}
 """File suffix to the ``datasets`` builder that reads it."""
-
-
-class HfConfig(DataConfigBase):
-    """A Hugging Face ``datasets`` dataset from local files (``root``) or the hub (``name`` with download: true)."""
-
-    dataset: Literal["hf"] = Field("hf", description="Dataset name.")
-    root: Path | None = Field(
-        None, description="Local copy: a saved dataset folder or data files (relative to the scenario file); "
-        "unset: the hub dataset `name` (no default data folder)."
-    )
-    name: str | None = Field(None, description="Hub dataset id (e.g. ylecun/mnist), used when root is not set.")
-    subset: str | None = Field(None, description="Hub configuration name, if the dataset has several.")
-    features: str | list[str] = Field(
-        description="One column with an array or image per sample, or a list of numeric columns stacked in order."
-    )
-    label: str = Field("label", description="Label column.")
-    group: str | None = Field(None, description="Column naming each sample's natural client (by_column partitions).")
-    train_split: str = Field("train", description="Training split.")
-    test_split: str | None = Field("test", description="Test split; null: hold out test_fraction of the training split.")
-    test_fraction: UnitOpen = Field(0.2, description="Share of the training split held out when test_split is null.")
-    classes: PositiveInt | None = Field(None, description="Number of classes (default: from the labels).")
-    scale: PositiveFloat = Field(1.0, description="Features are multiplied by this (e.g. 0.00392156862745098 = 1/255).")
-    seed: int = Field(0, description="Seed of the held-out test draw (independent of the scenario seed).")
-    cache_dir: Path | None = Field(None, description="datasets' cache folder (default: its own, ~/.cache/huggingface).")
 
 
 def _datasets() -> Any:

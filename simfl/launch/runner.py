@@ -128,7 +128,7 @@ def units_for(targets: Sequence[Target]) -> list[Unit]:
 def backend_for(launch: Launch, units: Sequence[Unit], targets: Sequence[Target]) -> Backend:
     """Where the units run (see :class:`Launch`)."""
     if launch.ray is not None:
-        from simfl.train.executor import cores
+        from simfl.train.configs import cores
 
         if launch.ray != "local":
             _check_tracking_on_cluster([t.scn for t in targets])

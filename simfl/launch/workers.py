@@ -36,7 +36,7 @@ def workers_for(requested: int | None, scenarios: Sequence[Scenario], units: int
     ``$SIMFL_WORKERS``) is refused where it would ask for more cores than the machine has.
     With Ray, the cluster places the units; a local Ray instance gets ``workers`` units' cores.
     """
-    from simfl.train.executor import cores
+    from simfl.train.configs import cores
 
     per_unit = max((unit_cpus(s) for s in scenarios), default=1)
     have = cores()

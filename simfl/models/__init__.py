@@ -1,22 +1,22 @@
 """Model builders (one module per family); ``MODELS`` maps a scenario's ``model.name`` to a builder.
 
-Each builder carries its ``Config`` and ``build(config, input_shape, num_classes) -> nn.Module``.
+Each builder carries its ``Config`` and ``build(config, input_shape, num_classes) -> nn.Module``. The
+built-ins' configs live in :mod:`simfl.models.configs`, which needs no torch; ``MODELS`` (the builders)
+and ``Layout``/``Segment`` (:mod:`simfl.models.flat`) import torch, so they are loaded when first read.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-from torch import nn
+from typing import TYPE_CHECKING, Any, Protocol
 
 from simfl.fields import Section
-from simfl.models.flat import Layout, Segment
-from simfl.models.lenet import LeNet5
-from simfl.models.mobilenet import MobileNetV2
-from simfl.models.resnet1d import ResNet18_1D
-from simfl.models.small import MLP, SmallCNN
-from simfl.models.text import Text
-from simfl.models.vgg import VGG11
+from simfl.models.configs import BUILTINS
+from simfl.registry import implementations
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from simfl.models.flat import Layout, Segment
 
 
 class Builder(Protocol):
@@ -28,14 +28,23 @@ class Builder(Protocol):
     def build(self, config: Any, input_shape: tuple[int, ...], num_classes: int) -> nn.Module: ...
 
 
-MODELS: dict[str, Builder] = {
-    "smallcnn": SmallCNN,
-    "mlp": MLP,
-    "lenet5": LeNet5,
-    "vgg11": VGG11,
-    "mobilenetv2": MobileNetV2,
-    "resnet18_1d": ResNet18_1D,
-    "text": Text,
-}
+if TYPE_CHECKING:
+    MODELS: dict[str, Builder]
+
+
+def __getattr__(name: str) -> Any:
+    """``MODELS``, ``Layout`` or ``Segment``, imported on first access (with torch) and kept in the module."""
+    value: Any
+    if name == "MODELS":
+        value = implementations(BUILTINS)
+    elif name == "Layout":
+        from simfl.models.flat import Layout as value
+    elif name == "Segment":
+        from simfl.models.flat import Segment as value
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = ["MODELS", "Builder", "Layout", "Segment"]

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
 from torch import nn
 
-from simfl.fields import Section
-
-
-class LeNet5Config(Section):
-    """Two 5x5 convolutions (6, 16 channels) with 2x2 average pooling, then fully connected 120-84-classes."""
-
-    name: Literal["lenet5"] = Field("lenet5", description="Model name.")
+from simfl.models.configs import LeNet5Config
 
 
 class LeNet5:

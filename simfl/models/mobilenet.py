@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 from torch import nn
 
-from simfl.fields import Section
+from simfl.models.configs import MobileNetV2Config
 
 STAGES: list[tuple[int, int, int, int]] = [
     (1, 16, 1, 1), (6, 24, 2, 1), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1),
@@ -41,12 +38,6 @@ class InvertedResidual(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.body(x)
         return out + self.shortcut(x) if self.stride == 1 else out
-
-
-class MobileNetV2Config(Section):
-    """MobileNetV2 (width 1.0) with a 1280-channel last convolution and global average pooling."""
-
-    name: Literal["mobilenetv2"] = Field("mobilenetv2", description="Model name.")
 
 
 class MobileNetV2:

@@ -10,13 +10,10 @@ variant (about 1.18M).
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 from torch import nn
 
-from simfl.fields import PositiveInt, Section
+from simfl.models.configs import ResNet18_1DConfig
 
 
 class BasicBlock1d(nn.Module):
@@ -34,17 +31,6 @@ class BasicBlock1d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.relu(self.bn1(self.conv1(x)))
         return self.relu(self.bn2(self.conv2(out)) + x)
-
-
-class ResNet18_1DConfig(Section):
-    """ResNet18-1D: stem, 4 stages x ``blocks`` basic blocks of widths width x (1, 2, 4, 8)."""
-
-    name: Literal["resnet18_1d"] = Field("resnet18_1d", description="Model name.")
-    width: PositiveInt = Field(10, description="Channels of the first stage (doubled at each later stage).")
-    blocks: PositiveInt = Field(2, description="Basic blocks per stage (2 = ResNet18's layout).")
-    kernel: PositiveInt = Field(3, description="Kernel size of the block convolutions (odd).")
-    stem_kernel: PositiveInt = Field(7, description="Kernel size of the stem convolution.")
-    stem_stride: PositiveInt = Field(3, description="Stride of the stem convolution.")
 
 
 class ResNet18_1D:

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
 
-from pydantic import Field
 from torch import nn
 
-from simfl.fields import PositiveInt, Section
-
-
-class SmallCNNConfig(Section):
-    """Two 3x3 convolutions, a max-pool and a linear classifier."""
-
-    name: Literal["smallcnn"] = Field("smallcnn", description="Model name.")
-    channels: PositiveInt = Field(16, description="Channels of the convolutions.")
+from simfl.models.configs import MLPConfig, SmallCNNConfig
 
 
 class SmallCNN:
@@ -34,13 +25,6 @@ class SmallCNN:
             nn.Flatten(),
             nn.Linear(ch * (h // 2) * (w // 2), num_classes),
         )
-
-
-class MLPConfig(Section):
-    """A multilayer perceptron over flattened inputs."""
-
-    name: Literal["mlp"] = Field("mlp", description="Model name.")
-    hidden: list[PositiveInt] = Field(default_factory=lambda: [32], description="Widths of the hidden layers.")
 
 
 class MLP:

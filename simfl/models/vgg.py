@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import Field
 from torch import nn
 
-from simfl.fields import Section
+from simfl.models.configs import VGG11Config
 
 LAYERS: list[int | str] = [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]
 """VGG11's convolution widths; "M" is a 2x2 max-pool."""
-
-
-class VGG11Config(Section):
-    """VGG11 with batch norm; the five pools reduce 32x32 to 1x1 before a bias-free linear classifier."""
-
-    name: Literal["vgg11"] = Field("vgg11", description="Model name.")
 
 
 class VGG11:

@@ -86,15 +86,15 @@ def _latency_configs() -> Mapping[str, type[BaseModel]]:
 
 
 def _dataset_configs() -> Mapping[str, type[BaseModel]]:
-    from simfl.data import DATASETS
+    from simfl.data.configs import BUILTINS
 
-    return {name: loader.Config for name, loader in DATASETS.items()}
+    return registry.configs(BUILTINS)
 
 
 def _model_configs() -> Mapping[str, type[BaseModel]]:
-    from simfl.models import MODELS
+    from simfl.models.configs import BUILTINS
 
-    return {name: builder.Config for name, builder in MODELS.items()}
+    return registry.configs(BUILTINS)
 
 
 def _latency_models() -> Mapping[str, Any]:
@@ -135,7 +135,7 @@ def _valid_latency(obj: Any) -> bool:
 
 
 def _valid_dataset(obj: Any) -> bool:
-    from simfl.data.base import DataConfigBase
+    from simfl.data.configs import DataConfigBase
 
     return _config_of(obj, DataConfigBase) and callable(getattr(obj, "load", None))
 

@@ -32,9 +32,7 @@ from simfl.outdir import name_problem
 from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins
 from simfl.sim.configs import Selection
-from simfl.train.executor import ExecutorConfig
-from simfl.train.flower import ClientConfig
-from simfl.train.local import TrainConfig
+from simfl.train.configs import ClientConfig, ExecutorConfig, TrainConfig
 
 
 def _union(configs: Iterable[type[BaseModel]], key: str) -> Any:

@@ -29,8 +29,9 @@ import torch
 from torch import nn
 
 from simfl.models.flat import Layout
+from simfl.train.configs import ClientConfig
 from simfl.train.evaluate import Evaluator
-from simfl.train.flower import ClientAppEvaluator, ClientConfig, has_handler
+from simfl.train.flower import ClientAppEvaluator, has_handler
 
 Memory = Callable[[int], torch.Tensor | None]
 """Client ``m``'s kept state (:data:`simfl.train.message.MEMORY` bytes), None when it keeps nothing."""

@@ -27,9 +27,9 @@ from torch import nn
 
 from simfl.errors import InputError
 from simfl.models.flat import Layout
+from simfl.train.configs import ClientConfig, TrainConfig
 from simfl.train.executor import Executor
-from simfl.train.flower import ClientConfig
-from simfl.train.local import Job, TrainConfig
+from simfl.train.local import Job
 from simfl.train.message import Reply
 from simfl.train.trainers import Trainer, make_trainer
 

@@ -29,80 +29,20 @@ matters.
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
 
 import torch
-from pydantic import Field, model_validator
 
 from simfl import rng
-from simfl.fields import PositiveFloat, PositiveInt, Section
+
+# ExecutorConfig and cores stay importable from here (simfl.launch, tests and benchmarks import them from this module).
+from simfl.train.configs import ExecutorConfig as ExecutorConfig
+from simfl.train.configs import cores as cores
 from simfl.train.local import Job
 from simfl.train.message import Reply
 from simfl.train.trainers import Trainer
-
-ExecutorKind = Literal["inline", "process", "ray", "cuda", "none"]
-
-
-def cores() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
-
-
-class ExecutorConfig(Section):
-    """Where local training runs."""
-
-    kind: ExecutorKind = Field(
-        "inline",
-        description=(
-            "inline: in the simulating process, one job at a time. process: a pool of CPU worker "
-            "processes training in-flight clients concurrently. ray: Ray actors (a local Ray instance "
-            "unless address is set). cuda: one GPU, several in-flight clients at once on CUDA streams. "
-            "none: pure-latency mode, no training and no evaluation (see simfl.train.executor.NullExecutor)."
-        ),
-    )
-    workers: PositiveInt | None = Field(
-        None, description="Concurrent training jobs (process/ray workers, cuda streams); default: cores (cuda: 4)."
-    )
-    threads: PositiveInt | None = Field(
-        None,
-        description=(
-            "Torch threads per training job, also for inline (default: max(1, cores // workers)). "
-            "Runs with the same threads are bit-identical across inline, process and ray."
-        ),
-    )
-    start_method: Literal["spawn", "forkserver", "fork"] = Field(
-        "spawn", description="How process workers start (spawn is safe with torch's thread pools)."
-    )
-    address: str | None = Field(None, description="ray only: address of an existing Ray cluster (default: local).")
-    update_scale: PositiveFloat = Field(
-        1e-3, description="none only: size of the deterministic pseudo-update added to the start weights."
-    )
-
-    @model_validator(mode="after")
-    def _fields_fit_kind(self) -> ExecutorConfig:
-        if self.address is not None and self.kind != "ray":
-            raise ValueError(f"address only applies to kind ray, not {self.kind}")
-        return self
-
-    def pool_size(self) -> int:
-        """Concurrent jobs: ``workers``, else the core count (cuda: 4 streams)."""
-        if self.workers is not None:
-            return self.workers
-        return 4 if self.kind == "cuda" else cores()
-
-    def train_threads(self) -> int:
-        """Torch threads each training job runs with (the same rule for every CPU executor)."""
-        if self.threads is not None:
-            return self.threads
-        workers = self.workers if self.workers is not None else cores()
-        return max(1, cores() // workers)
 
 
 @contextmanager

@@ -49,89 +49,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from pydantic import Field, field_validator
 from torch import nn
 
 from simfl import rng
 from simfl.errors import InputError, UserCodeFailed, refused, user_call
-from simfl.fields import Section
 from simfl.models.flat import Layout
-from simfl.names import import_object
-from simfl.train.local import Job, TrainConfig
+from simfl.train.configs import ClientConfig, TrainConfig, load_app
+from simfl.train.configs import require as require  # kept importable from here: simfl.algorithms.flower calls it
+from simfl.train.local import Job
 from simfl.train.message import MEMORY, Reply
 
 if TYPE_CHECKING:
     from flwr.app import ArrayRecord, Context, RecordDict
 
-INSTALL = "pip install 'simfl[flower]'"
 SERVER_NODE = 0
 """Flower's node id of the server (``SUPERLINK_NODE_ID``); client ``m`` is node ``m + 1``."""
 PROX_KEY = "proximal-mu"
 """The config key of Flower's FedProx, which simfl's ``prox_mu`` hook becomes for a ClientApp."""
 
-Scalar = bool | int | float | str
-"""A ``run_config`` value (Flower's ``UserConfigValue``)."""
 LEGACY_SCALARS = (bool, bytes, int, float, str)
 """The metric values a legacy client may return (Flower's ``common.Scalar``); simfl keeps the numbers."""
-DEFAULT_TIMEOUT = 600.0
-"""Seconds one call of a ClientApp may run by default (``client.timeout``)."""
-MAX_TIMEOUT = 1e6
-"""The longest ``client.timeout`` (about 11.6 days; longer waits overflow the platform's timers)."""
-
-
-class ClientConfig(Section):
-    """Who trains a client: simfl's own local SGD (``train:``), or a Flower ClientApp."""
-
-    flower_app: str | None = Field(
-        None, description="Import path package.module:app of a Flower ClientApp (flwr.clientapp.ClientApp, "
-        "Message API) that trains each client in place of simfl's local SGD (needs --allow-imports and "
-        "`pip install 'simfl[flower]'`). The latency model still decides virtual time (train.epochs sets the "
-        "compute work it is given). See docs/flower.md.",
-    )
-    run_config: dict[str, Scalar] = Field(
-        default_factory=dict, description="flower_app only: the app's run config (context.run_config), "
-        "e.g. {local-epochs: 1, lr: 0.01}, as [tool.flwr.app.config] gives it under Flower.",
-    )
-    timeout: float | None = Field(
-        DEFAULT_TIMEOUT, description="flower_app only: wall-clock seconds one call of the app (one client's train "
-        "or evaluate message) may run, at most 1e6; a call still running then ends the run in one line naming the "
-        "app and this limit (exit 2). null: no limit. Each call runs in a thread of the training process that "
-        "waits this long; a call past the limit cannot be stopped and is left to end with the process.",
-    )
-
-    @field_validator("flower_app")
-    @classmethod
-    def _an_app(cls, path: str | None) -> str | None:
-        """The app is loaded as every run loads it, so that ``simfl validate`` refuses what the run would."""
-        if path is not None:
-            try:
-                load_app(path)
-            except InputError as exc:
-                raise ValueError(exc.message) from None
-        return path
-
-    @field_validator("timeout")
-    @classmethod
-    def _seconds(cls, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
-            raise ValueError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}] or null (no limit), got {value}")
-        return value
-
-    @field_validator("run_config")
-    @classmethod
-    def _keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
-        for key in value:
-            if not key:
-                raise ValueError("run_config keys must not be empty")
-        return value
-
-
-def require(where: str) -> None:
-    """One line when Flower is not installed."""
-    try:
-        import flwr  # noqa: F401
-    except ImportError:
-        raise InputError(where, f"needs Flower (flwr), which is not installed: {INSTALL}") from None
 
 
 def prepare() -> None:
@@ -234,18 +171,6 @@ def unpack(data: torch.Tensor | None) -> RecordDict:
     from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
 
     return recorddict_from_proto(ProtoRecordDict.FromString(data.numpy().tobytes()))
-
-
-def load_app(path: str) -> Any:
-    """The ClientApp at ``path`` (import paths need the user's permission, see :mod:`simfl.names`)."""
-    require("client.flower_app")
-    from flwr.clientapp import ClientApp
-
-    app = import_object(path, "client.flower_app")
-    if not isinstance(app, ClientApp):
-        raise InputError("client.flower_app", f"'{path}' is a {type(app).__name__}, not a Flower ClientApp "
-                         "(flwr.clientapp.ClientApp)")
-    return app
 
 
 @dataclass(frozen=True)

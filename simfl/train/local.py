@@ -11,24 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-from pydantic import Field
 from torch import nn
 
 from simfl import rng
-from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section
 from simfl.models.flat import Layout
 from simfl.train import hooks
+from simfl.train.configs import TrainConfig
 from simfl.train.message import Message, Reply
-
-
-class TrainConfig(Section):
-    """Local training on each client."""
-
-    epochs: PositiveInt = Field(5, description="Local epochs E per round.")
-    batch_size: PositiveInt = Field(32, description="Mini-batch size.")
-    lr: PositiveFloat = Field(0.01, description="SGD learning rate.")
-    momentum: NonNegFloat = Field(0.0, description="SGD momentum (fresh every round).")
-    weight_decay: NonNegFloat = Field(0.0, description="SGD weight decay.")
 
 
 @dataclass(slots=True)

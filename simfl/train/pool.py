@@ -35,9 +35,9 @@ from simfl import numerics
 from simfl.data.base import Shards
 from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
+from simfl.train.configs import ClientConfig, TrainConfig
 from simfl.train.executor import Executor
-from simfl.train.flower import ClientConfig
-from simfl.train.local import Job, TrainConfig
+from simfl.train.local import Job
 from simfl.train.message import Message, Reply, from_numpy, to_numpy
 from simfl.train.trainers import make_trainer
 

