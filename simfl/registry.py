@@ -11,7 +11,7 @@ read (the package's module ``__getattr__``).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,3 +43,22 @@ def implementations(builtins: Mapping[str, Builtin]) -> dict[str, Any]:
     for name, impl in found.items():
         assert getattr(impl, "Config", None) is builtins[name].config, f"{name}: its Config is not the listed one"
     return found
+
+
+def lazy(namespace: dict[str, Any], registry: str, builtins: Mapping[str, Builtin],
+         others: Mapping[str, str] | None = None) -> Callable[[str], Any]:
+    """A package's module ``__getattr__`` (PEP 562): ``registry`` (its built-ins' implementations by name) and
+    ``others`` (name -> ``module:Attribute``), each imported when first read and then kept in ``namespace``."""
+
+    def __getattr__(name: str) -> Any:
+        if name == registry:
+            value = implementations(builtins)
+        elif others is not None and name in others:
+            module, _, attribute = others[name].partition(":")
+            value = getattr(importlib.import_module(module), attribute)
+        else:
+            raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
+        namespace[name] = value
+        return value
+
+    return __getattr__

@@ -11,27 +11,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from simfl import registry
 from simfl.algorithms.configs import BUILTINS
+from simfl.registry import lazy
 
 if TYPE_CHECKING:
     from simfl.algorithms.base import Algorithm, Arrival, AsyncAlgorithm, Setup, SyncAlgorithm
 
     ALGORITHMS: dict[str, type[Algorithm[Any]]]
 
-_BASE = ("Algorithm", "Arrival", "AsyncAlgorithm", "Setup", "SyncAlgorithm")
-
-
-def __getattr__(name: str) -> Any:
-    """``ALGORITHMS`` and the base classes, imported on first use."""
-    if name == "ALGORITHMS":
-        found = globals()["ALGORITHMS"] = registry.implementations(BUILTINS)
-        return found
-    if name in _BASE:
-        from simfl.algorithms import base
-
-        return getattr(base, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy(globals(), "ALGORITHMS", BUILTINS,
+                   {name: f"simfl.algorithms.base:{name}" for name in ("Algorithm", "Arrival", "AsyncAlgorithm", "Setup",
+                                                                      "SyncAlgorithm")})
+"""``ALGORITHMS`` and the base classes, imported on first use."""
 
 
 __all__ = ["ALGORITHMS", "Algorithm", "Arrival", "AsyncAlgorithm", "Setup", "SyncAlgorithm"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from simfl.data.configs import BUILTINS, DataConfigBase
-from simfl.registry import implementations
+from simfl.registry import lazy
 
 if TYPE_CHECKING:
     from simfl.data.base import Dataset
@@ -30,17 +30,8 @@ if TYPE_CHECKING:
     DATASETS: dict[str, Loader]
 
 
-def __getattr__(name: str) -> Any:
-    """``DATASETS`` or ``Dataset``, imported on first access (with torch) and kept in the module."""
-    value: Any
-    if name == "DATASETS":
-        value = implementations(BUILTINS)
-    elif name == "Dataset":
-        from simfl.data.base import Dataset as value
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+__getattr__ = lazy(globals(), "DATASETS", BUILTINS, {"Dataset": "simfl.data.base:Dataset"})
+"""``DATASETS`` and the torch-bound names, imported on first access and kept in the module."""
 
 
 __all__ = ["DATASETS", "DataConfigBase", "Dataset", "Loader"]

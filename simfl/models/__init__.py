@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from simfl.fields import Section
 from simfl.models.configs import BUILTINS
-from simfl.registry import implementations
+from simfl.registry import lazy
 
 if TYPE_CHECKING:
     from torch import nn
@@ -32,19 +32,8 @@ if TYPE_CHECKING:
     MODELS: dict[str, Builder]
 
 
-def __getattr__(name: str) -> Any:
-    """``MODELS``, ``Layout`` or ``Segment``, imported on first access (with torch) and kept in the module."""
-    value: Any
-    if name == "MODELS":
-        value = implementations(BUILTINS)
-    elif name == "Layout":
-        from simfl.models.flat import Layout as value
-    elif name == "Segment":
-        from simfl.models.flat import Segment as value
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+__getattr__ = lazy(globals(), "MODELS", BUILTINS, {"Layout": "simfl.models.flat:Layout", "Segment": "simfl.models.flat:Segment"})
+"""``MODELS`` and the torch-bound names, imported on first access and kept in the module."""
 
 
 __all__ = ["MODELS", "Builder", "Layout", "Segment"]
