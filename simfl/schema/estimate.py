@@ -105,8 +105,22 @@ SAMPLE_CLIENTS = 64
 SAMPLE_DRAWS = 16
 """Latency draws per sampled client."""
 CPU_FLOPS = 7e9
-"""Training FLOPs per second of one thread under the portable kernels (``SIMFL_NUMERICS``'s default): LeNet5
-batches of 32 and 128 ran at 6.7e9 and 7.7e9 (``benchmarks/estimate.py``'s training cases check the result)."""
+"""Training FLOPs per second of one thread under the portable kernels (``SIMFL_NUMERICS``'s default) for a model
+of :data:`REFERENCE_FLOPS` per sample: LeNet5 on MNIST, batches of 128, ran at 7.4e9 with nothing else running."""
+REFERENCE_FLOPS = 1.5e6
+"""Training FLOPs per sample of the model :data:`CPU_FLOPS` was measured on (LeNet5 on MNIST)."""
+FLOPS_EXPONENT = 0.25
+"""How the speed grows with a model's FLOPs per sample (larger layers keep the vector units busier):
+``CPU_FLOPS * (flops / REFERENCE_FLOPS) ** FLOPS_EXPONENT``, fitted to LeNet5 (7.4e9), VGG11 on CIFAR-10
+(913 MFLOP per sample, batch 32: 3.75e10) and MobileNetV2 on CIFAR-100 (3.9 GFLOP as FlopCounterMode counts
+it: 9.0e10), measured in one process with nothing else running."""
+
+
+def flops_per_second(flops: float) -> float:
+    """Training FLOPs per second of one thread for a model of ``flops`` per sample."""
+    return CPU_FLOPS * (max(flops, 1.0) / REFERENCE_FLOPS) ** FLOPS_EXPONENT
+
+
 STEP_SECONDS = 0.6e-3
 """The fixed cost of one optimizer step beside its FLOPs (forward, backward and update calls): a small CNN on one
 sample per batch took 0.7 ms a step."""
@@ -622,8 +636,9 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
         per_update = NULL_ARRIVAL_SECONDS + stored_arrival * (DISK_STORE_FACTOR if on_disk else 1.0)
     else:
         steps = scenario.train.epochs * math.ceil(max(samples, 1) / scenario.train.batch_size)
-        per_update = flops * samples * scenario.train.epochs / CPU_FLOPS + steps * STEP_SECONDS + 1e-4
-    eval_cost = 0.0 if null else 2 * flops / 6 * data.test / CPU_FLOPS + math.ceil(data.test / EVAL_BATCH) * STEP_SECONDS
+        per_update = flops * samples * scenario.train.epochs / flops_per_second(flops) + steps * STEP_SECONDS + 1e-4
+    eval_cost = 0.0 if null else (2 * flops / 6 * data.test / flops_per_second(flops)
+                                  + math.ceil(data.test / EVAL_BATCH) * STEP_SECONDS)
     wall = arrivals * per_update + evaluations * eval_cost + clients * CLIENT_SECONDS
     return Estimate(data, clients, params, dataset_bytes, model_bytes, client_state, rows_bytes, lat, horizon,
                     arrivals, evaluations, len(scenario.algorithms) * seeds, cells, wall,
