@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.runs
 	$(PY) -m benchmarks.numerics
 	$(PY) -m benchmarks.imports
+	$(PY) -m benchmarks.train_step
 	$(PY) -m benchmarks.selection
 	$(PY) -m benchmarks.estimate
 	$(PY) -m benchmarks.population_setup

@@ -28,8 +28,13 @@ class Builtin:
 
     def load(self) -> Any:
         """The implementation (imports its module)."""
-        module, _, attribute = self.target.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+        return _load(self.target)
+
+
+def _load(target: str) -> Any:
+    """The attribute ``module:Attribute`` names (imports the module)."""
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def configs(builtins: Mapping[str, Builtin]) -> dict[str, type[BaseModel]]:
@@ -54,8 +59,7 @@ def lazy(namespace: dict[str, Any], registry: str, builtins: Mapping[str, Builti
         if name == registry:
             value = implementations(builtins)
         elif others is not None and name in others:
-            module, _, attribute = others[name].partition(":")
-            value = getattr(importlib.import_module(module), attribute)
+            value = _load(others[name])
         else:
             raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
         namespace[name] = value

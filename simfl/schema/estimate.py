@@ -106,14 +106,15 @@ SAMPLE_DRAWS = 16
 """Latency draws per sampled client."""
 CPU_FLOPS = 7e9
 """Training FLOPs per second of one thread under the portable kernels (``SIMFL_NUMERICS``'s default) for a model
-of :data:`REFERENCE_FLOPS` per sample: LeNet5 on MNIST, batches of 128, ran at 7.4e9 with nothing else running."""
+of :data:`REFERENCE_FLOPS` per sample: LeNet5 on MNIST, batches of 128, ran at 5.5e9 and 7.4e9 in two runs of
+``python -m benchmarks.train_step`` with nothing else running."""
 REFERENCE_FLOPS = 1.5e6
 """Training FLOPs per sample of the model :data:`CPU_FLOPS` was measured on (LeNet5 on MNIST)."""
 FLOPS_EXPONENT = 0.25
 """How the speed grows with a model's FLOPs per sample (larger layers keep the vector units busier):
 ``CPU_FLOPS * (flops / REFERENCE_FLOPS) ** FLOPS_EXPONENT``, fitted to LeNet5 (7.4e9), VGG11 on CIFAR-10
 (913 MFLOP per sample, batch 32: 3.75e10) and MobileNetV2 on CIFAR-100 (3.9 GFLOP as FlopCounterMode counts
-it: 9.0e10), measured in one process with nothing else running."""
+it: 9.0e10), by ``python -m benchmarks.train_step`` with nothing else running."""
 
 
 def flops_per_second(flops: float) -> float:
@@ -122,8 +123,9 @@ def flops_per_second(flops: float) -> float:
 
 
 STEP_SECONDS = 0.6e-3
-"""The fixed cost of one optimizer step beside its FLOPs (forward, backward and update calls): a small CNN on one
-sample per batch took 0.7 ms a step."""
+"""The fixed cost of one optimizer step beside its FLOPs (forward, backward and update calls): the quickstart's small
+CNN on one sample per batch took 0.7 ms a step under load and 0.9 ms with nothing else running
+(``python -m benchmarks.train_step``: ``smallcnn_b1_ms``)."""
 EVAL_BATCH = 1024
 """Test samples per evaluation batch (:class:`simfl.train.evaluate.Evaluator`)."""
 NULL_ARRIVAL_SECONDS = 35e-6
