@@ -10,6 +10,7 @@ import pytest
 from simfl import rng
 from simfl.latency import LATENCY_MODELS, LatencyModel, Workload, normals
 from simfl.latency.pooled import TINY
+from tests.latency.test_streams import same_samples_and_resume
 
 _PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
 _MULT_INV = pow(_PCG_MULT, -1, 1 << 128)
@@ -110,14 +111,7 @@ def test_derived_first_blocks_of_normal_models_keep_values_and_checkpoints(spec:
     slow = [m for m in range(clients) if derived.taken[m] == w]
     assert 300 < len(slow) < 2000  # about 6% of clients have a slow draw among their first four
     plan = {0: 1, 1: 2, 2: w, 3: w + 3, clients - 1: 2 * w + 1, **{m: k for m, k in zip(slow[:8], range(1, 9), strict=True)}}
-    for m, k in plan.items():
-        assert [derived.sample(m) for _ in range(k)] == [drawn.sample(m) for _ in range(k)]
-    saved = derived.state()
-    assert saved == drawn.state()
-    resumed = make()
-    resumed.load_state(saved)
-    for m in plan:
-        assert [resumed.sample(m) for _ in range(w + 2)] == [drawn.sample(m) for _ in range(w + 2)]
+    same_samples_and_resume(derived, drawn, make, plan)
     for m in sorted(set(range(400)) - set(plan)):  # untouched clients, first block derived or not, against NumPy's
         gen = rng.stream(11, "latency", m)
         x = gen.lognormal(derived.mu, derived.sigma, w) if spec["model"] == "lognormal" else np.abs(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -113,11 +114,19 @@ def test_first_blocks_derived_at_construction_keep_values_and_checkpoints(client
     assert derived.width == derived.ahead_n
     w = derived.width
     plan = {0: 1, 1: 2, 2: w, clients - 1: w + 3}  # client: samples taken
+    same_samples_and_resume(derived, drawn, make, plan)
+
+
+def same_samples_and_resume(derived: Any, drawn: Any, make: Callable[[], Any], plan: dict[int, int]) -> None:
+    """``derived`` (first blocks derived) and ``drawn`` (every block from the generators) give the same samples for
+    each ``client: samples taken`` of ``plan``, the same state, and a model made anew and resumed from that state
+    continues as ``drawn`` does for a block and two more samples."""
     for m, k in plan.items():
         assert [derived.sample(m) for _ in range(k)] == [drawn.sample(m) for _ in range(k)]
     saved = derived.state()
     assert saved == drawn.state()
     resumed = make()
     resumed.load_state(saved)
+    n = derived.width + 2
     for m in plan:
-        assert [resumed.sample(m) for _ in range(w + 2)] == [drawn.sample(m) for _ in range(w + 2)]
+        assert [resumed.sample(m) for _ in range(n)] == [drawn.sample(m) for _ in range(n)]
