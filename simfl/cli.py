@@ -160,6 +160,28 @@ def build_parser() -> argparse.ArgumentParser:
     _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
 
+    p_flwr = sub.add_parser("flwr", help="Flower Apps in virtual time")
+    flwr_sub = p_flwr.add_subparsers(dest="flwr_command", required=True, parser_class=_Parser)
+    p_frun = flwr_sub.add_parser("run", help="run a Flower App folder as flwr run does, its ServerApp as written, "
+                                 "under the scenario's latencies (runs the app's code)")
+    p_frun.add_argument("app_dir", type=Path, help="the app's folder (with its pyproject.toml)")
+    p_frun.add_argument("--scenario", type=Path, default=None, metavar="FILE",
+                        help="latencies, availability, failures, budget, seeds, data and model (YAML, no client:)")
+    p_frun.add_argument("--run-config", action="append", default=[], metavar="'K=V ...'",
+                        help="override the app's run config, as flwr run takes it (TOML values, or a .toml file)")
+    p_frun.add_argument("--federation-config", action="append", default=[], metavar="'K=V ...'",
+                        help="num-supernodes=N (the clients), backend.client-resources.num-cpus=K (threads per client)")
+    p_frun.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a scenario value (repeatable), e.g. --set 'algorithms=[{name: orthofl}]'")
+    p_frun.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
+    p_frun.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<app name>)")
+    p_frun.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
+    p_frun.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
+    p_frun.add_argument("--verify", action="store_true", help="check simulation invariants while running")
+    _parallel(p_frun)
+    _max_memory(p_frun)
+    p_frun.set_defaults(func=cmd_flwr_run)
+
     p_qs = sub.add_parser("quickstart", help="run the shipped quickstart scenario (OrthoFL, FedAsync, FedAvg on "
                           "scikit-learn's digits, offline) into runs/quickstart")
     p_qs.add_argument("--out", type=Path, default=Path("runs") / "quickstart", help="output folder")
@@ -276,7 +298,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from simfl import outdir
     from simfl.launch.checkpoint import parse_every
-    from simfl.launch.runner import fresh_target, workers_for
 
     every = parse_every(args.checkpoint_every) if args.checkpoint_every is not None else None
     if args.resume is not None:
@@ -287,7 +308,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _run_resumed(args, every)
     if args.file is None:
         raise InputError("run", "needs a scenario file (or --resume OUT)")
-    scn = _load(args)
+    return _run_fresh(args, _load(args), every)
+
+
+def _run_fresh(args: argparse.Namespace, scn: Scenario, every: Every | None) -> int:
+    """Run ``scn`` into ``--out`` (default: runs/<scenario name>), after its estimate's checks."""
+    from simfl import outdir
+    from simfl.launch.runner import fresh_target, workers_for
+
     if scn.record is not None and every is not None:
         raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
     out = args.out if args.out is not None else outdir.default_out(scn.name)
@@ -340,6 +368,30 @@ def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, out
     if every is not None:
         estimate.check_checkpoints(est, every.updates, every.seconds)
     _check_out(est, out, f"{args.file}: estimate", workers)
+
+
+def cmd_flwr_run(args: argparse.Namespace) -> int:
+    """``simfl flwr run APP_DIR``: a Flower App as ``flwr run`` runs it, in virtual time (:mod:`simfl.launch.flwr_app`)."""
+    from simfl import names
+    from simfl.launch import flwr_app
+    from simfl.schema import scenario as scenario_mod
+    from simfl.train.configs import require
+
+    require("flwr run")
+    app = flwr_app.read_app(args.app_dir)
+    base = scenario_mod.read_yaml(args.scenario) if args.scenario is not None else {}
+    for text in args.overrides + ([f"seeds=[{','.join(map(str, args.seeds))}]"] if args.seeds else []):
+        scenario_mod.apply_override(base, text)
+    raw = flwr_app.app_scenario(app, base, flwr_app.parse_pairs(args.run_config, "--run-config"),
+                                flwr_app.parse_pairs(args.federation_config, "--federation-config"))
+    flwr_app.importable(args.app_dir)
+    where = str(args.scenario) if args.scenario is not None else str(args.app_dir)
+    with names.allowing_imports(True):  # running the app's code is what the command is for, as with flwr run
+        scn = scenario_mod.validate(raw, where=where)
+        if args.scenario is not None:
+            scn = scenario_mod.resolve_paths(scn, args.scenario.parent)
+        args.file = args.scenario or args.app_dir
+        return _run_fresh(args, scn, None)
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:

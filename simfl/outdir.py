@@ -53,7 +53,7 @@ LOCK_SUFFIX = ".lock"
 _OWN_NAMES = re.compile(
     r"(?:scenario\.yaml|summary\.csv|(?:accuracy|sensitivity)(?:\.png\.tmp)?\.png|FAILED|INCOMPLETE|checkpoint\.pt|crash\.txt|table\.(?:csv|md|tex)"
     r"|running/[^/]+/seed[0-9]+\.pt"
-    r"|[^/]+/seed[0-9]+/(?:metrics\.csv|events\.csv|federated\.csv|train\.csv|layer_changes\.npy|numerics\.json))(?:\.tmp)?")
+    r"|[^/]+/seed[0-9]+/(?:metrics\.csv|events\.csv|federated\.csv|train\.csv|server\.csv|layer_changes\.npy|numerics\.json))(?:\.tmp)?")
 """Every name simfl writes in a run or report folder (see :mod:`simfl.output.results`), and its temporary file."""
 
 

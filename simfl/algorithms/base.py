@@ -107,6 +107,10 @@ class Algorithm(ABC, Generic[ConfigT]):
     def global_weights(self) -> torch.Tensor:
         """The flat weights of the model that is evaluated (not to be modified)."""
 
+    def close(self) -> None:
+        """Release what the algorithm holds outside its state when its run ends, however it ends (a ServerApp's
+        thread). Default: nothing."""
+
     def tables(self) -> dict[str, list[dict[str, Any]]]:
         """Per-run tables the algorithm keeps beside metrics and events, by name: rows of scalars, written as
         ``<name>.csv`` in the run's folder when the run ends (e.g. a Flower strategy's ``federated``
@@ -207,6 +211,10 @@ class SyncAlgorithm(Algorithm[ConfigT]):
     """Aggregates a whole round of K sampled clients, all sent the same weights."""
 
     mode = "sync"
+
+    finished: bool = False
+    """No round will open again (a Flower ServerApp whose ``main`` returned): the run ends at the next opening,
+    whatever is left of its budget."""
 
     @property
     @abstractmethod

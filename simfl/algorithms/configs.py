@@ -422,6 +422,31 @@ class FlowerConfig(AlgorithmConfig):
             raise InputError(f"{where}.options", exc.message) from None
 
 
+class ServerAppConfig(AlgorithmConfig):
+    """A Flower ServerApp run as written: its ``main(grid, context)`` sends its messages through a grid that
+    delivers them in virtual time (:mod:`simfl.algorithms.serverapp`). ``simfl flwr run APP_DIR`` writes this
+    entry from the app's ``pyproject.toml``."""
+
+    chooses_clients: ClassVar[bool] = True
+
+    name: Literal["serverapp"] = Field("serverapp", description="Algorithm name.")
+    app: str = Field(
+        description="The import path package.module:attribute of a flwr.serverapp.ServerApp (needs "
+        "--allow-imports), e.g. my_app.server_app:app."
+    )
+    run_config: dict[str, Any] = Field(
+        default_factory=dict, description="The ServerApp's context.run_config ([tool.flwr.app.config] of the app's "
+        "pyproject.toml, with --run-config applied)."
+    )
+
+    @field_validator("app")
+    @classmethod
+    def _a_server_app(cls, path: str) -> str:
+        if not is_import_path(path):
+            raise ValueError(f"must be an import path package.module:attribute, got {path!r}")
+        return path
+
+
 def _builtin(config: type[AlgorithmConfig], target: str) -> Builtin:
     return Builtin(config, f"simfl.algorithms.{target}")
 
@@ -439,5 +464,6 @@ BUILTINS: dict[str, Builtin] = {
     "fedadam": _builtin(FedAdamConfig, "fedadam:FedAdam"),
     "scaffold": _builtin(ScaffoldConfig, "scaffold:Scaffold"),
     "flower": _builtin(FlowerConfig, "flower:FlowerStrategy"),
+    "serverapp": _builtin(ServerAppConfig, "serverapp:ServerAppRounds"),
 }
 """Every built-in algorithm by the name a scenario's ``algorithms[i].name`` gives it."""

@@ -154,6 +154,18 @@ def _restore(value: Any) -> Any:
     return {k: _restore(v) for k, v in inner.items()}
 
 
+def train_metrics(arrival: Arrival) -> dict[str, int | float]:
+    """A train reply's MetricRecord: a ClientApp's own metrics (they hold num-examples), else simfl's
+    ``{"num-examples": the client's sample count, "train_loss": its mean loss}``."""
+    if "num-examples" in arrival.metrics:
+        return flower.whole_examples(arrival.metrics)
+    out: dict[str, int | float] = {"num-examples": int(arrival.num_samples)}
+    loss = arrival.metrics.get("loss")
+    if loss is not None and loss == loss:
+        out["train_loss"] = float(loss)
+    return out
+
+
 class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
     """Synchronous rounds whose nodes, configs and aggregation are a Flower strategy's."""
 
@@ -249,16 +261,6 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         hooks = {"prox_mu": float(mu)} if isinstance(mu, int | float) and mu > 0 else {}
         return Message(hooks=hooks, config=config)
 
-    def _metrics(self, arrival: Arrival) -> dict[str, int | float]:
-        """A reply's MetricRecord: a ClientApp's own metrics (they hold num-examples), else simfl's."""
-        if "num-examples" in arrival.metrics:
-            return flower.whole_examples(arrival.metrics)
-        out: dict[str, int | float] = {"num-examples": int(arrival.num_samples)}
-        loss = arrival.metrics.get("loss")
-        if loss is not None and loss == loss:
-            out["train_loss"] = float(loss)
-        return out
-
     def aggregate(self, arrivals: list[Arrival]) -> None:
         if not arrivals:
             raise ValueError("a round needs at least one arrival")
@@ -273,7 +275,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
             sent = FlowerMessage(RecordDict(), dst_node_id=a.client + 1, message_type=MessageType.TRAIN)  # reply_to
             sent.metadata.__dict__["_message_id"] = f"{self.server_round}.{a.client}"
             content = RecordDict({"arrays": flower.to_record(self.setup.layout, a.weights),
-                                  "metrics": MetricRecord(dict(self._metrics(a)))})  # type: ignore[arg-type]
+                                  "metrics": MetricRecord(dict(train_metrics(a)))})  # type: ignore[arg-type]
             replies.append(FlowerMessage(content, reply_to=sent))
         from flwr.app import ArrayRecord
 
@@ -366,7 +368,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         manager = _manager([a.client for a in arrivals])
         results = []
         for a in arrivals:
-            metrics = self._metrics(a)
+            metrics = train_metrics(a)
             examples = int(metrics.pop("num-examples"))
             fit = FitRes(Status(Code.OK, ""), self._parameters(a.weights), examples, dict(metrics))  # type: ignore[arg-type]
             results.append((manager.all()[str(a.client)], fit))

@@ -229,4 +229,5 @@ def run_one(
         raise RunStopped(exc.message, exc.state, run_name(config), fed.seed) from None
     finally:
         executor.close()
+        algorithm.close()
     return RunResult(run_name(config), fed.seed, state, time.perf_counter() - start, algorithm.tables())

@@ -198,6 +198,9 @@ class SyncRounds:
         algorithm = self.algorithm
         size = math.ceil(algorithm.clients_per_round * (1.0 + self.over_select))
         clients = self.population.members(st.rounds, size, algorithm.choose)
+        if algorithm.finished:
+            w.end()
+            return
         if not clients:
             self._wait_for_a_client()
             return

@@ -398,6 +398,11 @@ class World:
             return True
         return False
 
+    def end(self) -> None:
+        """The server has nothing more to do (a ServerApp's ``main`` returned): the run stops after the events due
+        now, whatever is left of its budget."""
+        self.clock.stop()
+
     def _finish_if_done(self) -> bool:
         """Stop once the update budget is spent; whether the run is stopping."""
         clock = self.clock

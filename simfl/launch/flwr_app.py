@@ -1,0 +1,161 @@
+"""A Flower App folder as a simfl scenario: what ``simfl flwr run APP_DIR`` runs.
+
+The folder's ``pyproject.toml`` says what Flower's ``flwr run`` reads:
+
+- ``[tool.flwr.app.components]``: ``serverapp`` and ``clientapp``, import paths inside the folder;
+- ``[tool.flwr.app.config]``: the run config, flattened with dots as Flower flattens it, then
+  ``--run-config "k=v ..."`` (or a ``.toml`` file) applied with Flower's own parser and rule (a key the app
+  does not declare is dropped, as ``flwr run`` drops it);
+- ``[tool.flwr.federations]``: the default federation's ``options`` (``num-supernodes``,
+  ``backend.client-resources.num-cpus``), then ``--federation-config "num-supernodes=N ..."``.
+
+The scenario (``--scenario FILE``) gives what Flower's simulation has no word for: latencies, availability,
+failures, seeds, and for now the data and the model (the app's model as a model plugin) that simfl's clients
+and its test-set evaluation use. To it this module adds ``client: {flower_app, run_config}``, the partition's
+client count (``num-supernodes``), the training threads (``num-cpus``, Flower's default 2, so that numbers
+match Flower's engine) and, unless the scenario names its own algorithms (an asynchronous rule over the same
+ClientApp, ``--set 'algorithms=[{name: orthofl}]'``), the entry ``{name: serverapp}``
+(:mod:`simfl.algorithms.serverapp`): the app's ServerApp as written. A run of the ServerApp ends when its
+``main`` returns, so the budget defaults to one no app reaches (100,000 periods of ``eval.every``, whose
+default is 60 virtual seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simfl.errors import InputError
+
+DEFAULT_CPUS = 2
+"""Flower's simulation gives each ClientApp 2 CPUs unless told otherwise."""
+OPEN_PERIODS = 100_000
+"""The default budget, in evaluation periods: a ServerApp's run ends when its main returns, long before."""
+DEFAULT_EVAL = 60.0
+"""Virtual seconds between simfl's evaluations of the model the app sent last, unless the scenario says."""
+
+
+@dataclass(frozen=True)
+class FlowerApp:
+    """What a Flower App's ``pyproject.toml`` says."""
+
+    folder: Path
+    name: str
+    serverapp: str
+    clientapp: str
+    config: dict[str, Any]
+    """``[tool.flwr.app.config]``, flattened."""
+    federation: dict[str, Any]
+    """The default federation's options, flattened (``num-supernodes``, ``backend.client-resources.num-cpus``)."""
+
+
+def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, name))
+        else:
+            out[name] = value
+    return out
+
+
+def read_app(folder: Path) -> FlowerApp:
+    """The app in ``folder``, from its ``pyproject.toml`` (one line naming the file and key when it lacks one)."""
+    project = folder / "pyproject.toml"
+    if not project.is_file():
+        raise InputError(str(folder), "is not a Flower App folder: it has no pyproject.toml")
+    try:
+        raw = tomllib.loads(project.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(str(project), f"is not valid TOML ({exc})") from None
+    flwr = raw.get("tool", {}).get("flwr", {})
+    app = flwr.get("app", {})
+    components = app.get("components", {})
+    found = {}
+    for key in ("serverapp", "clientapp"):
+        value = components.get(key)
+        if not isinstance(value, str) or ":" not in value:
+            raise InputError(f"{project}: tool.flwr.app.components.{key}",
+                             f"must be an import path package.module:attribute, got {value!r}")
+        found[key] = value
+    config = app.get("config", {})
+    if not isinstance(config, Mapping):
+        raise InputError(f"{project}: tool.flwr.app.config", "must be a table of settings")
+    federations = flwr.get("federations", {})
+    default = federations.get("default")
+    options = federations.get(default, {}).get("options", {}) if isinstance(default, str) else {}
+    name = raw.get("project", {}).get("name", folder.resolve().name)
+    return FlowerApp(folder, str(name), found["serverapp"], found["clientapp"], _flatten(config),
+                     _flatten(options) if isinstance(options, Mapping) else {})
+
+
+def parse_pairs(texts: list[str], where: str) -> dict[str, Any]:
+    """``k=v`` pairs (TOML values, space-separated) or one ``.toml`` file, read by Flower's own parser, flattened."""
+    if not texts:
+        return {}
+    from flwr.common.config import parse_config_args
+
+    try:
+        return dict(parse_config_args(texts))
+    except Exception as exc:  # Flower raises click's exception, ValueError or OSError for a bad text or file
+        text = " ".join(str(getattr(exc, "message", exc)).split())
+        raise InputError(where, f"{text} (e.g. \"lr=0.1 local-epochs=2 name='x'\")") from None
+
+
+def fused(app: FlowerApp, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The run config: the app's, with ``overrides`` of the keys it declares (Flower's rule)."""
+    return {key: overrides.get(key, value) for key, value in app.config.items()}
+
+
+def _whole(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(where, f"must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[str, Any],
+                 federation: Mapping[str, Any]) -> dict[str, Any]:
+    """The scenario of ``app``: ``base`` (the ``--scenario`` file's contents) completed as the module says."""
+    raw = dict(base)
+    options = {**app.federation, **federation}
+    config = fused(app, run_config)
+    raw.setdefault("name", app.name)
+    if "client" in raw:
+        raise InputError("--scenario: client", "is the app's ClientApp under simfl flwr run; leave client out")
+    raw["client"] = {"flower_app": app.clientapp, "run_config": config}
+    raw.setdefault("algorithms", [{"name": "serverapp", "app": app.serverapp, "run_config": config}])
+    raw.setdefault("eval", {"every": DEFAULT_EVAL})
+    every = raw["eval"].get("every", DEFAULT_EVAL) if isinstance(raw["eval"], Mapping) else DEFAULT_EVAL
+    if isinstance(every, int | float) and every > 0:
+        raw.setdefault("budget", {"time": float(every) * OPEN_PERIODS})
+    if "num-supernodes" in options:
+        nodes = _whole(options["num-supernodes"], "--federation-config: num-supernodes")
+        data = dict(raw.get("data", {}))
+        partition = dict(data.get("partition", {}))
+        if partition.get("clients", nodes) != nodes:
+            raise InputError("--federation-config: num-supernodes", f"is {nodes}, but the scenario's "
+                             f"data.partition.clients is {partition['clients']}; give one number of clients")
+        partition["clients"] = nodes
+        data["partition"] = partition
+        raw["data"] = data
+    cpus = options.get("backend.client-resources.num-cpus", DEFAULT_CPUS)
+    executor = dict(raw.get("executor", {}))
+    executor.setdefault("threads", _whole(cpus, "--federation-config: backend.client-resources.num-cpus"))
+    raw["executor"] = executor
+    return raw
+
+
+def importable(folder: Path) -> None:
+    """Let this process and the worker processes it starts import the app's modules (the folder first)."""
+    path = str(folder.resolve())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    current = os.environ.get("PYTHONPATH", "")
+    if path not in current.split(os.pathsep):
+        os.environ["PYTHONPATH"] = path + (os.pathsep + current if current else "")

@@ -1,0 +1,171 @@
+"""A Flower ServerApp as written, in virtual time: the ``serverapp`` entry and ``simfl flwr run APP_DIR``."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+
+pytest.importorskip("flwr")
+
+import simfl  # noqa: E402
+from simfl.cli import main  # noqa: E402
+from simfl.errors import InputError  # noqa: E402
+from simfl.launch import flwr_app  # noqa: E402
+from tests.flower.test_flower import RUN_CONFIG, scenario  # noqa: E402
+
+APP = Path(__file__).parent / "app_folder"
+CONSTANT = {"model": "constant", "seconds": [10.0, 10.0, 10.0, 12.0, 14.0, 20.0]}
+"""Six clients; a round of all six closes at its slowest, 20 s after it opened."""
+
+
+def serverapp(rounds: int, **config: Any) -> dict[str, Any]:
+    return {"name": "serverapp", "app": "tests.flower.server_apps:fedavg_app",
+            "run_config": {"num-server-rounds": rounds, "lr": 0.05, **config}}
+
+
+def test_a_server_app_runs_as_the_flower_bridge_runs_its_strategy(tmp_path: Path) -> None:
+    """Flower's FedAvg started by a ServerApp (Strategy.start, from simfl's initial model) against the same strategy
+    as a simfl algorithm: the same events and evaluations round for round; the app's run ends when its main
+    returns (3 rounds: at 60 s), with the final model evaluated, its Result's train metrics equal to the bridge's
+    train.csv, its server-side evaluation once per round from 0, and its model saved as its code says."""
+    saved = tmp_path / "final.pt"
+    raw = scenario([serverapp(3, **{"save-to": str(saved)}),
+                    {"name": "flower", "strategy": "FedAvg", "options": {"fraction_evaluate": 0.0},
+                     "train_config": {"lr": 0.05}}],
+                   client={"flower_app": "tests.flower.apps:sgd_app", "run_config": RUN_CONFIG}, latency=CONSTANT)
+    simfl.run(raw, out=tmp_path / "o", allow_imports=True, workers=1, quiet=True)
+    app, bridge = tmp_path / "o" / "serverapp" / "seed0", tmp_path / "o" / "FedAvg" / "seed0"
+    events = pd.read_csv(app / "events.csv")
+    assert list(events["time"])[-1] == 60.0 and len(events) == 18
+    assert events.equals(pd.read_csv(bridge / "events.csv").iloc[:18])
+    metrics, expected = pd.read_csv(app / "metrics.csv"), pd.read_csv(bridge / "metrics.csv")
+    assert list(metrics["virtual_time"]) == [0.0, 20.0, 40.0, 60.0]
+    pd.testing.assert_frame_equal(metrics, expected.iloc[:4])
+    train = pd.read_csv(app / "train.csv")
+    pd.testing.assert_frame_equal(train, pd.read_csv(bridge / "train.csv").iloc[:3][train.columns])
+    server = pd.read_csv(app / "server.csv")
+    assert list(server["round"]) == [0, 1, 2, 3] and list(server["calls"]) == [1, 2, 3, 4]
+    first = next(iter(torch.load(saved).values()))  # the final model the app saved, its first layer's weights
+    assert float((first.double() ** 2).sum()) == pytest.approx(server["norm"].iloc[-1], rel=1e-12)
+
+
+def test_a_server_app_raising_is_one_line(tmp_path: Path) -> None:
+    raw = scenario([{"name": "serverapp", "app": "tests.flower.server_apps:raising_app"}],
+                   client={"flower_app": "tests.flower.apps:sgd_app", "run_config": RUN_CONFIG})
+    with pytest.raises(Exception, match="the ServerApp tests.flower.server_apps:raising_app raised RuntimeError: "
+                       "the user's server app failed"):
+        simfl.run(raw, out=tmp_path / "o", allow_imports=True, workers=1, quiet=True)
+
+
+def test_train_and_evaluate_messages_sent_together_are_refused(tmp_path: Path) -> None:
+    raw = scenario([{"name": "serverapp", "app": "tests.flower.server_apps:mixed_app"}],
+                   client={"flower_app": "tests.flower.apps:sgd_app", "run_config": RUN_CONFIG})
+    with pytest.raises(InputError, match="messages of type \\['evaluate', 'train'\\] together"):
+        simfl.run(raw, out=tmp_path / "o", allow_imports=True, workers=1, quiet=True)
+
+
+# -- simfl flwr run ----------------------------------------------------------------------------------------------
+
+
+def flwr(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``simfl flwr run`` through the command's entry in this process; exit code and output."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["flwr", "run", *argv])
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def test_the_app_folder_is_read_as_flwr_run_reads_it() -> None:
+    app = flwr_app.read_app(APP)
+    assert (app.name, app.serverapp, app.clientapp) == ("tinyapp", "tinyapp.server_app:app", "tinyapp.client_app:app")
+    assert app.federation == {"num-supernodes": 6, "backend.client-resources.num-cpus": 1}
+    run = flwr_app.fused(app, flwr_app.parse_pairs(["lr=0.1 num-server-rounds=2 unknown=3"], "--run-config"))
+    assert run["lr"] == 0.1 and run["num-server-rounds"] == 2 and "unknown" not in run and run["batch-size"] == 16
+    raw = flwr_app.app_scenario(app, {"data": {"dataset": "digits", "partition": {"kind": "iid"}}}, {},
+                                flwr_app.parse_pairs(["num-supernodes=4"], "--federation-config"))
+    assert raw["data"]["partition"]["clients"] == 4 and raw["executor"]["threads"] == 1
+    assert raw["algorithms"] == [{"name": "serverapp", "app": "tinyapp.server_app:app", "run_config": app.config}]
+    assert raw["budget"] == {"time": 60.0 * 100_000} and raw["client"]["flower_app"] == "tinyapp.client_app:app"
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["tests"], "is not a Flower App folder: it has no pyproject.toml"),
+    ([str(APP), "--run-config", "lr=abc"], "--run-config: The provided configuration string is in an invalid format"),
+    ([str(APP), "--scenario", str(APP / "scenario.yaml"), "--federation-config", "num-supernodes=0"],
+     "num-supernodes: must be a whole number of at least 1, got 0"),
+    ([str(APP), "--scenario", str(APP / "scenario.yaml"), "--set", "data.partition.clients=5"],
+     "num-supernodes: is 6, but the scenario's data.partition.clients is 5"),
+])
+def test_bad_input_to_flwr_run_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], words: str) -> None:
+    done = flwr(*argv, "--out", str(tmp_path / "o"), "--quiet")
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], done.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def flower_engine(tmp_path: Path, config: dict[str, Any], nodes: int) -> dict[str, Any]:
+    """The app under Flower's own simulation engine (as ``flwr run``'s simulation process calls it), in a fresh
+    process; what its ServerApp saved."""
+    script = f"""
+import sys
+sys.path.insert(0, {str(APP)!r})
+from flwr.app import Context, RecordDict
+from flwr.simulation.run_simulation import _run_simulation
+from flwr.supercore.constant import NOOP_FEDERATION_ID
+from flwr.supercore.run import Run
+from flwr.supercore.task_identity import TaskIdentity
+from flwr.supercore.telemetry import EventType
+from flwr.common.constant import SUPERLINK_NODE_ID
+config = {config!r}
+run = Run.create_empty(1)
+run.override_config, run.primary_task_id, run.federation_id = dict(config), 7, NOOP_FEDERATION_ID
+TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
+context = Context(run_id=1, node_id=0, node_config={{}}, state=RecordDict(), run_config=dict(config))
+_run_simulation(num_supernodes={nodes}, exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,
+                client_app_attr="tinyapp.client_app:app", server_app_attr="tinyapp.server_app:app", app_dir={str(APP)!r},
+                is_app=True, backend_config={{"client_resources": {{"num_cpus": 1, "num_gpus": 0.0}},
+                                              "init_args": {{"num_cpus": 2, "address": "local"}}}},
+                server_app_context=context, run=run)
+"""
+    env = {"FLWR_TELEMETRY_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
+    import os
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **env}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return torch.load(config["save-to"])  # type: ignore[no-any-return]
+
+
+def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
+    """The test app folder (a quickstart-style ServerApp and ClientApp loading their own data) under
+    ``simfl flwr run`` and under Flower's simulation engine: the same per-round server-side evaluation and
+    training loss (to float rounding: the replies are summed in another order) and the same final model; under
+    simfl the rounds take virtual time (constant latencies: 20 s a round)."""
+    ours = tmp_path / "simfl.pt"
+    done = flwr(str(APP), "--scenario", str(APP / "scenario.yaml"), "--out", str(tmp_path / "o"), "--quiet",
+                "--workers", "1", "--run-config", f"save-to='{ours}'")
+    assert done.returncode == 0, done.stderr
+    config = {**flwr_app.read_app(APP).config, "save-to": str(tmp_path / "flower.pt")}
+    theirs = flower_engine(tmp_path, config, 6)
+    mine = torch.load(ours)
+    assert sorted(mine["server"]) == [0, 1, 2, 3] and sorted(mine["train"]) == [1, 2, 3]
+    for kind in ("server", "train"):
+        for r, values in theirs[kind].items():
+            for key, value in values.items():
+                assert mine[kind][r][key] == pytest.approx(value, rel=1e-6), (kind, r, key)
+    for key, value in theirs["arrays"].items():
+        torch.testing.assert_close(mine["arrays"][key], value, rtol=1e-5, atol=1e-6)
+    folder = tmp_path / "o" / "serverapp" / "seed0"
+    server = pd.read_csv(folder / "server.csv")
+    assert list(server["round"]) == [0, 1, 2, 3]
+    assert server["accuracy"].tolist() == pytest.approx([mine["server"][r]["accuracy"] for r in range(4)])
+    assert pd.read_csv(folder / "events.csv")["time"].max() == 60.0
