@@ -382,11 +382,12 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
     base = scenario_mod.read_yaml(args.scenario) if args.scenario is not None else {}
     for text in args.overrides + ([f"seeds=[{','.join(map(str, args.seeds))}]"] if args.seeds else []):
         scenario_mod.apply_override(base, text)
-    raw = flwr_app.app_scenario(app, base, flwr_app.parse_pairs(args.run_config, "--run-config"),
-                                flwr_app.parse_pairs(args.federation_config, "--federation-config"))
+    run_config = flwr_app.parse_pairs(args.run_config, "--run-config")
+    federation = flwr_app.parse_pairs(args.federation_config, "--federation-config")
     flwr_app.importable(args.app_dir)
     where = str(args.scenario) if args.scenario is not None else str(args.app_dir)
     with names.allowing_imports(True):  # running the app's code is what the command is for, as with flwr run
+        raw = flwr_app.app_scenario(app, base, run_config, federation)
         scn = scenario_mod.validate(raw, where=where)
         if args.scenario is not None:
             scn = scenario_mod.resolve_paths(scn, args.scenario.parent)

@@ -442,8 +442,15 @@ class ServerAppConfig(AlgorithmConfig):
     @field_validator("app")
     @classmethod
     def _a_server_app(cls, path: str) -> str:
+        """The app is loaded as the run loads it, so that ``simfl validate`` refuses what the run would."""
+        from simfl.algorithms.flower_strategies import load_server_app
+
         if not is_import_path(path):
             raise ValueError(f"must be an import path package.module:attribute, got {path!r}")
+        try:
+            load_server_app(path)
+        except InputError as exc:
+            raise ValueError(exc.message) from None
         return path
 
 

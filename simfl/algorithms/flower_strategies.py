@@ -360,3 +360,16 @@ def simfl_replies_carry(strategy: Any, name: str) -> None:
                          f"reply (training: {', '.join(SIMFL_TRAIN_METRICS)}; evaluation: "
                          f"{', '.join(SIMFL_EVALUATE_METRICS)}); a Flower ClientApp (client.flower_app) may reply "
                          "others")
+
+
+def load_server_app(path: str, where: str = "algorithms.app") -> Any:
+    """The ServerApp at ``path`` (import paths need the user's permission, see :mod:`simfl.names`), as a
+    ``serverapp`` entry's validation and its run load it."""
+    try:
+        from flwr.serverapp import ServerApp
+    except ImportError:
+        raise InputError(where, "needs Flower (flwr), which is not installed: pip install 'simfl[flower]'") from None
+    app = import_object(path, where)
+    if not isinstance(app, ServerApp):
+        raise InputError(where, f"'{path}' is a {type(app).__name__}, not a Flower ServerApp (flwr.serverapp.ServerApp)")
+    return app

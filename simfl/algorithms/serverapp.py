@@ -58,8 +58,8 @@ from simfl import rng
 from simfl.algorithms.base import Arrival, Setup, SyncAlgorithm
 from simfl.algorithms.configs import ServerAppConfig
 from simfl.algorithms.flower import train_metrics
+from simfl.algorithms.flower_strategies import load_server_app
 from simfl.errors import InputError, UserCodeFailed, user_call
-from simfl.names import import_object
 from simfl.train import flower
 from simfl.train.configs import require
 from simfl.train.message import Message
@@ -68,6 +68,9 @@ if TYPE_CHECKING:
     from flwr.app import Message as FlowerMessage
 
 WHERE = "algorithms.app"
+MAX_POLLS = 5
+"""Asks for the nodes in a row, with every client free, after which an app waiting for more nodes is refused (each
+costs the app's own wait between asks: Flower's sample_nodes sleeps 1 s)."""
 
 
 class _Ended(BaseException):
@@ -108,7 +111,7 @@ def result_rows(metrics: Mapping[int, Any]) -> list[dict[str, Any]]:
 class _Turn:
     """What the app hands the simulation: messages to deliver, or the end of ``main``."""
 
-    kind: Literal["messages", "done", "failed"]
+    kind: Literal["messages", "wait", "done", "failed"]
     messages: list[Any] = field(default_factory=list)
     error: BaseException | None = None
 
@@ -150,9 +153,9 @@ class Handoff:
             return
         self.to_sim.put(_Turn("done"))
 
-    def ask(self, messages: list[Any]) -> list[Any]:
-        """In the app's thread: hand ``messages`` over and wait for their replies."""
-        self.to_sim.put(_Turn("messages", messages))
+    def ask(self, messages: list[Any], kind: Literal["messages", "wait"] = "messages") -> list[Any]:
+        """In the app's thread: hand ``messages`` over and wait for their replies (``wait``: for more nodes)."""
+        self.to_sim.put(_Turn(kind, messages))
         answer = self.to_app.get()
         if answer is _Ended:
             raise _Ended()
@@ -187,6 +190,8 @@ def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
             self.pushed: dict[str, Any] = {}
             self.replies: dict[str, Any] = {}
             self.count = 0
+            self.polls = 0
+            """get_node_ids() calls since the app last sent messages: a second one waits for more nodes."""
 
         def set_run(self, run: Any) -> None:
             self._run = run
@@ -200,10 +205,14 @@ def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
             return FlowerMessage(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
         def get_node_ids(self) -> list[int]:
+            self.polls += 1
+            if self.polls > 1:  # asked again without sending: the app waits for nodes to connect
+                handoff.ask([], "wait")
             return list(nodes)
 
         def push_messages(self, messages: Iterable[Any]) -> list[str]:
-            ids = []
+            ids: list[str] = []
+            self.polls = 0
             for message in messages:
                 if not isinstance(message, FlowerMessage):
                     raise InputError(WHERE, f"the ServerApp pushed a {type(message).__name__}, not a flwr.app.Message")
@@ -239,14 +248,10 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         super().__init__(config, setup)
         require(WHERE)
         from flwr.app import Context, RecordDict
-        from flwr.serverapp import ServerApp
 
         flower.prepare()
         _tap()
-        app = import_object(config.app, WHERE)
-        if not isinstance(app, ServerApp):
-            raise InputError(WHERE, f"'{config.app}' is a {type(app).__name__}, not a Flower ServerApp "
-                             "(flwr.serverapp.ServerApp)")
+        app = load_server_app(config.app, WHERE)
         self.what = f"the ServerApp {config.app}"
         self.nodes: list[int] = []
         """The node ids the app's grid lists: the clients free at the latest opening, + 1."""
@@ -276,6 +281,7 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         self.nodes[:] = [c + 1 for c in free]
         answer = (self.answer or []) if self.started else None  # [] after a round with no delivery
         self.answer, self.started = None, True
+        polls = 0
         while True:
             self.turns += 1
             with seeded(self.setup.seed, self.turns):
@@ -283,6 +289,16 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
             if turn.kind == "done":
                 self._finish()
                 return []
+            if turn.kind == "wait":
+                if len(free) < self.setup.num_clients:
+                    return []  # the round waits in virtual time until a client is free, then lists the nodes again
+                polls += 1
+                if polls >= MAX_POLLS:
+                    raise InputError(WHERE, f"{self.what} asked for the nodes {polls} times without sending a message "
+                                     f"while all {len(free)} clients were free: it waits for more nodes than the "
+                                     "federation has (its strategy's min_available_nodes or sample size?)")
+                answer = []
+                continue
             if turn.kind == "failed":
                 assert turn.error is not None
                 raise turn.error
@@ -396,3 +412,38 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
 
     def load_state(self, state: Mapping[str, Any]) -> None:  # pragma: no cover - state() never returns
         raise InputError("--resume", f"a run of {self.what} cannot be resumed")
+
+
+def first_train_config(path: str, run_config: Mapping[str, Any], nodes: int, seed: int) -> dict[str, Any]:
+    """The config of the first train message the ServerApp at ``path`` sends (``server-round`` left out), its
+    ``main`` run on a grid of ``nodes`` free nodes until then and unwound: what a train message of simfl's own
+    algorithms carries to the same ClientApp (``client.train_config``). {} when ``main`` sends none."""
+    from flwr.app import Context, RecordDict
+
+    flower.prepare()
+    app = load_server_app(path, WHERE)
+    context = Context(run_id=1, node_id=flower.SERVER_NODE, node_config={}, state=RecordDict(),
+                      run_config=dict(run_config))
+    grid: Any = None
+    handoff = Handoff(lambda: app(grid, context), f"the ServerApp {path}")
+    grid = sim_grid(handoff, list(range(1, nodes + 1)))
+    try:
+        with seeded(seed, 1):
+            turn = handoff.turn(None)
+            for _ in range(MAX_POLLS):
+                if turn.kind != "wait":
+                    break
+                turn = handoff.turn([])
+        if turn.kind == "wait":
+            raise InputError(WHERE, f"the ServerApp {path} waits for more nodes than the federation's {nodes}")
+        if turn.kind == "failed":
+            assert turn.error is not None
+            raise turn.error
+        for message in turn.messages:
+            if str(message.metadata.message_type).split(".")[0] == "train":
+                config = {k: v for r in message.content.config_records.values() for k, v in r.items()}
+                config.pop("server-round", None)
+                return config
+        return {}
+    finally:
+        handoff.end()

@@ -144,11 +144,25 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
         partition["clients"] = nodes
         data["partition"] = partition
         raw["data"] = data
+    if any(not (isinstance(a, Mapping) and a.get("name") == "serverapp") for a in raw["algorithms"]):
+        raw["client"]["train_config"] = _probe(app, config, raw)
     cpus = options.get("backend.client-resources.num-cpus", DEFAULT_CPUS)
     executor = dict(raw.get("executor", {}))
     executor.setdefault("threads", _whole(cpus, "--federation-config: backend.client-resources.num-cpus"))
     raw["executor"] = executor
     return raw
+
+
+def _probe(app: FlowerApp, config: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The config the app's ServerApp sends with its first train message, for simfl's own algorithms' messages."""
+    from simfl.algorithms.serverapp import first_train_config
+
+    partition = raw.get("data", {}).get("partition", {}) if isinstance(raw.get("data"), Mapping) else {}
+    nodes = partition.get("clients") if isinstance(partition, Mapping) else None
+    seeds = raw.get("seeds", [0])
+    seed = seeds[0] if isinstance(seeds, list) and seeds and isinstance(seeds[0], int) else 0
+    importable(app.folder)
+    return first_train_config(app.serverapp, config, nodes if isinstance(nodes, int) and nodes > 0 else 1, seed)
 
 
 def importable(folder: Path) -> None:

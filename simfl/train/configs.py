@@ -112,6 +112,12 @@ class ClientConfig(Section):
         default_factory=dict, description="flower_app only: the app's run config (context.run_config), "
         "e.g. {local-epochs: 1, lr: 0.01}, as [tool.flwr.app.config] gives it under Flower.",
     )
+    train_config: dict[str, Scalar] = Field(
+        default_factory=dict, description="flower_app only: the ConfigRecord a train message of simfl's own "
+        "algorithms carries (a Flower strategy or ServerApp sends its own), with server-round, the client's "
+        "round from 1, e.g. {lr: 0.01}. simfl flwr run takes it from the first train message of the app's "
+        "ServerApp when the algorithms are simfl's.",
+    )
     timeout: float | None = Field(
         DEFAULT_TIMEOUT, description="flower_app only: wall-clock seconds one call of the app (one client's train "
         "or evaluate message) may run, at most 1e6; a call still running then ends the run in one line naming the "

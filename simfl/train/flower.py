@@ -227,6 +227,7 @@ class AppCaller:
         self.timeout = client.timeout
         self.legacy = is_legacy(self.app)
         self.run_config = dict(client.run_config)
+        self.train_config = dict(client.train_config)
         self.layout = layout
         self.names = Names.of(model, layout)
         self.shards = shards
@@ -279,7 +280,9 @@ class ClientAppTrainer(AppCaller):
         self.config = config
 
     def _config(self, job: Job) -> dict[str, Any]:
-        config = dict(job.message.config)
+        """The message's config: the server's (a Flower strategy's), or with none, ``client.train_config`` and
+        ``server-round`` (the client's round, from 1)."""
+        config = dict(job.message.config) or {**self.train_config, "server-round": job.round + 1}
         for key, value in job.message.hooks.items():
             if key == "prox_mu":
                 config.setdefault(PROX_KEY, float(value))

@@ -29,7 +29,8 @@ def initial_model() -> torch.nn.Module:
 def fedavg_main(grid: Grid, context: Context) -> None:
     rounds = int(context.run_config["num-server-rounds"])
     strategy = FedAvg(fraction_train=float(context.run_config.get("fraction-train", 1.0)),
-                      fraction_evaluate=float(context.run_config.get("fraction-evaluate", 0.0)))
+                      fraction_evaluate=float(context.run_config.get("fraction-evaluate", 0.0)),
+                      min_available_nodes=int(context.run_config.get("min-available", 2)))
     evaluated: list[int] = []
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:

@@ -169,3 +169,58 @@ def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
     assert list(server["round"]) == [0, 1, 2, 3]
     assert server["accuracy"].tolist() == pytest.approx([mine["server"][r]["accuracy"] for r in range(4)])
     assert pd.read_csv(folder / "events.csv")["time"].max() == 60.0
+
+
+@pytest.mark.parametrize(("app", "words"), [
+    ("tests.flower.apps:sgd_app", "is a ClientApp, not a Flower ServerApp"),
+    ("tests.flower.nowhere:app", "cannot import module 'tests.flower.nowhere'"),
+    ("server_app", "must be an import path package.module:attribute"),
+])
+def test_a_server_app_is_checked_at_validation(app: str, words: str) -> None:
+    from simfl import names
+    from simfl.schema.scenario import validate
+
+    raw = scenario([{"name": "serverapp", "app": app}],
+                   client={"flower_app": "tests.flower.apps:sgd_app", "run_config": RUN_CONFIG})
+    with names.allowing_imports(True), pytest.raises(InputError, match=words):
+        validate(raw)
+
+
+def test_an_app_waiting_for_nodes_waits_in_virtual_time(tmp_path: Path) -> None:
+    """Flower's FedAvg waits for ``min_available_nodes`` (asking the grid again): after a round closed at its
+    deadline (20 s) without its straggler (40 s), the next round opens when the straggler is free, at 40 s. As
+    under Flower, its sample size comes from its first look (5 nodes free): it sends 5 of the 6; the 4 of them
+    with latencies under the deadline deliver, the main returns after round 2, at 60 s."""
+    raw = scenario([serverapp(2, **{"min-available": 6})],
+                   client={"flower_app": "tests.flower.apps:sgd_app", "run_config": RUN_CONFIG},
+                   latency={"model": "constant", "seconds": [10.0, 10.0, 10.0, 12.0, 14.0, 40.0]},
+                   rounds={"deadline": 20.0})
+    simfl.run(raw, out=tmp_path / "o", allow_imports=True, workers=1, quiet=True)
+    events = pd.read_csv(tmp_path / "o" / "serverapp" / "seed0" / "events.csv")
+    second = events[events["dispatch_time"] > 0]
+    assert set(second["dispatch_time"]) == {40.0} and len(second) == 4, events
+    assert list(events["event"]).count("late") == 1
+    assert pd.read_csv(tmp_path / "o" / "serverapp" / "seed0" / "metrics.csv")["virtual_time"].iloc[-1] == 60.0
+
+
+def test_an_app_waiting_for_more_nodes_than_the_federation_is_one_line(tmp_path: Path) -> None:
+    raw = scenario([serverapp(2, **{"min-available": 7})],
+                   client={"flower_app": "tests.flower.apps:sgd_app", "run_config": RUN_CONFIG})
+    with pytest.raises(InputError, match="while all 6 clients were free: it waits for more nodes than the federation"):
+        simfl.run(raw, out=tmp_path / "o", allow_imports=True, workers=1, quiet=True)
+
+
+def test_flwr_run_trains_the_apps_client_under_simfls_async_rules(tmp_path: Path) -> None:
+    """``--set algorithms=...``: the same ClientApp under FedBuff and OrthoFL; its train messages carry the config
+    the ServerApp's first train message carries ({lr}, without server-round), written in scenario.yaml."""
+    import yaml
+
+    done = flwr(str(APP), "--scenario", str(APP / "scenario.yaml"), "--out", str(tmp_path / "o"), "--quiet",
+                "--workers", "1", "--set", "algorithms=[{name: fedbuff, buffer: 3}, {name: orthofl}]",
+                "--set", "budget.time=60")
+    assert done.returncode == 0, done.stderr
+    saved = yaml.safe_load((tmp_path / "o" / "scenario.yaml").read_text())
+    assert saved["client"]["train_config"] == {"lr": 0.05}
+    for name in ("fedbuff", "orthofl"):
+        events = pd.read_csv(tmp_path / "o" / name / "seed0" / "events.csv")
+        assert len(events) >= 18 and pd.read_csv(tmp_path / "o" / name / "seed0" / "metrics.csv")["accuracy"].notna().all()
