@@ -41,7 +41,8 @@ def test_paper_cifar_scenario_runs_every_algorithm(tmp_path: Path, name: str, cl
     out = tmp_path / "out"
     scenario = ROOT / "scenarios" / "paper" / f"{name}.yaml"
     only = [] if entries == EVERY else ["--only", ",".join(entries)]
-    assert main(["run", str(scenario), "--set", f"data.root={tmp_path / 'data'}", *TINY, *only,
+    batch = [] if name == "cifar10" else ["--set", "train.batch_size=64"]  # MobileNetV2: few steps of many samples
+    assert main(["run", str(scenario), "--set", f"data.root={tmp_path / 'data'}", *TINY, *batch, *only,
                  "--set", "budget={time: 5000, updates: 10}", "--out", str(out), "--quiet"]) == 0
     summary = finished_runs(out)
     assert summary["algorithm"].tolist() == entries
