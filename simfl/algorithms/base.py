@@ -66,6 +66,9 @@ class Setup:
     evaluate_client: ClientEvaluation | None = None
     """Evaluates weights on a client's own data, costing no virtual time (None: the run cannot, e.g. in
     pure-latency mode). Only an algorithm that asks clients to evaluate (a Flower strategy) calls it."""
+    say: Callable[[str], None] | None = None
+    """Tells the user how the run goes, one line at a time, with the virtual time (a ServerApp's rounds, in
+    Flower's words); None: nowhere."""
 
     def vectors(self) -> ClientVectors:
         """An empty store of one model-sized row per client."""

@@ -262,6 +262,10 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         grid = sim_grid(self.handoff, self.nodes)
         self.w = setup.init.clone()
         self.turns = 0
+        self.rounds = 0
+        """Train rounds opened (Flower's numbering: the first is round 1)."""
+        self.offered = 0
+        """Nodes the open round's app saw free."""
         self.started = False
         self.finished = False
         """``main`` returned: no round opens again."""
@@ -280,6 +284,10 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
             return []
         self.nodes[:] = [c + 1 for c in free]
         answer = (self.answer or []) if self.started else None  # [] after a round with no delivery
+        if self.sent and self.setup.say is not None:
+            results = len(answer or [])
+            self.setup.say(f"[ROUND {self.rounds}] sampled {len(self.sent)} nodes (out of {self.offered}), received "
+                           f"{results} results and {len(self.sent) - results} failures")
         self.answer, self.started = None, True
         polls = 0
         while True:
@@ -352,6 +360,8 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
     def _open(self, messages: list[Any], free: list[int]) -> list[int]:
         """The round of the app's train ``messages``: every node is sent the same model."""
         self.sent = {}
+        self.rounds += 1
+        self.offered = len(free)
         for message in messages:
             client = self._client(message, free)
             if client in self.sent:

@@ -166,6 +166,8 @@ class RunOptions:
     """Such saved data: continue that run."""
     on_update: Progress | None = None
     """Called with the state after every aggregation (live tracking)."""
+    say: Callable[[SimState, str], None] | None = None
+    """Where a run's own lines go (a ServerApp's rounds), with the state then (the unit's progress)."""
     engine: Engine = "auto"
     """The clock of :class:`~simfl.sim.engine.Simulation` (:mod:`simfl.sim.clock`): ``simpy`` or ``heap``, the
     same rules and order on both (the same events and state); ``auto``: the heap clock in pure-latency mode
@@ -194,10 +196,14 @@ def run_one(
                                                        opts.engine)
     config = scenario.algorithms[algo_index]
     null = scenario.executor.kind == "none"
+    sim: Simulation  # built below; the callbacks read it once it runs
     clients = ClientEvaluator(fed.model, fed.layout, fed.shards, fed.seed, scenario.client,
                               lambda m: sim.state.clients[m].memory)  # what m keeps, once the simulation is built
+    told = opts.say
+    say = None if told is None else (lambda line: told(sim.state, f"{line}; virtual time {sim.world.clock.now:g} s"))
     setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed,
-                  store_for(scenario, len(fed.shards), fed.init.numel()), None if null else clients)
+                  store_for(scenario, len(fed.shards), fed.init.numel()), None if null else clients,
+                  say)
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
     latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)

@@ -73,18 +73,25 @@ class Progress:
         self.share[key] = max(self.share.get(key, 0.0), min(1.0, share))
         self._refresh()
 
+    def said(self, key: Key, line: str) -> None:
+        """What a run says while it goes (a ServerApp's round): a line naming the run, above the bar."""
+        if not self.quiet:
+            self._line(f"{self.titles[key]}: {line}")
+
+    def _line(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            self.say(line)
+
     def finished(self, key: Key, wall: float, detail: str) -> None:
         """A unit ended: its line, and the bar."""
         self.walls[key] = wall
         self.share[key] = 1.0
         if not self.quiet:
             where = self.labels.get(key[0])
-            line = (f"[{len(self.walls) + self.done_before}/{self.total}] {self.titles[key]}"
-                    f"{f' ({where})' if where else ''}: {detail} in {duration(wall)}")
-            if self.bar is not None:
-                self.bar.write(line, file=sys.stderr)
-            else:
-                self.say(line)
+            self._line(f"[{len(self.walls) + self.done_before}/{self.total}] {self.titles[key]}"
+                       f"{f' ({where})' if where else ''}: {detail} in {duration(wall)}")
         self._refresh()
 
     def close(self) -> None:

@@ -206,6 +206,8 @@ def run_targets(targets: Sequence[Target], launch: Launch,
             target.session.save_run(name, seed, item.blob, item.now, item.updates)
         elif isinstance(item, Moved):
             progress.moved(item.key, item.done)
+            if item.line:
+                progress.said(item.key, item.line)
         elif isinstance(item, Done):
             write_run(target.folder, name, seed, item.files)
             target.session.finish(name, seed, item.row)

@@ -117,10 +117,12 @@ class Saved:
 
 @dataclass(frozen=True)
 class Moved:
-    """How far the run is: the share of its budget done, from 0 to 1."""
+    """How far the run is: the share of its budget done, from 0 to 1, and what the run says there (a ServerApp's
+    round), if anything."""
 
     key: Key
     done: float
+    line: str = ""
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,9 @@ class _Feeds:
     def moved(self, state: SimState) -> None:
         self.emit(Moved(self.unit.key, self.share(state)))
 
+    def say(self, state: SimState, line: str) -> None:
+        self.emit(Moved(self.unit.key, self.share(state), line))
+
     def grown(self, file: str, text: str, fresh: bool) -> None:
         self.emit(Grown(self.unit.key, file, text, fresh))
 
@@ -257,7 +262,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         if feed is not None:
             watchers.append(feed.progress)
         options = RunOptions(chain(watchers), unit.verify, feeds.checkpointing(), resume,
-                             on_update=None if feed is None else feed.on_update)
+                             on_update=None if feed is None else feed.on_update, say=feeds.say)
         try:
             result = run_one(scn, fed, unit.index, options)
         except InputError as exc:

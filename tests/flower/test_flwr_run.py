@@ -151,9 +151,12 @@ def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
     training loss (to float rounding: the replies are summed in another order) and the same final model; under
     simfl the rounds take virtual time (constant latencies: 20 s a round)."""
     ours = tmp_path / "simfl.pt"
-    done = flwr(str(APP), "--scenario", str(APP / "scenario.yaml"), "--out", str(tmp_path / "o"), "--quiet",
+    done = flwr(str(APP), "--scenario", str(APP / "scenario.yaml"), "--out", str(tmp_path / "o"),
                 "--workers", "1", "--run-config", f"save-to='{ours}'")
     assert done.returncode == 0, done.stderr
+    rounds = [line for line in done.stderr.splitlines() if "[ROUND" in line]
+    assert rounds == [f"serverapp seed0: [ROUND {r}] sampled 6 nodes (out of 6), received 6 results and 0 failures; "
+                      f"virtual time {20 * r} s" for r in (1, 2, 3)], done.stderr
     config = {**flwr_app.read_app(APP).config, "save-to": str(tmp_path / "flower.pt")}
     theirs = flower_engine(tmp_path, config, 6)
     mine = torch.load(ours)
