@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.selection
 	$(PY) -m benchmarks.estimate
 	$(PY) -m benchmarks.population_setup
+	$(PY) -m benchmarks.flower_engine
 
 reference: $(STAMP)
 	$(VENV)/bin/simfl reference > scenarios/REFERENCE.md

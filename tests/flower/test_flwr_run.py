@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import torch
 pytest.importorskip("flwr")
 
 import simfl  # noqa: E402
+from benchmarks.flower_engine import flower_engine  # noqa: E402
 from simfl.cli import main  # noqa: E402
 from simfl.errors import InputError  # noqa: E402
 from simfl.launch import flwr_app  # noqa: E402
@@ -112,39 +112,6 @@ def test_bad_input_to_flwr_run_is_one_line_and_exit_2(tmp_path: Path, argv: list
     assert not (tmp_path / "o").exists()
 
 
-def flower_engine(tmp_path: Path, config: dict[str, Any], nodes: int) -> dict[str, Any]:
-    """The app under Flower's own simulation engine (as ``flwr run``'s simulation process calls it), in a fresh
-    process; what its ServerApp saved."""
-    script = f"""
-import sys
-sys.path.insert(0, {str(APP)!r})
-from flwr.app import Context, RecordDict
-from flwr.simulation.run_simulation import _run_simulation
-from flwr.supercore.constant import NOOP_FEDERATION_ID
-from flwr.supercore.run import Run
-from flwr.supercore.task_identity import TaskIdentity
-from flwr.supercore.telemetry import EventType
-from flwr.common.constant import SUPERLINK_NODE_ID
-config = {config!r}
-run = Run.create_empty(1)
-run.override_config, run.primary_task_id, run.federation_id = dict(config), 7, NOOP_FEDERATION_ID
-TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
-context = Context(run_id=1, node_id=0, node_config={{}}, state=RecordDict(), run_config=dict(config))
-_run_simulation(num_supernodes={nodes}, exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,
-                client_app_attr="tinyapp.client_app:app", server_app_attr="tinyapp.server_app:app", app_dir={str(APP)!r},
-                is_app=True, backend_config={{"client_resources": {{"num_cpus": 1, "num_gpus": 0.0}},
-                                              "init_args": {{"num_cpus": 2, "address": "local"}}}},
-                server_app_context=context, run=run)
-"""
-    env = {"FLWR_TELEMETRY_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
-    import os
-
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **env}, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return torch.load(config["save-to"])  # type: ignore[no-any-return]
-
-
 def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
     """The test app folder (a quickstart-style ServerApp and ClientApp loading their own data) under
     ``simfl flwr run`` and under Flower's simulation engine: the same per-round server-side evaluation and
@@ -158,7 +125,7 @@ def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
     assert rounds == [f"serverapp seed0: [ROUND {r}] sampled 6 nodes (out of 6), received 6 results and 0 failures; "
                       f"virtual time {20 * r} s" for r in (1, 2, 3)], done.stderr
     config = {**flwr_app.read_app(APP).config, "save-to": str(tmp_path / "flower.pt")}
-    theirs = flower_engine(tmp_path, config, 6)
+    theirs = flower_engine(config, 6)
     mine = torch.load(ours)
     assert sorted(mine["server"]) == [0, 1, 2, 3] and sorted(mine["train"]) == [1, 2, 3]
     for kind in ("server", "train"):
@@ -214,16 +181,19 @@ def test_an_app_waiting_for_more_nodes_than_the_federation_is_one_line(tmp_path:
 
 
 def test_flwr_run_trains_the_apps_client_under_simfls_async_rules(tmp_path: Path) -> None:
-    """``--set algorithms=...``: the same ClientApp under FedBuff and OrthoFL; its train messages carry the config
-    the ServerApp's first train message carries ({lr}, without server-round), written in scenario.yaml."""
+    """``--set algorithms=...``: the app, unchanged, under FedBuff and OrthoFL with the Raspberry Pi latencies; its
+    train messages carry the config the ServerApp's first train message carries ({lr}, without server-round),
+    written in scenario.yaml."""
     import yaml
 
     done = flwr(str(APP), "--scenario", str(APP / "scenario.yaml"), "--out", str(tmp_path / "o"), "--quiet",
                 "--workers", "1", "--set", "algorithms=[{name: fedbuff, buffer: 3}, {name: orthofl}]",
-                "--set", "budget.time=60")
+                "--set", "latency={model: rpi_gaussian}", "--set", "budget.time=300")
     assert done.returncode == 0, done.stderr
     saved = yaml.safe_load((tmp_path / "o" / "scenario.yaml").read_text())
-    assert saved["client"]["train_config"] == {"lr": 0.05}
+    assert saved["client"]["train_config"] == {"lr": 0.05} and saved["latency"]["model"] == "rpi_gaussian"
     for name in ("fedbuff", "orthofl"):
         events = pd.read_csv(tmp_path / "o" / name / "seed0" / "events.csv")
-        assert len(events) >= 18 and pd.read_csv(tmp_path / "o" / name / "seed0" / "metrics.csv")["accuracy"].notna().all()
+        metrics = pd.read_csv(tmp_path / "o" / name / "seed0" / "metrics.csv")
+        assert len(events) >= 6 and events["latency"].nunique() > 3  # the devices' drawn delays
+        assert metrics["accuracy"].notna().all() and metrics["accuracy"].iloc[-1] > metrics["accuracy"].iloc[0]
