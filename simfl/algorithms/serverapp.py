@@ -262,6 +262,8 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         grid = sim_grid(self.handoff, self.nodes)
         self.w = setup.init.clone()
         self.turns = 0
+        self.told = False
+        """The app was said to train on data of its own (:meth:`_own_data`)."""
         self.rounds = 0
         """Train rounds opened (Flower's numbering: the first is round 1)."""
         self.offered = 0
@@ -401,6 +403,7 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
 
         replies = []
         for a in arrivals:
+            self._own_data(a)
             sent = self.sent[a.client][0]
             (original,) = sent.content.array_records.values()
             trained = flower.to_record(self.setup.layout, a.weights)  # the sent entries simfl does not train kept
@@ -408,6 +411,18 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
             content = RecordDict({"arrays": arrays, "metrics": MetricRecord(dict(train_metrics(a)))})  # type: ignore[arg-type]
             replies.append(FlowerMessage(content, reply_to=sent))
         self.answer = replies
+
+    def _own_data(self, arrival: Arrival) -> None:
+        """Say once when a reply's ``num-examples`` is not the client's partition size: the app trains on data of
+        its own, not on the scenario's partition (which still sets the sample counts latencies may scale with)."""
+        examples = arrival.metrics.get("num-examples")
+        if self.told or examples is None or int(examples) == arrival.num_samples or self.setup.say is None:
+            return
+        self.told = True
+        self.setup.say(f"the ClientApp reports {int(examples)} examples for node {arrival.client + 1}, whose partition "
+                       f"in data.partition holds {arrival.num_samples}: the app trains on data of its own, and "
+                       "data.partition sets only the sample counts that workload-scaled latencies and by_data "
+                       "selection read")
 
     def global_weights(self) -> torch.Tensor:
         """The model the app sent last (its aggregate once it opens the next round)."""

@@ -124,6 +124,8 @@ def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
     rounds = [line for line in done.stderr.splitlines() if "[ROUND" in line]
     assert rounds == [f"serverapp seed0: [ROUND {r}] sampled 6 nodes (out of 6), received 6 results and 0 failures; "
                       f"virtual time {20 * r} s" for r in (1, 2, 3)], done.stderr
+    own = [line for line in done.stderr.splitlines() if "the app trains on data of its own" in line]
+    assert len(own) == 1 and "reports 250 examples for node 1, whose partition in data.partition holds" in own[0]
     config = {**flwr_app.read_app(APP).config, "save-to": str(tmp_path / "flower.pt")}
     theirs = flower_engine(config, 6)
     mine = torch.load(ours)
