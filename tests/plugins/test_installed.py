@@ -117,4 +117,5 @@ def test_an_unknown_name_lists_the_installed_plugin(installed: Path, tmp_path: P
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown name 'fadass'; allowed: " in err
-    assert err.endswith(", fedadam, scaffold, flower, fadas (installed plugins) or an import path package.module:Class")
+    assert err.endswith(", fedadam, scaffold, flower, serverapp, fadas (installed plugins) or an import path "
+                        "package.module:Class")
