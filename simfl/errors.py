@@ -6,12 +6,13 @@ code 2; anything else that escapes is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import errno
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -63,6 +64,16 @@ class UserCodeFailed(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}"
+
+
+@contextlib.contextmanager
+def as_field_error() -> Iterator[None]:
+    """Within a pydantic validator: an :class:`InputError` raised by a check the run also makes becomes the
+    ``ValueError`` pydantic reports at the field, with the same line."""
+    try:
+        yield
+    except InputError as exc:
+        raise ValueError(exc.message) from None
 
 
 def user_call(where: str, what: str, call: Callable[[], T], returns: Callable[[Any], bool] | None = None,

@@ -18,7 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
-from simfl.errors import InputError
+from simfl.errors import InputError, as_field_error
 from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section, UnitHalfOpen, UnitOpen
 from simfl.names import is_import_path, short_name
 from simfl.registry import Builtin
@@ -373,10 +373,8 @@ class FlowerConfig(AlgorithmConfig):
     def _a_strategy(cls, name: str) -> str:
         from simfl.algorithms.flower_strategies import strategy_class
 
-        try:
+        with as_field_error():
             strategy_class(name)
-        except InputError as exc:
-            raise ValueError(exc.message) from None
         return name
 
     @field_validator("options")
@@ -388,11 +386,8 @@ class FlowerConfig(AlgorithmConfig):
         if name is None:  # the strategy's own error is reported
             return options
         found, _ = strategy_class(name)
-        try:
-            with quiet():
-                never_opens(build(found, options, name), name, None)
-        except InputError as exc:
-            raise ValueError(exc.message) from None
+        with as_field_error(), quiet():
+            never_opens(build(found, options, name), name, None)
         return options
 
     @field_validator("train_config", "evaluate_config")
@@ -400,10 +395,8 @@ class FlowerConfig(AlgorithmConfig):
     def _a_config_record(cls, config: dict[str, Any]) -> dict[str, Any]:
         from simfl.algorithms.flower_strategies import config_record
 
-        try:
+        with as_field_error():
             config_record(config)
-        except InputError as exc:
-            raise ValueError(exc.message) from None
         return config
 
     def check_federation(self, num_clients: int, client_app: bool, where: str) -> None:
@@ -447,10 +440,8 @@ class ServerAppConfig(AlgorithmConfig):
 
         if not is_import_path(path):
             raise ValueError(f"must be an import path package.module:attribute, got {path!r}")
-        try:
+        with as_field_error():
             load_server_app(path)
-        except InputError as exc:
-            raise ValueError(exc.message) from None
         return path
 
 

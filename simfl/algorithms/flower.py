@@ -240,8 +240,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
                 raise InputError("algorithms.strategy", f"{self.config.strategy} sent a message to node "
                                  f"{client + 1}, which is not one of the free nodes it was given (or twice)")
             self._check_arrays(message.content.array_records, arrays)
-            self.configs[client] = {k: v for record in message.content.config_records.values()
-                                    for k, v in record.items()}
+            self.configs[client] = flower.message_config(message)
         return sorted(self.configs)
 
     def _check_arrays(self, records: Mapping[str, Any], sent: Any) -> None:
@@ -326,7 +325,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
                 raise InputError("algorithms.strategy", f"{self.config.strategy} asked node {client + 1} to "
                                  "evaluate, which is not one of the nodes it was given")
             self._check_arrays(message.content.array_records, arrays)
-            config = {k: v for record in message.content.config_records.values() for k, v in record.items()}
+            config = flower.message_config(message)
             sent = FlowerMessage(RecordDict(), dst_node_id=client + 1, message_type=MessageType.EVALUATE)
             sent.metadata.__dict__["_message_id"] = f"{self.server_round}.{client}.evaluate"
             content = RecordDict({"metrics": MetricRecord(evaluate(client, self.w, config))})  # type: ignore[arg-type]

@@ -239,6 +239,23 @@ def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
     return SimGrid()
 
 
+def launch(path: str, run_config: Mapping[str, Any], nodes: list[int]) -> Handoff:
+    """The ServerApp at ``path``, ready to start on a grid listing ``nodes`` (kept up to date by the caller), with a
+    server context holding ``run_config``; its ``Strategy.start`` results go to the handoff's ``results``."""
+    require(WHERE)
+    from flwr.app import Context, RecordDict
+
+    flower.prepare()
+    _tap()
+    app = load_server_app(path, WHERE)
+    context = Context(run_id=1, node_id=flower.SERVER_NODE, node_config={}, state=RecordDict(),
+                      run_config=dict(run_config))
+    grid: Any = None
+    handoff = Handoff(lambda: app(grid, context), f"the ServerApp {path}")
+    grid = sim_grid(handoff, nodes)
+    return handoff
+
+
 class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
     """Rounds whose nodes, messages and aggregation are a Flower ServerApp's (module docstring)."""
 
@@ -246,20 +263,11 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
 
     def __init__(self, config: ServerAppConfig, setup: Setup) -> None:
         super().__init__(config, setup)
-        require(WHERE)
-        from flwr.app import Context, RecordDict
-
-        flower.prepare()
-        _tap()
-        app = load_server_app(config.app, WHERE)
         self.what = f"the ServerApp {config.app}"
         self.nodes: list[int] = []
         """The node ids the app's grid lists: the clients free at the latest opening, + 1."""
-        context = Context(run_id=1, node_id=flower.SERVER_NODE, node_config={}, state=RecordDict(),
-                          run_config=dict(config.run_config))
-        grid: Any = None
-        self.handoff = Handoff(lambda: app(grid, context), self.what)
-        grid = sim_grid(self.handoff, self.nodes)
+        self.handoff = launch(config.app, config.run_config, self.nodes)
+        self.exchanged = set(setup.layout.names)
         self.w = setup.init.clone()
         self.turns = 0
         self.told = False
@@ -312,7 +320,7 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
             if turn.kind == "failed":
                 assert turn.error is not None
                 raise turn.error
-            kinds = {str(m.metadata.message_type).split(".")[0] for m in turn.messages}
+            kinds = {flower.message_kind(m) for m in turn.messages}
             if kinds == {"evaluate"}:
                 answer = [self._evaluated(m, free) for m in turn.messages]
                 continue
@@ -326,9 +334,7 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         """``main`` returned: its last Result's arrays are the final model."""
         self.finished = True
         if self.handoff.results and self.handoff.results[-1].arrays is not None:
-            record = self.handoff.results[-1].arrays
-            fixed = {k: None for k in record if k not in set(self.setup.layout.names)}
-            self.w = flower.from_record(self.setup.layout, record, WHERE, fixed)
+            self.w = self._flat(self.handoff.results[-1].arrays)
 
     def tables(self) -> dict[str, list[dict[str, Any]]]:
         """The last Result's per-round metrics (module docstring); none before ``main`` returned one."""
@@ -353,11 +359,14 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
             raise InputError(WHERE, f"{self.what} sent node {message.metadata.dst_node_id} {len(records)} "
                              "ArrayRecords; simfl carries one, the model's")
         (record,) = records.values()
-        fixed = {k: None for k in record if k not in set(self.setup.layout.names)
+        return self._flat(record), flower.message_config(message)
+
+    def _flat(self, record: Any) -> torch.Tensor:
+        """An app's ArrayRecord as flat weights: the model's tensors, its integer entries (buffers simfl does not
+        exchange) ignored."""
+        fixed = {k: None for k in record if k not in self.exchanged
                  and not np.issubdtype(record[k].numpy().dtype, np.floating)}
-        weights = flower.from_record(self.setup.layout, record, WHERE, fixed)
-        config = {k: v for r in message.content.config_records.values() for k, v in r.items()}
-        return weights, config
+        return flower.from_record(self.setup.layout, record, WHERE, fixed)
 
     def _open(self, messages: list[Any], free: list[int]) -> list[int]:
         """The round of the app's train ``messages``: every node is sent the same model."""
@@ -443,15 +452,7 @@ def first_train_config(path: str, run_config: Mapping[str, Any], nodes: int, see
     """The config of the first train message the ServerApp at ``path`` sends (``server-round`` left out), its
     ``main`` run on a grid of ``nodes`` free nodes until then and unwound: what a train message of simfl's own
     algorithms carries to the same ClientApp (``client.train_config``). {} when ``main`` sends none."""
-    from flwr.app import Context, RecordDict
-
-    flower.prepare()
-    app = load_server_app(path, WHERE)
-    context = Context(run_id=1, node_id=flower.SERVER_NODE, node_config={}, state=RecordDict(),
-                      run_config=dict(run_config))
-    grid: Any = None
-    handoff = Handoff(lambda: app(grid, context), f"the ServerApp {path}")
-    grid = sim_grid(handoff, list(range(1, nodes + 1)))
+    handoff = launch(path, run_config, list(range(1, nodes + 1)))
     try:
         with seeded(seed, 1):
             turn = handoff.turn(None)
@@ -465,8 +466,8 @@ def first_train_config(path: str, run_config: Mapping[str, Any], nodes: int, see
             assert turn.error is not None
             raise turn.error
         for message in turn.messages:
-            if str(message.metadata.message_type).split(".")[0] == "train":
-                config = {k: v for r in message.content.config_records.values() for k, v in r.items()}
+            if flower.message_kind(message) == "train":
+                config = flower.message_config(message)
                 config.pop("server-round", None)
                 return config
         return {}

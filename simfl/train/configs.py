@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from simfl.errors import InputError
+from simfl.errors import InputError, as_field_error
 from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section
 from simfl.names import import_object
 
@@ -130,10 +130,8 @@ class ClientConfig(Section):
     def _an_app(cls, path: str | None) -> str | None:
         """The app is loaded as every run loads it, so that ``simfl validate`` refuses what the run would."""
         if path is not None:
-            try:
+            with as_field_error():
                 load_app(path)
-            except InputError as exc:
-                raise ValueError(exc.message) from None
         return path
 
     @field_validator("timeout")

@@ -146,6 +146,16 @@ def whole_examples(metrics: Mapping[str, float]) -> dict[str, int | float]:
     return {k: int(v) if k == "num-examples" and float(v).is_integer() else float(v) for k, v in metrics.items()}
 
 
+def message_config(message: Any) -> dict[str, Any]:
+    """A Flower message's config: the entries of every ConfigRecord of its content."""
+    return {k: v for record in message.content.config_records.values() for k, v in record.items()}
+
+
+def message_kind(message: Any) -> str:
+    """A Flower message's type without its action suffix (``train``, ``evaluate``, ``query``)."""
+    return str(message.metadata.message_type).split(".")[0]
+
+
 def scalar_metrics(values: Mapping[str, Any]) -> dict[str, float]:
     """The int and float entries of a MetricRecord (lists left out), as floats."""
     return {k: float(v) for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
