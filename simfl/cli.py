@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "under the scenario's latencies (runs the app's code)")
     p_frun.add_argument("app_dir", type=Path, help="the app's folder (with its pyproject.toml)")
     p_frun.add_argument("--scenario", type=Path, default=None, metavar="FILE",
-                        help="latencies, availability, failures, budget, seeds, data and model (YAML, no client:)")
+                        help="latencies, availability, failures, budget, seeds (YAML, no client:); data and model "
+                        "only to replace the app's own")
     p_frun.add_argument("--run-config", action="append", default=[], metavar="'K=V ...'",
                         help="override the app's run config, as flwr run takes it (TOML values, or a .toml file)")
     p_frun.add_argument("--federation-config", action="append", default=[], metavar="'K=V ...'",
@@ -178,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_frun.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_frun.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
     p_frun.add_argument("--verify", action="store_true", help="check simulation invariants while running")
+    p_frun.add_argument("--checkpoint-every", default=None, metavar="N|Ts",
+                        help="as simfl run, for runs of simfl's own algorithms (a ServerApp's run is not checkpointed)")
+    p_frun.add_argument("--resume", type=Path, default=None, metavar="OUT",
+                        help="continue OUT (its scenario as it was): finished runs kept, checkpointed runs resumed, "
+                        "a ServerApp's unfinished run started again (the same numbers)")
     _parallel(p_frun)
     _max_memory(p_frun)
     p_frun.set_defaults(func=cmd_flwr_run)
@@ -372,27 +378,40 @@ def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, out
 
 def cmd_flwr_run(args: argparse.Namespace) -> int:
     """``simfl flwr run APP_DIR``: a Flower App as ``flwr run`` runs it, in virtual time (:mod:`simfl.launch.flwr_app`)."""
-    from simfl import names
+    from simfl import names, outdir
     from simfl.launch import flwr_app
+    from simfl.launch.checkpoint import parse_every
     from simfl.schema import scenario as scenario_mod
     from simfl.train.configs import require
 
     require("flwr run")
     app = flwr_app.read_app(args.app_dir)
+    every = parse_every(args.checkpoint_every) if args.checkpoint_every is not None else None
+    flwr_app.importable(args.app_dir)
+    if args.resume is not None:
+        if (args.scenario is not None or args.overrides or args.seeds or args.run_config or args.federation_config
+                or args.out is not None):
+            raise InputError("--resume", "takes no --scenario, --set, --seeds, --run-config, --federation-config or "
+                             "--out: it continues OUT as it was")
+        with names.allowing_imports(True), outdir.hold(args.resume):
+            flwr_app.check_resumed(app, args.resume)
+            return _run_resumed(args, every)
     base = scenario_mod.read_yaml(args.scenario) if args.scenario is not None else {}
     for text in args.overrides + ([f"seeds=[{','.join(map(str, args.seeds))}]"] if args.seeds else []):
         scenario_mod.apply_override(base, text)
     run_config = flwr_app.parse_pairs(args.run_config, "--run-config")
     federation = flwr_app.parse_pairs(args.federation_config, "--federation-config")
-    flwr_app.importable(args.app_dir)
     where = str(args.scenario) if args.scenario is not None else str(args.app_dir)
     with names.allowing_imports(True):  # running the app's code is what the command is for, as with flwr run
         raw = flwr_app.app_scenario(app, base, run_config, federation)
         scn = scenario_mod.validate(raw, where=where)
         if args.scenario is not None:
             scn = scenario_mod.resolve_paths(scn, args.scenario.parent)
+        if every is not None and any(a.name == "serverapp" for a in scn.algorithms):
+            raise InputError("--checkpoint-every", "a ServerApp's run cannot be checkpointed (its main is Python code "
+                             "under way); --resume OUT starts an unfinished one again, with the same numbers")
         args.file = args.scenario or args.app_dir
-        return _run_fresh(args, scn, None)
+        return _run_fresh(args, scn, every)
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
@@ -444,11 +463,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from simfl.models import MODELS
-    from simfl.models.summary import format_table, summary
+    from simfl.models.summary import format_table, listed, summary
 
     rows = []
-    for name in args.names or list(MODELS):
+    for name in args.names or listed():
         try:
             rows.extend(summary([name]))
         except InputError as exc:
@@ -579,6 +597,8 @@ def _again(args: argparse.Namespace | None) -> str:
     if args is not None and getattr(args, "func", None) is cmd_sweep:
         return "the same `simfl sweep` command"
     out = getattr(args, "resume", None) or getattr(args, "out", None)
+    if args is not None and getattr(args, "func", None) is cmd_flwr_run:
+        return f"`simfl flwr run {args.app_dir} --resume {out if out is not None else 'OUT'}`"
     return f"`simfl run --resume {out if out is not None else 'OUT'}`"
 
 

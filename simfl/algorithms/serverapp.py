@@ -44,10 +44,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import inspect
 import queue
 import random
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -60,8 +61,10 @@ from simfl.algorithms.configs import ServerAppConfig
 from simfl.algorithms.flower import train_metrics
 from simfl.algorithms.flower_strategies import load_server_app
 from simfl.errors import InputError, UserCodeFailed, user_call
+from simfl.models.flat import Layout
 from simfl.train import flower
 from simfl.train.configs import require
+from simfl.train.evaluate import Scores
 from simfl.train.message import Message
 
 if TYPE_CHECKING:
@@ -77,25 +80,29 @@ class _Ended(BaseException):
     """The run ended while the app waited on the grid: unwinds the app's thread."""
 
 
-_RESULTS: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("simfl_serverapp_results", default=None)
-"""Where ``Strategy.start`` called in a ServerApp's thread puts its Result (:func:`_tap`)."""
+_RUN: contextvars.ContextVar[Handoff | None] = contextvars.ContextVar("simfl_serverapp_run", default=None)
+"""The ServerApp's run whose thread this is: where ``Strategy.start`` puts its Result and evaluate_fn (:func:`_tap`)."""
 
 
 def _tap() -> None:
-    """Make ``flwr.serverapp.strategy.Strategy.start`` hand its Result to the ServerApp's run that called it
-    (once per process; elsewhere it behaves as before)."""
+    """Make ``flwr.serverapp.strategy.Strategy.start`` hand its ``evaluate_fn`` and its Result to the ServerApp's run
+    that called it (once per process; elsewhere it behaves as before)."""
     from flwr.serverapp.strategy import Strategy
 
     original = Strategy.start
     if getattr(original, "_simfl_tap", False):
         return
+    signature = inspect.signature(original)
 
     @functools.wraps(original)
     def start(self: Any, *args: Any, **kwargs: Any) -> Any:
+        run = _RUN.get()
+        if run is not None:
+            with contextlib.suppress(TypeError):  # a call Flower refuses is Flower's to report
+                run.evaluate_fn = signature.bind(self, *args, **kwargs).arguments.get("evaluate_fn")
         result = original(self, *args, **kwargs)
-        sink = _RESULTS.get()
-        if sink is not None:
-            sink.append(result)
+        if run is not None:
+            run.results.append(result)
         return result
 
     start._simfl_tap = True  # type: ignore[attr-defined]
@@ -117,10 +124,11 @@ class _Turn:
 
 
 @contextlib.contextmanager
-def seeded(seed: int, turn: int) -> Iterator[None]:
-    """Python's, NumPy's and torch's global generators seeded from ``(seed, "serverapp", turn)``, restored after."""
+def seeded(seed: int, *key: int | str) -> Iterator[None]:
+    """Python's, NumPy's and torch's global generators seeded from ``(seed, "serverapp", *key)`` (``key``: the app's
+    turn), restored after."""
     py_state, np_state, torch_state = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
-    draw = rng.stream(seed, "serverapp", turn)
+    draw = rng.stream(seed, "serverapp", *key)
     random.seed(int(draw.integers(2**63)))
     np.random.seed(int(draw.integers(2**32)))
     torch.manual_seed(int(draw.integers(2**63)))
@@ -141,10 +149,12 @@ class Handoff:
         self.ended = False
         self.results: list[Any] = []
         """What the app's ``Strategy.start`` calls returned, in order."""
+        self.evaluate_fn: Callable[[int, Any], Any] | None = None
+        """The ``evaluate_fn`` the app gave ``Strategy.start`` last (its server-side evaluation), if any."""
         self.thread = threading.Thread(target=self._run, args=(main, what), name="simfl-serverapp", daemon=True)
 
     def _run(self, main: Any, what: str) -> None:
-        _RESULTS.set(self.results)
+        _RUN.set(self)
         try:
             user_call(WHERE, what, main)
         except (UserCodeFailed, InputError, KeyboardInterrupt) as exc:
@@ -425,7 +435,8 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         """Say once when a reply's ``num-examples`` is not the client's partition size: the app trains on data of
         its own, not on the scenario's partition (which still sets the sample counts latencies may scale with)."""
         examples = arrival.metrics.get("num-examples")
-        if self.told or examples is None or int(examples) == arrival.num_samples or self.setup.say is None:
+        if (self.told or self.config.own_data or examples is None or int(examples) == arrival.num_samples
+                or self.setup.say is None):
             return
         self.told = True
         self.setup.say(f"the ClientApp reports {int(examples)} examples for node {arrival.client + 1}, whose partition "
@@ -448,10 +459,23 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         raise InputError("--resume", f"a run of {self.what} cannot be resumed")
 
 
-def first_train_config(path: str, run_config: Mapping[str, Any], nodes: int, seed: int) -> dict[str, Any]:
-    """The config of the first train message the ServerApp at ``path`` sends (``server-round`` left out), its
-    ``main`` run on a grid of ``nodes`` free nodes until then and unwound: what a train message of simfl's own
-    algorithms carries to the same ClientApp (``client.train_config``). {} when ``main`` sends none."""
+@dataclass
+class AppStart:
+    """What a ServerApp's ``main`` does before its first round (:func:`probe`)."""
+
+    config: dict[str, Any]
+    """The config of its first train message (``server-round`` left out): what a train message of simfl's own
+    algorithms carries to the same ClientApp (``client.train_config``); {} when ``main`` sends none."""
+    arrays: dict[str, np.ndarray] | None
+    """The arrays of its first train message, by name (the app's initial model); None when it sends none."""
+    evaluate_fn: Callable[[int, Any], Any] | None
+    """The ``evaluate_fn`` it gave ``Strategy.start`` (its server-side evaluation); None: none."""
+
+
+def probe(path: str, run_config: Mapping[str, Any], nodes: int, seed: int) -> AppStart:
+    """Run the ServerApp at ``path`` on a grid of ``nodes`` free nodes until its first train message, as the
+    run's first turn does (seeded alike, so its initial model is the one a ServerApp run of ``seed`` starts from),
+    then unwind it."""
     handoff = launch(path, run_config, list(range(1, nodes + 1)))
     try:
         with seeded(seed, 1):
@@ -469,7 +493,33 @@ def first_train_config(path: str, run_config: Mapping[str, Any], nodes: int, see
             if flower.message_kind(message) == "train":
                 config = flower.message_config(message)
                 config.pop("server-round", None)
-                return config
-        return {}
+                records = list(message.content.array_records.values())
+                arrays = {k: np.array(v.numpy(), copy=True) for k, v in records[0].items()} if len(records) == 1 else None
+                return AppStart(config, arrays, handoff.evaluate_fn)
+        return AppStart({}, None, handoff.evaluate_fn)
     finally:
         handoff.end()
+
+
+class AppEvaluation:
+    """simfl's evaluation grid scored by the app's own server-side ``evaluate_fn`` (its model is the app's, which
+    simfl cannot run): its MetricRecord's ``accuracy`` (or ``acc``) and ``loss`` are the row's scores, NaN where it
+    gives none. The k-th call is the app's round k - 1 (the first scores the initial model, as Flower's round 0),
+    its global generators seeded from ``(seed, "serverapp", "evaluate", k)``."""
+
+    def __init__(self, layout: Layout, start: AppStart, seed: int) -> None:
+        assert start.evaluate_fn is not None and start.arrays is not None
+        self.layout, self.evaluate_fn, self.template, self.seed = layout, start.evaluate_fn, start.arrays, seed
+        self.calls = 0
+
+    def __call__(self, weights: torch.Tensor) -> Scores:
+        from flwr.app import Array, ArrayRecord
+
+        trained = flower.to_record(self.layout, weights)
+        arrays = ArrayRecord({k: trained[k] if k in trained else Array(v) for k, v in self.template.items()})
+        self.calls += 1
+        with seeded(self.seed, "evaluate", self.calls):
+            record = user_call(WHERE, "the ServerApp's evaluate_fn", lambda: self.evaluate_fn(self.calls - 1, arrays))
+        scores = flower.scalar_metrics(record) if record is not None else {}
+        accuracy = scores.get("accuracy", scores.get("acc", float("nan")))
+        return Scores(accuracy=float(accuracy), loss=float(scores.get("loss", float("nan"))))

@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from simfl.data.partition import PartitionConfig
 from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
@@ -126,6 +126,23 @@ class HfConfig(DataConfigBase):
     cache_dir: Path | None = Field(None, description="datasets' cache folder (default: its own, ~/.cache/huggingface).")
 
 
+class FlowerAppDataConfig(DataConfigBase):
+    """The ClientApp's own data (what simfl flwr run uses without a data: section): simfl holds none. Each client
+    is taken to hold ``samples`` samples, which only workload-scaled latencies and by_data selection read; the
+    ClientApp's replies (num-examples) weight the aggregation. The partition is iid: it sets the client count."""
+
+    dataset: Literal["flower_app"] = Field("flower_app", description="Dataset name.")
+    samples: PositiveInt = Field(1, description="Samples each client is taken to hold.")
+
+    @field_validator("partition")
+    @classmethod
+    def _clients_only(cls, partition: Any) -> Any:
+        if getattr(partition, "kind", None) != "iid":
+            raise ValueError("the flower_app dataset is the ClientApp's own data, so simfl only counts its clients: "
+                             "use {kind: iid, clients: N}")
+        return partition
+
+
 BUILTINS: dict[str, Builtin] = {
     "digits": Builtin(DigitsConfig, "simfl.data.digits:Digits"),
     "synthetic": Builtin(SyntheticConfig, "simfl.data.synthetic:Synthetic"),
@@ -136,5 +153,6 @@ BUILTINS: dict[str, Builtin] = {
     "har": Builtin(HarConfig, "simfl.data.har:Har"),
     "hapt": Builtin(HaptConfig, "simfl.data.har:Hapt"),
     "hf": Builtin(HfConfig, "simfl.data.hf:Hf"),
+    "flower_app": Builtin(FlowerAppDataConfig, "simfl.data.app:FlowerAppData"),
 }
 """The built-in datasets by ``data.dataset``, in the order the reference lists them."""

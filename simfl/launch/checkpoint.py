@@ -320,7 +320,7 @@ class Session:
                             f"at virtual time {state['now']!r}, {state['updates']} updates")
         where = "; ".join(f"{a} seed{s} {text}" for (a, s), text in sorted(held.items())) or "none"
         text = (f"status: incomplete, {self.note}\nfinished: {done}\ncheckpoint: {where}\n"
-                f"continue with: simfl run --resume {out}\n")
+                f"continue with: simfl run --resume {out}  (a Flower App's run: simfl flwr run APP_DIR --resume {out})\n")
         write_atomic(self.stage / INCOMPLETE_FILE, text.encode())
 
     def remove_tmp(self) -> None:

@@ -29,6 +29,7 @@ from simfl.errors import InputError
 from simfl.latency import Workload
 from simfl.latency.availability import Availability, with_absences
 from simfl.models import Layout
+from simfl.models.configs import FlowerAppModelConfig
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
 from simfl.output.recording import LayerRecorder
 from simfl.schema import estimate, plugins
@@ -55,6 +56,9 @@ class Federation:
     layout: Layout
     init: torch.Tensor
     workload: Workload
+    evaluate: Callable[[torch.Tensor], Scores] | None = None
+    """How the global model is scored, when not by simfl on the test set: a Flower app's model by the app's
+    evaluate_fn (:class:`~simfl.algorithms.serverapp.AppEvaluation`), or not at all."""
 
     @property
     def client_sizes(self) -> list[int]:
@@ -92,15 +96,33 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
     parts = split(scenario.data.partition, labels, rng.stream(seed, "partition"), dataset.groups_train)
     scenario.check_clients(len(parts))
     shards = Shards(dataset.x_train, dataset.y_train, parts)
-    model = build_model(scenario, dataset, seed)
+    evaluate: Callable[[torch.Tensor], Scores] | None = None
+    if isinstance(scenario.model, FlowerAppModelConfig):
+        model, evaluate = app_model(scenario.model, len(parts), seed)
+        flops = 0  # the app's network is not simfl's to run
+    else:
+        model = build_model(scenario, dataset, seed)
+        flops = training_flops_per_sample(model, dataset.x_train[0])
     layout = Layout.of(model)
-    workload = Workload(
-        model_bytes=exchanged_bytes(layout),
-        flops_per_sample=training_flops_per_sample(model, dataset.x_train[0]),
-        samples=shards.sizes(),
-        epochs=scenario.train.epochs,
-    )
-    return Federation(seed, dataset, shards, model, layout, layout.flatten(model), workload)
+    workload = Workload(model_bytes=exchanged_bytes(layout), flops_per_sample=flops, samples=shards.sizes(),
+                        epochs=scenario.train.epochs)
+    return Federation(seed, dataset, shards, model, layout, layout.flatten(model), workload, evaluate)
+
+
+def app_model(config: FlowerAppModelConfig, nodes: int, seed: int) -> tuple[nn.Module, Callable[[torch.Tensor], Scores]]:
+    """A Flower app's model: the arrays its ServerApp sends first (on a grid of ``nodes``, as a ServerApp run of
+    ``seed`` starts), and how it is scored: by the app's evaluate_fn, or not at all (NaN) when it gives none."""
+    from simfl.algorithms.serverapp import AppEvaluation, probe
+    from simfl.models.arrays import ArraysNet
+
+    start = probe(config.app, config.run_config, nodes, seed)
+    if start.arrays is None:
+        raise InputError("model.name", f"flower_app takes the model from the first train message of the ServerApp "
+                         f"{config.app}, which sent none with one ArrayRecord; name a model")
+    model = ArraysNet(start.arrays)
+    if start.evaluate_fn is None:
+        return model, no_evaluation
+    return model, AppEvaluation(Layout.of(model), start, seed)
 
 
 def make_executor(scenario: Scenario, fed: Federation) -> Executor:
@@ -209,7 +231,7 @@ def run_one(
     latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
     evaluator: Callable[[torch.Tensor], Scores] = (
         no_evaluation if null
-        else Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
+        else fed.evaluate or Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
     )
     presence = with_absences(scenario.availability, latency.absences())
     availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)

@@ -10,12 +10,15 @@ The folder's ``pyproject.toml`` says what Flower's ``flwr run`` reads:
   ``backend.client-resources.num-cpus``), then ``--federation-config "num-supernodes=N ..."``.
 
 The scenario (``--scenario FILE``) gives what Flower's simulation has no word for: latencies, availability,
-failures, seeds, and for now the data and the model (the app's model as a model plugin) that simfl's clients
-and its test-set evaluation use. To it this module adds ``client: {flower_app, run_config}``, the partition's
-client count (``num-supernodes``), the training threads (``num-cpus``, Flower's default 2, so that numbers
-match Flower's engine) and, unless the scenario names its own algorithms (an asynchronous rule over the same
-ClientApp, ``--set 'algorithms=[{name: orthofl}]'``), the entry ``{name: serverapp}``
-(:mod:`simfl.algorithms.serverapp`): the app's ServerApp as written. A run of the ServerApp ends when its
+failures, seeds, budget. To it this module adds ``client: {flower_app, run_config}``, the training threads
+(``num-cpus``, Flower's default 2, so that numbers match Flower's engine) and, unless the scenario names its
+own algorithms (an asynchronous rule over the same ClientApp, ``--set 'algorithms=[{name: orthofl}]'``), the
+entry ``{name: serverapp}`` (:mod:`simfl.algorithms.serverapp`): the app's ServerApp as written. Without a
+``model:`` section the model is the app's (``{name: flower_app}``: the arrays its ServerApp sends first, scored
+by its ``evaluate_fn``, :mod:`simfl.models.arrays`); without ``data:`` the data are the ClientApp's own
+(``{dataset: flower_app}``, :mod:`simfl.data.app`), ``num-supernodes`` clients. A ``data:`` section (simfl's
+partition, which ``simfl.train.flower.client_data`` hands an app that asks) takes ``num-supernodes`` as its
+client count. A run of the ServerApp ends when its
 ``main`` returns, so the budget defaults to one no app reaches (100,000 periods of ``eval.every``, whose
 default is 60 virtual seconds).
 """
@@ -134,9 +137,18 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
     every = raw["eval"].get("every", DEFAULT_EVAL) if isinstance(raw["eval"], Mapping) else DEFAULT_EVAL
     if isinstance(every, int | float) and every > 0:
         raw.setdefault("budget", {"time": float(every) * OPEN_PERIODS})
-    if "num-supernodes" in options:
-        nodes = _whole(options["num-supernodes"], "--federation-config: num-supernodes")
-        data = dict(raw.get("data", {}))
+    nodes = _whole(options["num-supernodes"], "--federation-config: num-supernodes") if "num-supernodes" in options \
+        else None
+    if "data" not in raw:
+        if nodes is None:
+            raise InputError("--federation-config: num-supernodes", "is needed: the app loads its own data, so "
+                             "simfl learns the number of nodes from the federation (or from a data: section)")
+        raw["data"] = {"dataset": "flower_app", "partition": {"kind": "iid", "clients": nodes}}
+        for entry in raw["algorithms"]:
+            if isinstance(entry, dict) and entry.get("name") == "serverapp":
+                entry["own_data"] = True
+    elif nodes is not None:
+        data = dict(raw["data"])
         partition = dict(data.get("partition", {}))
         if partition.get("clients", nodes) != nodes:
             raise InputError("--federation-config: num-supernodes", f"is {nodes}, but the scenario's "
@@ -144,6 +156,7 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
         partition["clients"] = nodes
         data["partition"] = partition
         raw["data"] = data
+    raw.setdefault("model", {"name": "flower_app", "app": app.serverapp, "run_config": config})
     if any(not (isinstance(a, Mapping) and a.get("name") == "serverapp") for a in raw["algorithms"]):
         raw["client"]["train_config"] = _probe(app, config, raw)
     cpus = options.get("backend.client-resources.num-cpus", DEFAULT_CPUS)
@@ -155,14 +168,14 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
 
 def _probe(app: FlowerApp, config: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
     """The config the app's ServerApp sends with its first train message, for simfl's own algorithms' messages."""
-    from simfl.algorithms.serverapp import first_train_config
+    from simfl.algorithms.serverapp import probe
 
     partition = raw.get("data", {}).get("partition", {}) if isinstance(raw.get("data"), Mapping) else {}
     nodes = partition.get("clients") if isinstance(partition, Mapping) else None
     seeds = raw.get("seeds", [0])
     seed = seeds[0] if isinstance(seeds, list) and seeds and isinstance(seeds[0], int) else 0
     importable(app.folder)
-    return first_train_config(app.serverapp, config, nodes if isinstance(nodes, int) and nodes > 0 else 1, seed)
+    return probe(app.serverapp, config, nodes if isinstance(nodes, int) and nodes > 0 else 1, seed).config
 
 
 def importable(folder: Path) -> None:
@@ -173,3 +186,16 @@ def importable(folder: Path) -> None:
     current = os.environ.get("PYTHONPATH", "")
     if path not in current.split(os.pathsep):
         os.environ["PYTHONPATH"] = path + (os.pathsep + current if current else "")
+
+
+def check_resumed(app: FlowerApp, out: Path) -> None:
+    """Refuse to continue ``out`` with another app than the one it ran (its scenario.yaml's client.flower_app)."""
+    from simfl.output.results import OutputFolder
+    from simfl.schema import scenario as scenario_mod
+
+    folder = OutputFolder(out, reopen=True)  # one line when there is nothing to resume
+    ran = scenario_mod.read_yaml(folder.stage / "scenario.yaml").get("client")
+    clientapp = ran.get("flower_app") if isinstance(ran, Mapping) else None
+    if clientapp != app.clientapp:
+        raise InputError("--resume", f"{out} ran the ClientApp {clientapp!r}, not {app.clientapp!r} of {app.folder}; "
+                         "give the folder of the app it ran")

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -78,6 +78,18 @@ class TextConfig(Section):
     )
 
 
+class FlowerAppModelConfig(Section):
+    """The model a Flower ServerApp sends in its first train message, as named arrays (what simfl flwr run uses
+    without a model: section). The ClientApp trains it and the app's evaluate_fn scores it: simfl cannot run it,
+    and its training FLOPs are unknown."""
+
+    name: Literal["flower_app"] = Field("flower_app", description="Model name.")
+    app: str = Field(description="The ServerApp's import path package.module:attribute.")
+    run_config: dict[str, Any] = Field(
+        default_factory=dict, description="The ServerApp's context.run_config while it is asked for its model."
+    )
+
+
 BUILTINS: dict[str, Builtin] = {
     "smallcnn": Builtin(SmallCNNConfig, "simfl.models.small:SmallCNN"),
     "mlp": Builtin(MLPConfig, "simfl.models.small:MLP"),
@@ -86,5 +98,6 @@ BUILTINS: dict[str, Builtin] = {
     "mobilenetv2": Builtin(MobileNetV2Config, "simfl.models.mobilenet:MobileNetV2"),
     "resnet18_1d": Builtin(ResNet18_1DConfig, "simfl.models.resnet1d:ResNet18_1D"),
     "text": Builtin(TextConfig, "simfl.models.text:Text"),
+    "flower_app": Builtin(FlowerAppModelConfig, "simfl.models.arrays:FromApp"),
 }
 """The built-in models by ``model.name``, in the order ``simfl models`` lists them."""

@@ -54,20 +54,30 @@ def summarize(model: nn.Module, name: str, input_shape: tuple[int, ...], num_cla
     )
 
 
+def listed() -> list[str]:
+    """The models ``simfl models`` shows by default: every registered one with a size of its own."""
+    from simfl.models import MODELS
+
+    return [n for n in MODELS if getattr(MODELS[n], "summarised", True)]
+
+
 def summary(names: list[str] | None = None) -> list[ModelSummary]:
     """Summaries of the registered models (all by default), built for their paper dataset.
 
     The text model is summarised with the packaged offline encoder; a model
-    whose optional dependencies are missing raises InputError.
+    whose optional dependencies are missing raises InputError, and so does one with no size of its own
+    (``flower_app``, left out of the default list).
     """
     from simfl.models import MODELS
 
     out = []
-    for name in names or list(MODELS):
+    for name in names or listed():
         if name not in MODELS:
             raise InputError("model.name", f"unknown model {name!r}; known: {', '.join(MODELS)}")
         shape, classes, extra = PAPER_SHAPES.get(name, ((1, 28, 28), 10, {}))
         builder = MODELS[name]
+        if not getattr(builder, "summarised", True):
+            raise InputError("model.name", f"{name} is whatever model a Flower app sends; it has no size of its own")
         model = builder.build(builder.Config(**extra), shape, classes)
         out.append(summarize(model, name, shape, classes))
     return out

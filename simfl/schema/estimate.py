@@ -402,6 +402,8 @@ def data_shape(data: Any) -> DataShape:
         return DataShape(shape, classes, train, test)
     if name == "synthetic":
         return DataShape((int(data.features),), int(data.classes), int(data.train_size), int(data.test_size))
+    if name == "flower_app":  # one placeholder row per sample counted (simfl.data.app)
+        return DataShape((1,), 1, int(data.partition.clients) * int(data.samples), 0)
     if name == "hapt":
         windows = 1_200_000 // max(1, int(data.step))  # about 20 h at 50 Hz in the raw recordings
         return DataShape((6, int(data.window)), 6, int(0.7 * windows), int(0.3 * windows))
@@ -455,10 +457,12 @@ def measure_model(scenario: Any, data: DataShape) -> ModelCost:
         return InputError("model.name", f"{name} needs {MODEL_NEEDS.get(name, 'other samples')}; data.dataset "
                           f"{dataset} gives {gives}{detail}")
 
-    if (name == "text") != (dataset == "newsgroups"):
+    if name != "flower_app" and (name == "text") != (dataset == "newsgroups"):
         raise misfit()
-    if name == "text" or not data.shape:
-        return None, 0, 0, None  # the encoder is read from files when the run starts; a plugin dataset's shape is unknown
+    if name in ("text", "flower_app") or not data.shape:
+        # the encoder is read from files, the app's model sent by the app, when the run starts; a plugin dataset's
+        # shape is unknown
+        return None, 0, 0, None
     import torch
 
     from simfl.models.cost import training_flops_per_sample

@@ -263,6 +263,17 @@ class Scenario(Section):
                                      "training, which a Flower ClientApp (client.flower_app) replaces")
         return self
 
+    @model_validator(mode="after")
+    def _the_apps_own_data_and_model(self) -> Scenario:
+        """The Flower app's data and model (what ``simfl flwr run`` writes without data: or model:) are trained only
+        by its ClientApp: simfl's own training has no data or network to run there."""
+        app = self.client is not None and self.client.flower_app is not None
+        for key, name in (("data.dataset", self.data.dataset), ("model.name", self.model.name)):
+            if name == "flower_app" and not app and self.executor.kind != "none":
+                raise ValueError(f"{key} flower_app is a Flower app's own; it needs the app's ClientApp "
+                                 "(client.flower_app) to train, or executor: {kind: none}")
+        return self
+
     @field_validator("name")
     @classmethod
     def _name_is_one_folder_name(cls, name: str) -> str:

@@ -8,7 +8,6 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
-from pydantic import BaseModel
 
 from simfl import rng
 from tests.flower.apps import mlp
@@ -53,19 +52,6 @@ raising_app = ServerApp()
 def raising_main(grid: Grid, context: Context) -> None:
     list(grid.get_node_ids())
     raise RuntimeError("the user's server app failed")
-
-
-class TinyNet:
-    """simfl model plugin: the test app's Net (``tests/flower/app_folder``), for simfl's clients and evaluation."""
-
-    class Config(BaseModel):
-        """No options."""
-
-    @staticmethod
-    def build(config: BaseModel, input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
-        from tinyapp.task import Net  # the app folder is importable under simfl flwr run
-
-        return Net()
 
 
 mixed_app = ServerApp()

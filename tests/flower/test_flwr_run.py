@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import subprocess
 from pathlib import Path
@@ -94,6 +95,12 @@ def test_the_app_folder_is_read_as_flwr_run_reads_it() -> None:
     assert raw["data"]["partition"]["clients"] == 4 and raw["executor"]["threads"] == 1
     assert raw["algorithms"] == [{"name": "serverapp", "app": "tinyapp.server_app:app", "run_config": app.config}]
     assert raw["budget"] == {"time": 60.0 * 100_000} and raw["client"]["flower_app"] == "tinyapp.client_app:app"
+    assert raw["model"] == {"name": "flower_app", "app": "tinyapp.server_app:app", "run_config": app.config}
+    own = flwr_app.app_scenario(app, {}, {}, {})  # no data: the ClientApp's own, one client per supernode
+    assert own["data"] == {"dataset": "flower_app", "partition": {"kind": "iid", "clients": 6}}
+    assert own["algorithms"][0]["own_data"] is True
+    with pytest.raises(InputError, match="num-supernodes: is needed: the app loads its own data"):
+        flwr_app.app_scenario(dataclasses.replace(app, federation={}), {}, {}, {})
 
 
 @pytest.mark.parametrize(("argv", "words"), [
@@ -113,10 +120,11 @@ def test_bad_input_to_flwr_run_is_one_line_and_exit_2(tmp_path: Path, argv: list
 
 
 def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
-    """The test app folder (a quickstart-style ServerApp and ClientApp loading their own data) under
-    ``simfl flwr run`` and under Flower's simulation engine: the same per-round server-side evaluation and
-    training loss (to float rounding: the replies are summed in another order) and the same final model; under
-    simfl the rounds take virtual time (constant latencies: 20 s a round)."""
+    """The test app folder (a quickstart-style ServerApp and ClientApp loading their own data and model; the
+    scenario gives only latencies) under ``simfl flwr run`` and under Flower's simulation engine: the same
+    per-round server-side evaluation and training loss (to float rounding: the replies are summed in another
+    order) and the same final model; under simfl the rounds take virtual time (constant latencies: 20 s a round),
+    and simfl's evaluation grid is the app's evaluate_fn (metrics.csv agrees with server.csv)."""
     ours = tmp_path / "simfl.pt"
     done = flwr(str(APP), "--scenario", str(APP / "scenario.yaml"), "--out", str(tmp_path / "o"),
                 "--workers", "1", "--run-config", f"save-to='{ours}'")
@@ -124,8 +132,7 @@ def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
     rounds = [line for line in done.stderr.splitlines() if "[ROUND" in line]
     assert rounds == [f"serverapp seed0: [ROUND {r}] sampled 6 nodes (out of 6), received 6 results and 0 failures; "
                       f"virtual time {20 * r} s" for r in (1, 2, 3)], done.stderr
-    own = [line for line in done.stderr.splitlines() if "the app trains on data of its own" in line]
-    assert len(own) == 1 and "reports 250 examples for node 1, whose partition in data.partition holds" in own[0]
+    assert "the app trains on data of its own" not in done.stderr  # the scenario has no data: they are the app's
     config = {**flwr_app.read_app(APP).config, "save-to": str(tmp_path / "flower.pt")}
     theirs = flower_engine(config, 6)
     mine = torch.load(ours)
@@ -141,6 +148,53 @@ def test_flwr_run_gives_flower_engines_numbers(tmp_path: Path) -> None:
     assert list(server["round"]) == [0, 1, 2, 3]
     assert server["accuracy"].tolist() == pytest.approx([mine["server"][r]["accuracy"] for r in range(4)])
     assert pd.read_csv(folder / "events.csv")["time"].max() == 60.0
+    metrics = pd.read_csv(folder / "metrics.csv")
+    assert list(metrics["virtual_time"]) == [0.0, 20.0, 40.0, 60.0]
+    assert metrics["accuracy"].tolist() == server["accuracy"].tolist() and metrics["loss"].equals(server["loss"])
+
+
+def test_an_app_with_simfls_data_is_told_it_trains_on_its_own(tmp_path: Path) -> None:
+    """A data: section makes simfl's partition (here dirichlet, sizes drawn) the clients' sample counts; an app
+    that loads its own data anyway is said so once."""
+    done = flwr(str(APP), "--scenario", str(APP / "scenario.yaml"), "--out", str(tmp_path / "o"),
+                "--workers", "1", "--run-config", "num-server-rounds=1",
+                "--set", "data={dataset: digits, partition: {kind: dirichlet, alpha: 1.0, sizes: draw}}")
+    assert done.returncode == 0, done.stderr
+    own = [line for line in done.stderr.splitlines() if "the app trains on data of its own" in line]
+    assert len(own) == 1 and "reports 250 examples for node 1, whose partition in data.partition holds" in own[0]
+
+
+def test_flwr_run_resumes_with_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped (as by Ctrl-C) once seed 0's ServerApp run finished, ``--resume`` keeps it and runs seed 1 from its
+    start: the folder equals an unstopped run's, but for the wall times; another app's folder is refused."""
+    from simfl.launch.checkpoint import Session
+
+    original = Session.finish
+
+    def finish_then_stop(self: Session, *args: Any) -> None:
+        original(self, *args)
+        raise KeyboardInterrupt
+
+    common = ("--scenario", str(APP / "scenario.yaml"), "--seeds", "0,1", "--quiet", "--workers", "1",
+              "--run-config", "num-server-rounds=2")
+    monkeypatch.setattr(Session, "finish", finish_then_stop)
+    stopped = flwr(str(APP), *common, "--out", str(tmp_path / "cut"))
+    assert stopped.returncode == 130, stopped.stderr
+    assert "simfl flwr run APP_DIR --resume" in (tmp_path / "cut.partial" / "INCOMPLETE").read_text()
+    monkeypatch.setattr(Session, "finish", original)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text((APP / "pyproject.toml").read_text().replace("client_app:app", "client_app:x"))
+    refused = flwr(str(other), "--resume", str(tmp_path / "cut"))
+    assert refused.returncode == 2 and "ran the ClientApp 'tinyapp.client_app:app', not 'tinyapp.client_app:x'" in \
+        refused.stderr
+    assert flwr(str(APP), "--resume", str(tmp_path / "cut"), "--quiet", "--workers", "1").returncode == 0
+    assert flwr(str(APP), *common, "--out", str(tmp_path / "whole")).returncode == 0
+    for name in ("serverapp/seed0/metrics.csv", "serverapp/seed1/events.csv", "serverapp/seed1/server.csv",
+                 "scenario.yaml"):
+        assert (tmp_path / "cut" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+    summary = [pd.read_csv(tmp_path / f / "summary.csv").drop(columns="wall_seconds") for f in ("cut", "whole")]
+    pd.testing.assert_frame_equal(*summary)
 
 
 @pytest.mark.parametrize(("app", "words"), [
@@ -199,3 +253,13 @@ def test_flwr_run_trains_the_apps_client_under_simfls_async_rules(tmp_path: Path
         metrics = pd.read_csv(tmp_path / "o" / name / "seed0" / "metrics.csv")
         assert len(events) >= 6 and events["latency"].nunique() > 3  # the devices' drawn delays
         assert metrics["accuracy"].notna().all() and metrics["accuracy"].iloc[-1] > metrics["accuracy"].iloc[0]
+
+
+@pytest.mark.parametrize("section", [{"data": {"dataset": "flower_app", "partition": {"kind": "iid", "clients": 6}}},
+                                     {"model": {"name": "flower_app", "app": "tinyapp.server_app:app"}}])
+def test_the_apps_own_data_and_model_need_its_client_app(section: dict[str, Any]) -> None:
+    from simfl.schema.scenario import validate
+
+    raw = {**scenario([{"name": "fedasync"}]), **section}
+    with pytest.raises(InputError, match="flower_app is a Flower app's own; it needs the app's ClientApp"):
+        validate(raw)
