@@ -1,6 +1,6 @@
 """A Flower App under ``simfl flwr run`` and under Flower's own simulation engine: wall seconds of each.
 
-The app is ``tests/flower/app_folder`` (a quickstart-style ServerApp with FedAvg and a server-side
+The app is ``examples/flower/app`` (a quickstart-style ServerApp with FedAvg and a server-side
 evaluation, a ClientApp loading and partitioning scikit-learn's digits itself), 6 nodes, one CPU (one
 torch thread) per ClientApp on both sides. Flower's engine is run as ``flwr run``'s simulation process runs
 it (``flwr.simulation.run_simulation._run_simulation`` with the app folder, its Ray backend), in a fresh
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = ROOT / "tests" / "flower" / "app_folder"
+APP = ROOT / "examples" / "flower" / "app"
 
 _ENGINE = """
 import sys
@@ -42,7 +42,7 @@ run.override_config, run.primary_task_id, run.federation_id = dict(config), 7, N
 TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, SUPERLINK_NODE_ID
 context = Context(run_id=1, node_id=0, node_config={{}}, state=RecordDict(), run_config=dict(config))
 _run_simulation(num_supernodes={nodes}, exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,
-                client_app_attr="tinyapp.client_app:app", server_app_attr="tinyapp.server_app:app", app_dir={app!r},
+                client_app_attr="digits_app.client_app:app", server_app_attr="digits_app.server_app:app", app_dir={app!r},
                 is_app=True, backend_config={{"client_resources": {{"num_cpus": {cpus}, "num_gpus": 0.0}},
                                               "init_args": {{"num_cpus": 2, "address": "local"}}}},
                 server_app_context=context, run=run)

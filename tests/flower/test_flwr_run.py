@@ -22,7 +22,7 @@ from simfl.errors import InputError  # noqa: E402
 from simfl.launch import flwr_app  # noqa: E402
 from tests.flower.test_flower import RUN_CONFIG, scenario  # noqa: E402
 
-APP = Path(__file__).parent / "app_folder"
+APP = Path(__file__).parents[2] / "examples" / "flower" / "app"
 CONSTANT = {"model": "constant", "seconds": [10.0, 10.0, 10.0, 12.0, 14.0, 20.0]}
 """Six clients; a round of all six closes at its slowest, 20 s after it opened."""
 
@@ -86,16 +86,16 @@ def flwr(*argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_app_folder_is_read_as_flwr_run_reads_it() -> None:
     app = flwr_app.read_app(APP)
-    assert (app.name, app.serverapp, app.clientapp) == ("tinyapp", "tinyapp.server_app:app", "tinyapp.client_app:app")
+    assert (app.name, app.serverapp, app.clientapp) == ("digits_app", "digits_app.server_app:app", "digits_app.client_app:app")
     assert app.federation == {"num-supernodes": 6, "backend.client-resources.num-cpus": 1}
     run = flwr_app.fused(app, flwr_app.parse_pairs(["lr=0.1 num-server-rounds=2 unknown=3"], "--run-config"))
     assert run["lr"] == 0.1 and run["num-server-rounds"] == 2 and "unknown" not in run and run["batch-size"] == 16
     raw = flwr_app.app_scenario(app, {"data": {"dataset": "digits", "partition": {"kind": "iid"}}}, {},
                                 flwr_app.parse_pairs(["num-supernodes=4"], "--federation-config"))
     assert raw["data"]["partition"]["clients"] == 4 and raw["executor"]["threads"] == 1
-    assert raw["algorithms"] == [{"name": "serverapp", "app": "tinyapp.server_app:app", "run_config": app.config}]
-    assert raw["budget"] == {"time": 60.0 * 100_000} and raw["client"]["flower_app"] == "tinyapp.client_app:app"
-    assert raw["model"] == {"name": "flower_app", "app": "tinyapp.server_app:app", "run_config": app.config}
+    assert raw["algorithms"] == [{"name": "serverapp", "app": "digits_app.server_app:app", "run_config": app.config}]
+    assert raw["budget"] == {"time": 60.0 * 100_000} and raw["client"]["flower_app"] == "digits_app.client_app:app"
+    assert raw["model"] == {"name": "flower_app", "app": "digits_app.server_app:app", "run_config": app.config}
     own = flwr_app.app_scenario(app, {}, {}, {})  # no data: the ClientApp's own, one client per supernode
     assert own["data"] == {"dataset": "flower_app", "partition": {"kind": "iid", "clients": 6}}
     assert own["algorithms"][0]["own_data"] is True
@@ -186,7 +186,7 @@ def test_flwr_run_resumes_with_the_same_files(tmp_path: Path, monkeypatch: pytes
     other.mkdir()
     (other / "pyproject.toml").write_text((APP / "pyproject.toml").read_text().replace("client_app:app", "client_app:x"))
     refused = flwr(str(other), "--resume", str(tmp_path / "cut"))
-    assert refused.returncode == 2 and "ran the ClientApp 'tinyapp.client_app:app', not 'tinyapp.client_app:x'" in \
+    assert refused.returncode == 2 and "ran the ClientApp 'digits_app.client_app:app', not 'digits_app.client_app:x'" in \
         refused.stderr
     assert flwr(str(APP), "--resume", str(tmp_path / "cut"), "--quiet", "--workers", "1").returncode == 0
     assert flwr(str(APP), *common, "--out", str(tmp_path / "whole")).returncode == 0
@@ -256,7 +256,7 @@ def test_flwr_run_trains_the_apps_client_under_simfls_async_rules(tmp_path: Path
 
 
 @pytest.mark.parametrize("section", [{"data": {"dataset": "flower_app", "partition": {"kind": "iid", "clients": 6}}},
-                                     {"model": {"name": "flower_app", "app": "tinyapp.server_app:app"}}])
+                                     {"model": {"name": "flower_app", "app": "digits_app.server_app:app"}}])
 def test_the_apps_own_data_and_model_need_its_client_app(section: dict[str, Any]) -> None:
     from simfl.schema.scenario import validate
 

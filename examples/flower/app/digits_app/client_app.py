@@ -5,7 +5,7 @@ from __future__ import annotations
 from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from tinyapp.task import Net, load_data, test, train
+from digits_app.task import Net, load_data, test, train
 
 app = ClientApp()
 

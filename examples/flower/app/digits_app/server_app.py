@@ -7,7 +7,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
-from tinyapp.task import Net, test, test_data
+from digits_app.task import Net, test, test_data
 
 app = ServerApp()
 
