@@ -29,7 +29,7 @@ import torch
 
 from simfl import rng
 from simfl.algorithms.base import AsyncAlgorithm
-from simfl.sim.selection import Concurrency, Draws, Pool
+from simfl.sim.selection import Concurrency, Draws, Pool, swap_member, take_member
 from simfl.sim.state import ClientState
 from simfl.sim.world import World
 
@@ -211,6 +211,8 @@ class Sampled:
         """Asynchronous server: slots in use (rounds under way, deliveries waiting for the server)."""
         self.freed_clients: list[int] = []
         """Synchronous rounds: clients that became free since the last round was drawn (all, after a resume)."""
+        self.keeps = False
+        """The asynchronous algorithm keeps client models (read once, at :meth:`open`: an arrival's path asks it)."""
 
     def room(self, busy: int) -> int:
         return self.limit - busy
@@ -221,6 +223,7 @@ class Sampled:
         self.pool.add_all([c.index for c in st.clients if c.active and c.phase == "idle" and c.index not in waiting])
         if algorithm is not None:
             self.algorithm = algorithm
+            self.keeps = algorithm.keeps_client_models
         if resumed:  # slots in use, and clients freed since the last draw (not saved: all are looked at)
             self.running = st.in_flight() + len(st.queue)
             self.freed_clients = [c.index for c in st.clients]
@@ -228,18 +231,21 @@ class Sampled:
     def draw(self, back: int | None = None) -> ClientState | None:
         """A present client drawn from the pool and taken out of it; None when the pool is empty.
 
-        ``back``: a client made selectable just before the first draw (an arrival's client; in one call).
+        ``back``: a client made selectable just before the first draw (an arrival's client; in one call). The
+        pool's compiled walks are called directly, and presence asked only with an availability: an arrival's path.
         """
         w = self.world
         st = w.state
-        pool = self.pool
-        while back is not None or pool.count:
-            u = self.draws(st.selections)
-            index = pool.take(u) if back is None else pool.swap(back, u)
+        pool, draws, availability = self.pool, self.draws, w.availability
+        data, span = pool.data, pool.span
+        while back is not None or data[0]:
+            k = st.selections
+            u = draws(k)
+            index = take_member(data, span, u) if back is None else swap_member(data, span, back, u)
             back = None
-            st.selections += 1
+            st.selections = k + 1
             client = st.clients[index]
-            if not w.away(client):
+            if availability is None or not w.away(client):
                 return client
         return None
 
@@ -264,7 +270,7 @@ class Sampled:
         for it), else from the server's current weights (``on_join``, its ``tau`` then the updates so far)."""
         self.running += 1
         algorithm = self.algorithm
-        kept = algorithm.kept(client.index) if algorithm.keeps_client_models else None
+        kept = algorithm.kept(client.index) if self.keeps else None
         if kept is None:
             client.tau = self.world.state.updates
             kept = algorithm.on_join(client.index)
@@ -277,7 +283,7 @@ class Sampled:
         """A slot is free: the algorithm keeps ``weights`` as the client's model if it keeps client models
         (:meth:`~simfl.algorithms.base.AsyncAlgorithm.keep`); nothing of the round stays in the client's state."""
         self.running -= 1
-        if weights is not None and self.algorithm.keeps_client_models:
+        if weights is not None and self.keeps:
             self.algorithm.keep(client.index, weights)
         client.start = None
 

@@ -21,7 +21,6 @@ transient within one instant; what lasts (queue, phase, round members) is in
 from __future__ import annotations
 
 import math
-from functools import partial
 from typing import Any
 
 from simfl.algorithms.base import Algorithm, AsyncAlgorithm, SyncAlgorithm
@@ -61,6 +60,8 @@ class AsyncServer:
         """The population's per-arrival call, bound once."""
         self.waiting = False
         """The server is idle, waiting for the next delivery."""
+        self.taking = -1
+        """The client whose arrival the pending take aggregates (:meth:`_take`)."""
 
     def start(self) -> None:
         self.population.open(False, self.algorithm)
@@ -83,7 +84,8 @@ class AsyncServer:
         if self.waiting:
             self.waiting = False
             w = self.world
-            w.soon(partial(self._take, w.state.queue.pop(0)))
+            self.taking = w.state.queue.pop(0)
+            w.soon(self._take)
 
     def _next(self) -> None:
         """Take the next queued arrival (a step later), or wait for one."""
@@ -91,15 +93,20 @@ class AsyncServer:
         st = w.state
         st.server_phase = "wait"
         if st.queue:
-            w.soon(partial(self._take, st.queue.pop(0)))
+            self.taking = st.queue.pop(0)
+            w.soon(self._take)
         else:
             self.waiting = True
 
-    def _take(self, index: int) -> None:
-        """Aggregate the arrival of client ``index`` and hand the client back (now, or after ``server_time``)."""
+    def _take(self) -> None:
+        """Aggregate the arrival of client :attr:`taking` and hand the client back (now, or after ``server_time``).
+
+        One take is pending at a time (the server takes the next arrival only after this one), so the client
+        taken is an attribute, not a bound argument: an arrival's path."""
         w = self.world
         st = w.state
         now = w.clock.now
+        index = self.taking
         client = st.clients[index]
         arrival = w.arrival(client, st.updates + 1 - client.tau)
         weights, weight = self.algorithm.on_arrival(arrival)

@@ -133,7 +133,7 @@ def _draw(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - c
 
 
 @numba.njit(cache=True, nogil=True)
-def _take(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - compiled
+def take_member(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - compiled
     """:func:`_draw`, and the drawn client is no longer a member."""
     index = _draw(data, span, u)
     _remove(data, span, index)
@@ -141,10 +141,10 @@ def _take(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - c
 
 
 @numba.njit(cache=True, nogil=True)
-def _swap(data: np.ndarray, span: int, index: int, u: float) -> int:  # pragma: no cover - compiled
-    """:func:`_add` of ``index``, then :func:`_take`."""
+def swap_member(data: np.ndarray, span: int, index: int, u: float) -> int:  # pragma: no cover - compiled
+    """:func:`_add` of ``index``, then :func:`take_member`."""
     _add(data, span, index)
-    return _take(data, span, u)
+    return take_member(data, span, u)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -188,11 +188,11 @@ class Pool:
         """:meth:`draw` with ``u``, and the drawn client is no longer selectable."""
         if not self.data[0]:
             raise ValueError("no client to draw from")
-        return int(_take(self.data, self.span, u))
+        return int(take_member(self.data, self.span, u))
 
     def swap(self, index: int, u: float) -> int:
         """:meth:`add` of ``index``, then :meth:`take` with ``u``, in one call (an arrival's release and draw)."""
-        return _swap(self.data, self.span, index, u)  # type: ignore[no-any-return]  # compiled: returns an int
+        return swap_member(self.data, self.span, index, u)  # type: ignore[no-any-return]  # compiled: returns an int
 
     def add_all(self, indices: list[int]) -> None:
         """Make every client of ``indices`` selectable; one linear pass when the pool was empty."""
