@@ -21,7 +21,7 @@ with a simfl :class:`SimGrid`. The app and the simulation take turns, never both
    whatever is left of the budget; the app's code after its rounds (saving its model) has run.
 
 What the app's ``Strategy.start`` returns (Flower's ``Result``) is kept: its final arrays are the
-run's final model (simfl's test-set evaluation of the last row), and its per-round metrics are three
+run's final model (the evaluation of the last row), and its per-round metrics are three
 tables beside ``metrics.csv``: ``train.csv`` (``train_metrics_clientapp``), ``federated.csv``
 (``evaluate_metrics_clientapp``) and ``server.csv`` (``evaluate_metrics_serverapp``), each a row per round
 (Flower's numbering, from 1; the server's round 0 is its evaluation of the initial model). Between
@@ -37,6 +37,11 @@ no wall-clock polling, and this is what ``send_and_receive`` does.
 The app's ``main`` raising, or its messages going where they cannot (a node that is not free, arrays
 other than the model's), is one line naming the app, exit 2 (:func:`simfl.errors.user_call`). The app's
 thread holds Python state that no checkpoint can carry, so such a run is not checkpointed.
+
+The app's own model and evaluation (``model: flower_app``): :func:`probe` runs ``main`` until its first
+train message, as the run's first turn does, and returns that message's config and arrays and the
+``evaluate_fn`` the app gave ``Strategy.start`` (:func:`_tap`); :class:`AppEvaluation` scores simfl's
+evaluation grid with that ``evaluate_fn``.
 """
 
 from __future__ import annotations
