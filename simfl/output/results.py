@@ -67,8 +67,9 @@ class OutputFolder:
         outdir.claim(out, force)
         if self.stage.exists() or self.stage.is_symlink():
             if (self.stage / "scenario.yaml").is_file() and not force:
-                raise InputError(str(self.stage), f"holds an unfinished run: continue it with `simfl run --resume {out}`, "
-                                 "or pass --force to discard it and start afresh")
+                raise InputError(str(self.stage), f"holds an unfinished run: continue it with `simfl run --resume {out}` "
+                                 f"(a Flower App's: `simfl flwr run APP_DIR --resume {out}`), or pass --force to "
+                                 "discard it and start afresh")
             kept = not outdir.remove(self.stage)  # a user's files in it stay
         else:
             kept = False
