@@ -587,6 +587,20 @@ def event_rows(scenario: Any, arrivals: float) -> float:
     return rows
 
 
+def app_rounds(scenario: Any) -> int | None:
+    """The rounds a run of every entry lasts when every entry is a Flower ServerApp whose run config says how many
+    (``num-server-rounds``, the key of Flower's app templates): the app's ``main`` ends the run then, whatever the
+    budget (``simfl flwr run`` sets one no app reaches). None otherwise: the budget bounds the run. A hint for the
+    estimate only; the run goes as the app decides."""
+    counts = []
+    for algo in scenario.algorithms:
+        value = getattr(algo, "run_config", {}).get("num-server-rounds") if algo.name == "serverapp" else None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return None
+        counts.append(value)
+    return max(counts) if counts else None
+
+
 def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estimate:
     """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`); ``checkpoints``:
     the runs write checkpoints (``--checkpoint-every``)."""
@@ -616,6 +630,10 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     budget = scenario.budget
     horizon = budget.time if budget.time is not None else budget.updates / rate
     arrivals = horizon * rate if budget.updates is None else min(float(budget.updates), horizon * rate)
+    rounds = app_rounds(scenario)
+    if rounds is not None:  # the ServerApps end their runs after their rounds, long before an open budget
+        arrivals = min(arrivals, float(rounds) * in_flight)
+        horizon = min(horizon, arrivals / rate)
     reached = clients if server is None else int(min(float(clients), in_flight + arrivals))
     vectors = reached * model_bytes * rows
     client_state = in_flight * model_bytes + (0 if on_disk else vectors)

@@ -263,3 +263,24 @@ def test_the_apps_own_data_and_model_need_its_client_app(section: dict[str, Any]
     raw = {**scenario([{"name": "fedasync"}]), **section}
     with pytest.raises(InputError, match="flower_app is a Flower app's own; it needs the app's ClientApp"):
         validate(raw)
+
+
+def test_the_estimate_of_a_server_app_run_follows_its_rounds() -> None:
+    """``simfl flwr run`` sets a budget no app reaches; the estimate counts the app's num-server-rounds instead,
+    so that 20,000 supernodes are not refused for updates the app never asks for."""
+    from simfl import names
+    from simfl.schema.estimate import check, estimate
+    from simfl.schema.scenario import validate
+
+    app = flwr_app.read_app(APP)
+    flwr_app.importable(APP)
+    raw = flwr_app.app_scenario(app, {"latency": {"model": "rpi_gaussian"}}, {"num-server-rounds": 2},
+                                {"num-supernodes": 20_000})
+    with names.allowing_imports(True):
+        scn = validate(raw)
+    est = estimate(scn)
+    assert est.arrivals == 2 * 20_000 and est.horizon < 1_000
+    check(est, 8 * 2**30)
+    scn.algorithms[0].run_config.pop("num-server-rounds")  # no rounds to go by: the budget bounds the estimate
+    with pytest.raises(InputError, match="client updates per run; the limit is"):
+        check(estimate(scn), 8 * 2**30)
