@@ -69,6 +69,9 @@ class Setup:
     say: Callable[[str], None] | None = None
     """Tells the user how the run goes, one line at a time, with the virtual time (a ServerApp's rounds, in
     Flower's words); None: nowhere."""
+    data_held: bool = True
+    """simfl holds the clients' data; False when they are a Flower app's own (``data: {dataset: flower_app}``),
+    whose ``client_sizes`` are placeholder counts."""
 
     def vectors(self) -> ClientVectors:
         """An empty store of one model-sized row per client."""

@@ -431,10 +431,6 @@ class ServerAppConfig(AlgorithmConfig):
         default_factory=dict, description="The ServerApp's context.run_config ([tool.flwr.app.config] of the app's "
         "pyproject.toml, with --run-config applied)."
     )
-    own_data: bool = Field(
-        False, description="The app loads its own data and the scenario holds none (data: {dataset: flower_app}, "
-        "what simfl flwr run writes without data:): a reply's num-examples is not compared with a partition."
-    )
 
     @field_validator("app")
     @classmethod

@@ -254,6 +254,15 @@ def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
     return SimGrid()
 
 
+def with_weights(layout: Layout, weights: torch.Tensor, original: Mapping[str, Any]) -> Any:
+    """The ArrayRecord of ``original``'s entries (Arrays, in its order), the layout's tensors taken from ``weights``:
+    what simfl hands the app, keeping the entries it does not train (integer buffers)."""
+    from flwr.app import ArrayRecord
+
+    trained = flower.to_record(layout, weights)
+    return ArrayRecord({k: trained[k] if k in trained else original[k] for k in original})
+
+
 def launch(path: str, run_config: Mapping[str, Any], nodes: list[int]) -> Handoff:
     """The ServerApp at ``path``, ready to start on a grid listing ``nodes`` (kept up to date by the caller), with a
     server context holding ``run_config``; its ``Strategy.start`` results go to the handoff's ``results``."""
@@ -422,16 +431,15 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
 
     def aggregate(self, arrivals: list[Arrival]) -> None:
         """The round's replies wait for the app's next turn (the next opening)."""
-        from flwr.app import ArrayRecord, MetricRecord, RecordDict
         from flwr.app import Message as FlowerMessage
+        from flwr.app import MetricRecord, RecordDict
 
         replies = []
         for a in arrivals:
             self._own_data(a)
             sent = self.sent[a.client][0]
             (original,) = sent.content.array_records.values()
-            trained = flower.to_record(self.setup.layout, a.weights)  # the sent entries simfl does not train kept
-            arrays = ArrayRecord({k: trained[k] if k in trained else original[k] for k in original})
+            arrays = with_weights(self.setup.layout, a.weights, original)
             content = RecordDict({"arrays": arrays, "metrics": MetricRecord(dict(train_metrics(a)))})  # type: ignore[arg-type]
             replies.append(FlowerMessage(content, reply_to=sent))
         self.answer = replies
@@ -440,7 +448,7 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         """Say once when a reply's ``num-examples`` is not the client's partition size: the app trains on data of
         its own, not on the scenario's partition (which still sets the sample counts latencies may scale with)."""
         examples = arrival.metrics.get("num-examples")
-        if (self.told or self.config.own_data or examples is None or int(examples) == arrival.num_samples
+        if (self.told or not self.setup.data_held or examples is None or int(examples) == arrival.num_samples
                 or self.setup.say is None):
             return
         self.told = True
@@ -513,15 +521,15 @@ class AppEvaluation:
     its global generators seeded from ``(seed, "serverapp", "evaluate", k)``."""
 
     def __init__(self, layout: Layout, start: AppStart, seed: int) -> None:
+        from flwr.app import Array
+
         assert start.evaluate_fn is not None and start.arrays is not None
-        self.layout, self.evaluate_fn, self.template, self.seed = layout, start.evaluate_fn, start.arrays, seed
+        self.layout, self.evaluate_fn, self.seed = layout, start.evaluate_fn, seed
+        self.template = {k: Array(v) for k, v in start.arrays.items()}
         self.calls = 0
 
     def __call__(self, weights: torch.Tensor) -> Scores:
-        from flwr.app import Array, ArrayRecord
-
-        trained = flower.to_record(self.layout, weights)
-        arrays = ArrayRecord({k: trained[k] if k in trained else Array(v) for k, v in self.template.items()})
+        arrays = with_weights(self.layout, weights, self.template)
         self.calls += 1
         with seeded(self.seed, "evaluate", self.calls):
             record = user_call(WHERE, "the ServerApp's evaluate_fn", lambda: self.evaluate_fn(self.calls - 1, arrays))

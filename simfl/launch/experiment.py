@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import nn
@@ -41,6 +41,9 @@ from simfl.train.client_eval import ClientEvaluator
 from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, InlineExecutor, NullExecutor
 from simfl.train.trainers import make_trainer
+
+if TYPE_CHECKING:
+    from simfl.algorithms.serverapp import AppStart
 
 Engine = Literal["auto", "simpy", "heap"]
 
@@ -96,33 +99,35 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
     parts = split(scenario.data.partition, labels, rng.stream(seed, "partition"), dataset.groups_train)
     scenario.check_clients(len(parts))
     shards = Shards(dataset.x_train, dataset.y_train, parts)
-    evaluate: Callable[[torch.Tensor], Scores] | None = None
+    start = None
     if isinstance(scenario.model, FlowerAppModelConfig):
-        model, evaluate = app_model(scenario.model, len(parts), seed)
+        model, start = app_model(scenario.model, len(parts), seed)
         flops = 0  # the app's network is not simfl's to run
     else:
         model = build_model(scenario, dataset, seed)
         flops = training_flops_per_sample(model, dataset.x_train[0])
     layout = Layout.of(model)
+    evaluate: Callable[[torch.Tensor], Scores] | None = None
+    if start is not None:
+        from simfl.algorithms.serverapp import AppEvaluation
+
+        evaluate = no_evaluation if start.evaluate_fn is None else AppEvaluation(layout, start, seed)
     workload = Workload(model_bytes=exchanged_bytes(layout), flops_per_sample=flops, samples=shards.sizes(),
                         epochs=scenario.train.epochs)
     return Federation(seed, dataset, shards, model, layout, layout.flatten(model), workload, evaluate)
 
 
-def app_model(config: FlowerAppModelConfig, nodes: int, seed: int) -> tuple[nn.Module, Callable[[torch.Tensor], Scores]]:
+def app_model(config: FlowerAppModelConfig, nodes: int, seed: int) -> tuple[nn.Module, AppStart]:
     """A Flower app's model: the arrays its ServerApp sends first (on a grid of ``nodes``, as a ServerApp run of
-    ``seed`` starts), and how it is scored: by the app's evaluate_fn, or not at all (NaN) when it gives none."""
-    from simfl.algorithms.serverapp import AppEvaluation, probe
+    ``seed`` starts), with what the app did before (its ``evaluate_fn`` scores the model, NaN without one)."""
+    from simfl.algorithms.serverapp import probe
     from simfl.models.arrays import ArraysNet
 
     start = probe(config.app, config.run_config, nodes, seed)
     if start.arrays is None:
         raise InputError("model.name", f"flower_app takes the model from the first train message of the ServerApp "
                          f"{config.app}, which sent none with one ArrayRecord; name a model")
-    model = ArraysNet(start.arrays)
-    if start.evaluate_fn is None:
-        return model, no_evaluation
-    return model, AppEvaluation(Layout.of(model), start, seed)
+    return ArraysNet(start.arrays), start
 
 
 def make_executor(scenario: Scenario, fed: Federation) -> Executor:
@@ -225,7 +230,7 @@ def run_one(
     say = None if told is None else (lambda line: told(sim.state, f"{line}; virtual time {sim.world.clock.now:g} s"))
     setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed,
                   store_for(scenario, len(fed.shards), fed.init.numel()), None if null else clients,
-                  say)
+                  say, data_held=fed.dataset.name != "flower_app")
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
     latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)

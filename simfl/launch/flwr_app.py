@@ -144,9 +144,6 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
             raise InputError("--federation-config: num-supernodes", "is needed: the app loads its own data, so "
                              "simfl learns the number of nodes from the federation (or from a data: section)")
         raw["data"] = {"dataset": "flower_app", "partition": {"kind": "iid", "clients": nodes}}
-        for entry in raw["algorithms"]:
-            if isinstance(entry, dict) and entry.get("name") == "serverapp":
-                entry["own_data"] = True
     elif nodes is not None:
         data = dict(raw["data"])
         partition = dict(data.get("partition", {}))

@@ -434,6 +434,8 @@ def dry_model(scenario: Any, data: DataShape) -> ModelCost:
     there, without torch; any other is built on the meta device (:func:`measure_model`)."""
     from simfl.schema import model_costs, plugins
 
+    if scenario.model.name == "flower_app":
+        return None, 0, 0, None  # the arrays the app sends when the run starts
     if not plugins.is_plugin("model", scenario.model.name):
         known = model_costs.known(scenario.model, data.shape, data.classes)
         if known is not None:
@@ -457,12 +459,10 @@ def measure_model(scenario: Any, data: DataShape) -> ModelCost:
         return InputError("model.name", f"{name} needs {MODEL_NEEDS.get(name, 'other samples')}; data.dataset "
                           f"{dataset} gives {gives}{detail}")
 
-    if name != "flower_app" and (name == "text") != (dataset == "newsgroups"):
+    if (name == "text") != (dataset == "newsgroups"):
         raise misfit()
-    if name in ("text", "flower_app") or not data.shape:
-        # the encoder is read from files, the app's model sent by the app, when the run starts; a plugin dataset's
-        # shape is unknown
-        return None, 0, 0, None
+    if name == "text" or not data.shape:
+        return None, 0, 0, None  # the encoder is read from files when the run starts; a plugin dataset's shape is unknown
     import torch
 
     from simfl.models.cost import training_flops_per_sample

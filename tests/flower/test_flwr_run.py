@@ -98,7 +98,7 @@ def test_the_app_folder_is_read_as_flwr_run_reads_it() -> None:
     assert raw["model"] == {"name": "flower_app", "app": "digits_app.server_app:app", "run_config": app.config}
     own = flwr_app.app_scenario(app, {}, {}, {})  # no data: the ClientApp's own, one client per supernode
     assert own["data"] == {"dataset": "flower_app", "partition": {"kind": "iid", "clients": 6}}
-    assert own["algorithms"][0]["own_data"] is True
+    assert own["algorithms"] == raw["algorithms"]  # the same entry: that the data are the app's is read from data:
     with pytest.raises(InputError, match="num-supernodes: is needed: the app loads its own data"):
         flwr_app.app_scenario(dataclasses.replace(app, federation={}), {}, {}, {})
 
