@@ -106,10 +106,20 @@ def _mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return result ^ (result >> np.uint32(16))
 
 
+COMPILED_KEYS = 250_000
+"""From this many streams on, :func:`seed_words` hashes their paths in one compiled loop (:mod:`simfl.hashing`:
+the same digests, a third of hashlib's time per path); below it the compiler's start would cost more."""
+
+
 def seed_words(seed: int, names: tuple[Name, ...], count: int) -> np.ndarray:
     """Row m: ``seed_sequence(seed, *names, m).generate_state(4, np.uint64)``, for m < ``count``; shape (count, 4)."""
     prefix = "/".join(str(n) for n in names) + "/" if names else ""
-    digests = b"".join(hashlib.sha256(f"{prefix}{m}".encode()).digest()[:16] for m in range(count))
+    if count >= COMPILED_KEYS:
+        from simfl.hashing import numbered_digests  # numba: its first call in a process costs about 0.5 s
+
+        digests = numbered_digests(prefix.encode(), count, 16).tobytes()
+    else:
+        digests = b"".join(hashlib.sha256(f"{prefix}{m}".encode()).digest()[:16] for m in range(count))
     keys = np.frombuffer(digests, dtype="<u4").reshape(count, 4).astype(np.uint32)
     # the entropy [seed, *key] is five words (each below 2^32), one more than the pool of four
     entropy = [np.full(count, int(seed) & _MASK32, dtype=np.uint32), *keys.T]

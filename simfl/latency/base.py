@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -35,11 +37,18 @@ class Workload:
 
     model_bytes: int
     """Bytes of the exchanged (trainable) state, float32."""
-    flops_per_sample: int
-    """Approximate forward+backward FLOPs of one training sample."""
+    flops: int | Callable[[], int]
+    """Approximate forward+backward FLOPs of one training sample, or what counts them at the first use of
+    :attr:`flops_per_sample` (a count imports seconds of PyTorch, which a run whose delays do not scale with
+    compute need not pay)."""
     samples: tuple[int, ...]
     """Training samples held by each client."""
     epochs: int
+
+    @cached_property
+    def flops_per_sample(self) -> int:
+        """:attr:`flops`, counted now if it was not given."""
+        return self.flops if isinstance(self.flops, int) else int(self.flops())
 
 
 class LatencyModel(ABC, Generic[ConfigT]):

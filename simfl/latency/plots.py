@@ -23,7 +23,7 @@ PANELS = ("rpi_gaussian", "lognormal", "halfnormal", "uniform")
 def simulate(model: str, clients: int, rounds: int, seed: int) -> np.ndarray:
     """All latencies of ``clients`` clients over ``rounds`` rounds under ``model`` (defaults, unscaled)."""
     cls = LATENCY_MODELS[model]
-    workload = Workload(model_bytes=1, flops_per_sample=1, samples=(1,) * clients, epochs=1)
+    workload = Workload(model_bytes=1, flops=1, samples=(1,) * clients, epochs=1)
     lat = cls(cls.Config.model_validate({"model": model}), clients, seed, workload)
     return np.array([[lat.sample(m) for _ in range(rounds)] for m in range(clients)]).ravel()
 

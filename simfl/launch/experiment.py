@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 from torch import nn
 
-from simfl import rng
+from simfl import collector, rng
 from simfl.algorithms import Setup
 from simfl.algorithms.configs import StoreSpec, run_name
 from simfl.data import Dataset
@@ -96,23 +97,25 @@ def build_model(scenario: Scenario, dataset: Dataset, seed: int) -> nn.Module:
 def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
     """Partition the data and build the initial model for ``seed``."""
     labels = dataset.y_train.numpy()
-    parts = split(scenario.data.partition, labels, rng.stream(seed, "partition"), dataset.groups_train)
-    scenario.check_clients(len(parts))
-    shards = Shards(dataset.x_train, dataset.y_train, parts)
+    with collector.paused():  # the clients' parts and shards, built at once (simfl/collector.py)
+        parts = split(scenario.data.partition, labels, rng.stream(seed, "partition"), dataset.groups_train)
+        scenario.check_clients(len(parts))
+        shards = Shards(dataset.x_train, dataset.y_train, parts)
     start = None
+    flops: int | Callable[[], int]
     if isinstance(scenario.model, FlowerAppModelConfig):
         model, start = app_model(scenario.model, len(parts), seed)
         flops = 0  # the app's network is not simfl's to run
     else:
         model = build_model(scenario, dataset, seed)
-        flops = training_flops_per_sample(model, dataset.x_train[0])
+        flops = functools.partial(training_flops_per_sample, model, dataset.x_train[0])  # counted if a delay needs it
     layout = Layout.of(model)
     evaluate: Callable[[torch.Tensor], Scores] | None = None
     if start is not None:
         from simfl.algorithms.serverapp import AppEvaluation
 
         evaluate = no_evaluation if start.evaluate_fn is None else AppEvaluation(layout, start, seed)
-    workload = Workload(model_bytes=exchanged_bytes(layout), flops_per_sample=flops, samples=shards.sizes(),
+    workload = Workload(model_bytes=exchanged_bytes(layout), flops=flops, samples=shards.sizes(),
                         epochs=scenario.train.epochs)
     return Federation(seed, dataset, shards, model, layout, layout.flatten(model), workload, evaluate)
 
@@ -233,13 +236,15 @@ def run_one(
                   say, data_held=fed.dataset.name != "flower_app")
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
-    latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
+    with collector.paused():  # the clients' streams, built at once (simfl/collector.py)
+        latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
     evaluator: Callable[[torch.Tensor], Scores] = (
         no_evaluation if null
         else fed.evaluate or Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
     )
-    presence = with_absences(scenario.availability, latency.absences())
-    availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
+    with collector.paused():
+        presence = with_absences(scenario.availability, latency.absences())
+        availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     observers = [o for o in (recorder, opts.on_update) if o is not None]
     budget = Budget(scenario.budget.time, scenario.budget.updates)

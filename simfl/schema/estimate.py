@@ -502,7 +502,7 @@ def mean_latency(scenario: Any, clients: int, model_bytes: int, flops: int, samp
 
     cls = plugins.lookup("latency", scenario.latency.model)
     cls.check(scenario.latency, clients)
-    workload = Workload(model_bytes=max(model_bytes, 1), flops_per_sample=max(flops, 1),
+    workload = Workload(model_bytes=max(model_bytes, 1), flops=max(flops, 1),
                         samples=(max(samples, 1),) * clients, epochs=scenario.train.epochs)
     try:
         try:  # a sample of the clients is enough where the model is not configured per client

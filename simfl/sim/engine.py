@@ -15,13 +15,13 @@ jobs, whose results depend only on their inputs.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from simfl import collector
 from simfl.algorithms.base import Algorithm, AsyncAlgorithm
 from simfl.errors import InputError
 from simfl.latency.availability import Availability
@@ -85,7 +85,8 @@ class Simulation:
         self._resumed = resume is not None
         last_eval: tuple[torch.Tensor, Scores] | None = None
         if resume is None:
-            state = SimState([ClientState(m, n) for m, n in enumerate(client_sizes)])
+            with collector.paused():  # a record per client, built at once
+                state = SimState([ClientState(m, n) for m, n in enumerate(client_sizes)])
         else:
             try:
                 state, last_eval = self._restore(resume, client_sizes, concurrency is not None)
@@ -148,34 +149,24 @@ class Simulation:
         ``verify`` is on and an invariant breaks.
         """
         world = self.world
-        if self._resumed:
-            try:
-                world.resume()
-            except _DAMAGE as exc:
-                raise InputError("checkpoint", f"damaged simulation data ({type(exc).__name__})") from None
-        else:
-            world.start()
+        with collector.paused():  # the first rounds of a population, dispatched at once
+            if self._resumed:
+                try:
+                    world.resume()
+                except _DAMAGE as exc:
+                    raise InputError("checkpoint", f"damaged simulation data ({type(exc).__name__})") from None
+            else:
+                world.start()
         st = self.state
-        # The population's objects built so far (client records, streams, absences) live as long as the run:
-        # the cyclic collector's full passes need not walk them again and again (at 10^5 clients they cost a
-        # fifth of a pure-latency run, benchmarks/README.md). Anything that becomes garbage among them is
-        # collected after the run. In pure-latency mode the collector is paused for the run: the rules make
-        # no reference cycles per event, and hundreds of thousands of event rows made its passes a fifth of
-        # the run; reference counting still frees everything as usual.
-        gc.freeze()
-        pause = isinstance(self.executor, NullExecutor) and gc.isenabled()
-        if pause:
-            gc.disable()
+        # What exists now lives as long as the run: the collector's passes leave it alone; in pure-latency mode
+        # the collector is off for the run (simfl/collector.py).
         try:
-            world.clock.run()
+            with collector.running(pause=isinstance(self.executor, NullExecutor)):
+                world.clock.run()
         except InvariantError as exc:
             st.now = world.clock.now
             self._release()
             raise RunStopped(exc.message, st) from exc
-        finally:
-            if pause:
-                gc.enable()
-            gc.unfreeze()
         world.recorder.finish(st, self.algorithm.global_weights(), world.clock.now)
         self._release()
         return st

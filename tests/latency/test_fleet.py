@@ -17,7 +17,7 @@ from simfl.latency.fleet import Device, absences
 from simfl.latency.fleet_csv import FleetCsv, FleetCsvConfig, read_fleet_csv
 from tests.conftest import tiny_scenario
 
-WORK = Workload(model_bytes=1000, flops_per_sample=2_000_000, samples=(10, 20, 30), epochs=2)
+WORK = Workload(model_bytes=1000, flops=2_000_000, samples=(10, 20, 30), epochs=2)
 
 
 def write_csv(tmp_path: Path, text: str, name: str = "fleet.csv") -> str:

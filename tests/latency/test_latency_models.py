@@ -17,7 +17,7 @@ from simfl.latency.lognormal import lognormal_params
 from simfl.latency.profiles import PAPER9, load_devices, load_pooled, load_uploads
 
 N = 100_000
-WORK = Workload(model_bytes=176_760, flops_per_sample=1_517_040, samples=(600,) * 40, epochs=5)
+WORK = Workload(model_bytes=176_760, flops=1_517_040, samples=(600,) * 40, epochs=5)
 
 
 def make(spec: dict[str, Any], clients: int = 4, seed: int = 0, workload: Workload = WORK) -> LatencyModel:  # type: ignore[type-arg]
@@ -206,7 +206,7 @@ def test_scaling_factors_apply_to_compute_and_comm_separately() -> None:
 
 
 def test_workload_scaling_uses_reference_ratio() -> None:
-    work = Workload(model_bytes=2 * 176_760, flops_per_sample=1_517_040, samples=(1200, 300), epochs=5)
+    work = Workload(model_bytes=2 * 176_760, flops=1_517_040, samples=(1200, 300), epochs=5)
     spec = {"model": "replay", "profiles": "all", "devices": [8, 8], "scaling": {"compute": "workload", "comm": "workload"}}
     model = make(spec, clients=2, workload=work)
     c, r = load_uploads()[8][0]

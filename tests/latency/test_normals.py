@@ -98,7 +98,7 @@ def test_derived_first_blocks_of_normal_models_keep_values_and_checkpoints(spec:
     built after its first block was claimed, checkpoints (generator states and drawn-ahead values) and a
     resumed run: all as when every block is drawn from the generators."""
     clients = 17000
-    work = Workload(model_bytes=100, flops_per_sample=10, samples=tuple(range(1, clients + 1)), epochs=1)
+    work = Workload(model_bytes=100, flops=10, samples=tuple(range(1, clients + 1)), epochs=1)
     cls = LATENCY_MODELS[spec["model"]]
 
     def make() -> LatencyModel:  # type: ignore[type-arg]
@@ -124,7 +124,7 @@ def test_per_client_speeds_and_first_blocks_are_the_drawn_ones(model: str) -> No
     """per_client mode: speeds derived from the speed streams' first values (Pareto's drawn), each client's first
     jittered rounds from its first normals; the same values and checkpoints as drawing them all."""
     clients = 17000
-    work = Workload(model_bytes=100, flops_per_sample=10, samples=(600,) * clients, epochs=1)
+    work = Workload(model_bytes=100, flops=10, samples=(600,) * clients, epochs=1)
     cls = LATENCY_MODELS[model]
 
     def make() -> LatencyModel:  # type: ignore[type-arg]

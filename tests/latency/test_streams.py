@@ -84,7 +84,7 @@ def test_streams_save_and_load_as_a_list_of_generators_does() -> None:
 
 
 def test_models_and_availability_draw_the_streams_they_drew_before() -> None:
-    work = Workload(model_bytes=100, flops_per_sample=10, samples=(3,) * 17000, epochs=1)
+    work = Workload(model_bytes=100, flops=10, samples=(3,) * 17000, epochs=1)
     uniform = LATENCY_MODELS["uniform"]
     model = uniform(uniform.Config(model="uniform", low=1.0, high=4.0), 17000, 3, work)
     assert model.ahead_n == 4  # a population large enough for the derived first blocks
@@ -102,7 +102,7 @@ def test_models_and_availability_draw_the_streams_they_drew_before() -> None:
 def test_first_blocks_derived_at_construction_keep_values_and_checkpoints(clients: int) -> None:
     """Taking each client's first block from the values derived at construction gives the values, and the
     state (generators advanced by a whole block at the first sample, drawn-ahead values), of drawing it."""
-    work = Workload(model_bytes=100, flops_per_sample=10, samples=(3,) * clients, epochs=1)
+    work = Workload(model_bytes=100, flops=10, samples=(3,) * clients, epochs=1)
     uniform = LATENCY_MODELS["uniform"]
     config = uniform.Config(model="uniform", low=0.5, high=9.0, scaling={"compute": 1.7, "comm": 0.4})
 
