@@ -108,7 +108,7 @@ def _mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 COMPILED_KEYS = 250_000
 """From this many streams on, :func:`seed_words` hashes their paths in one compiled loop (:mod:`simfl.hashing`:
-the same digests, a third of hashlib's time per path); below it the compiler's start would cost more."""
+the same digests in under half of hashlib's time); below it numba's start in a process (about 0.5 s) would cost more."""
 
 
 def seed_words(seed: int, names: tuple[Name, ...], count: int) -> np.ndarray:

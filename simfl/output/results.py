@@ -39,7 +39,7 @@ import pandas as pd
 from simfl import outdir
 from simfl.errors import InputError
 from simfl.output.recording import LAYER_CHANGES, LayerRecorder
-from simfl.sim.state import Event, SimState
+from simfl.sim.state import Event, SimState, event_values
 
 SUMMARY_COLUMNS = [
     "algorithm", "seed", "final_accuracy", "best_accuracy", "updates", "virtual_time", "wall_seconds",
@@ -93,9 +93,13 @@ class OutputFolder:
         return self.out
 
 
+DIALECT = "excel"
+"""The one CSV dialect of every result table (shared by the final and the growing files): commas, minimal
+quoting, CRLF line ends; None is an empty cell."""
+
+
 def _csv_writer(fh: IO[str], columns: Sequence[str]) -> csv.DictWriter[str]:
-    """The one CSV dialect of every result table (shared by the final and the growing files)."""
-    return csv.DictWriter(fh, fieldnames=list(columns), extrasaction="raise")
+    return csv.DictWriter(fh, fieldnames=list(columns), dialect=DIALECT, extrasaction="raise")
 
 
 def _cells(row: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +133,17 @@ def csv_text(columns: Sequence[str], rows: Iterable[dict[str, Any]], header: boo
     return buffer.getvalue()
 
 
+def csv_values_text(columns: Sequence[str], rows: Iterable[Sequence[Any]], header: bool = True) -> str:
+    """Rows given as their values in ``columns``' order as CSV text: the bytes :func:`csv_text` writes for the same
+    rows as dicts, without a dict per row (events.csv has a row per arrival)."""
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer, dialect=DIALECT)
+    if header:
+        writer.writerow(columns)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
 Append = Callable[[str, str, bool], None]
 """Receives (file name, CSV text, fresh): append the text to the run's file, or start the file anew when fresh."""
 
@@ -151,17 +166,20 @@ class GrowingRun:
 
     def __call__(self, state: SimState) -> None:
         """Hand on the new metrics and events rows of ``state``."""
-        if state.metrics:
-            self._grow("metrics", state.metrics, metric_columns([state.metrics[0].row()]))
-        self._grow("events", state.events, Event.columns())
+        metrics, events = state.metrics, state.events
+        if metrics:
+            columns = metric_columns([metrics[0].row()])
+            self._grow("metrics", len(metrics), lambda start, header: csv_text(
+                columns, (m.row() for m in metrics[start:]), header))
+        self._grow("events", len(events), lambda start, header: csv_values_text(
+            Event.columns(), map(event_values, events[start:]), header))
 
-    def _grow(self, name: str, rows: Sequence[Any], columns: Sequence[str]) -> None:
+    def _grow(self, name: str, count: int, text: Callable[[int, bool], str]) -> None:
+        """Hand on rows ``start`` to ``count`` of file ``name`` (``text(start, header)``: them as CSV text)."""
         done = self.written[name]
-        if done is None or len(rows) > done:
-            start = done or 0
-            self.append(f"{name}.csv", csv_text(columns, (r.row() for r in rows[start:]), header=done is None),
-                        done is None)
-        self.written[name] = len(rows)
+        if done is None or count > done:
+            self.append(f"{name}.csv", text(done or 0, done is None), done is None)
+        self.written[name] = count
 
 
 def append_to(folder: Path) -> Append:
@@ -184,7 +202,7 @@ def run_files(state: SimState, tables: Mapping[str, Sequence[dict[str, Any]]] | 
     metric_rows = [m.row() for m in state.metrics]
     files = {
         "metrics.csv": csv_text(metric_columns(metric_rows), metric_rows).encode(),
-        "events.csv": csv_text(Event.columns(), (e.row() for e in state.events)).encode(),
+        "events.csv": csv_values_text(Event.columns(), map(event_values, state.events)).encode(),
     }
     for name, rows in (tables or {}).items():
         if rows:

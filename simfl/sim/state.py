@@ -9,6 +9,7 @@ inspected, checked and saved between events and rebuilt from that data alone.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import asdict, astuple, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -83,12 +84,13 @@ class Event:
 
     def row(self) -> dict[str, Any]:
         """The events.csv row: column name to value."""
-        return dict(zip(_EVENT_COLUMNS, _event_values(self), strict=True))
+        return dict(zip(_EVENT_COLUMNS, event_values(self), strict=True))
 
 
 _EVENT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Event))
 """events.csv's columns, the fields of :class:`Event` in order (read once: a run writes a row per event)."""
-_event_values = operator.attrgetter(*_EVENT_COLUMNS)
+event_values: Callable[[Event], tuple[Any, ...]] = operator.attrgetter(*_EVENT_COLUMNS)
+"""An event's values in events.csv's column order (a tuple, no dict: a run writes a row per event)."""
 
 
 @dataclass(frozen=True)

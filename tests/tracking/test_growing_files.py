@@ -82,3 +82,22 @@ def test_resume_rewrites_the_growing_files_and_publishes_identical_ones(tmp_path
             assert (tmp_path / "out" / algorithm / "seed0" / name).read_bytes() == \
                 (ref / algorithm / "seed0" / name).read_bytes()
     assert yaml.safe_load((tmp_path / "out" / "scenario.yaml").read_text()).get("tracking") is None
+
+
+def test_events_written_from_values_are_the_dict_rows_bytes() -> None:
+    """events.csv is written from each event's values (no dict per row): the same bytes as its rows as dicts."""
+    from simfl.output.results import csv_text, csv_values_text
+    from simfl.sim.state import Event, event_values
+
+    events = [
+        Event(0.1 + 0.2, 1, 3, 1, 2.5e-7, 0.0, 0.6),
+        Event(1e300, None, 0, None, None, None, None, "failure"),
+        Event(526.2, 7, 12, 4, 100.0, 426.2, float("nan"), "leave"),
+        Event(3218.1, 8, 1, 2, 1 / 3, 3000.0, -0.0, "late"),
+    ]
+    columns = Event.columns()
+    want = csv_text(columns, (e.row() for e in events))
+    assert csv_values_text(columns, map(event_values, events)) == want
+    assert csv_values_text(columns, map(event_values, events[2:]), header=False) == csv_text(
+        columns, (e.row() for e in events[2:]), header=False)
+    assert ",,,,," in want and "\r\n" in want
