@@ -48,7 +48,12 @@ class Workload:
     @cached_property
     def flops_per_sample(self) -> int:
         """:attr:`flops`, counted now if it was not given."""
-        return self.flops if isinstance(self.flops, int) else int(self.flops())
+        return counted(self.flops)
+
+
+def counted(flops: int | Callable[[], int]) -> int:
+    """FLOPs given, or counted now by the function given."""
+    return flops if isinstance(flops, int) else int(flops())
 
 
 class LatencyModel(ABC, Generic[ConfigT]):

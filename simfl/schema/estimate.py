@@ -41,6 +41,7 @@ import re
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,9 @@ CHECKPOINT_CLIENT_BYTES = 512
 """One client's record in a checkpoint without its weights (phase, times, counters)."""
 CHECKPOINT_TUPLE_BYTES = 120
 """Memory of one event turned into a tuple while a checkpoint is made."""
+CPU_CHECK_PARAMETERS = 20_000_000
+"""A model of at most this many parameters is checked against the data by a forward pass on the CPU (80 MB of
+weights); a larger one on the meta device, whose kernels import about 1.5 s of PyTorch's compiler on first use."""
 SAMPLE_CLIENTS = 64
 """Clients whose latencies are drawn to estimate the arrival rate."""
 SAMPLE_DRAWS = 16
@@ -424,8 +428,9 @@ def _shape_text(shape: tuple[int, ...]) -> str:
     return "x".join(map(str, shape))
 
 
-ModelCost = tuple[int | None, int, int, dict[str, int] | None]
-"""(parameters, bytes, training FLOPs per sample, values per exchanged tensor by name) of a model."""
+ModelCost = tuple[int | None, int, "int | Callable[[], int]", dict[str, int] | None]
+"""(parameters, bytes, training FLOPs per sample, values per exchanged tensor by name) of a model; the FLOPs may be
+a function that counts them (:func:`simfl.latency.base.counted`), called only where an estimate needs them."""
 
 
 def dry_model(scenario: Any, data: DataShape) -> ModelCost:
@@ -465,44 +470,57 @@ def measure_model(scenario: Any, data: DataShape) -> ModelCost:
         return None, 0, 0, None  # the encoder is read from files when the run starts; a plugin dataset's shape is unknown
     import torch
 
-    from simfl.models.cost import training_flops_per_sample
-
+    build = plugins.lookup("model", name).build
     try:
         with torch.device("meta"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            model = plugins.lookup("model", name).build(scenario.model, data.shape, data.classes)
-            model.eval()
-            out = model(torch.zeros((2, *data.shape)))
+            model = build(scenario.model, data.shape, data.classes)
+        params = sum(p.numel() for p in model.parameters())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if params <= CPU_CHECK_PARAMETERS:  # PyTorch's meta kernels import seconds of its compiler on first use
+                with torch.random.fork_rng(devices=[]):
+                    built = build(scenario.model, data.shape, data.classes)
+                out = built.eval()(torch.zeros((2, *data.shape)))
+            else:
+                with torch.device("meta"):
+                    out = model.eval()(torch.zeros((2, *data.shape)))
     except InputError:
         raise
     except (RuntimeError, ValueError, TypeError, IndexError, ZeroDivisionError, AssertionError) as exc:
         raise misfit() from exc
     if tuple(out.shape) != (2, data.classes):
         raise misfit(f" (the model's output is {_shape_text(tuple(out.shape[1:]))}, not {data.classes} classes)")
-    params = sum(p.numel() for p in model.parameters())
     buffers = sum(b.numel() for b in model.buffers() if b.is_floating_point())
     tensors = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}  # as models.flat.Layout
     tensors.update((n, b.numel()) for n, b in model.named_buffers() if b.is_floating_point())
-    try:
-        with torch.device("meta"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            flops = training_flops_per_sample(model, torch.zeros(data.shape))
-    except (RuntimeError, ValueError, TypeError):
-        flops = 6 * params
-    return params, 4 * (params + buffers), int(flops), tensors
+
+    def flops() -> int:
+        from simfl.models.cost import training_flops_per_sample
+
+        try:
+            with torch.device("meta"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return int(training_flops_per_sample(model, torch.zeros(data.shape)))
+        except (RuntimeError, ValueError, TypeError):
+            return 6 * params
+
+    return params, 4 * (params + buffers), flops, tensors
 
 
 # -- arrivals ---------------------------------------------------------------------------------------
 
 
-def mean_latency(scenario: Any, clients: int, model_bytes: int, flops: int, samples: int) -> float:
-    """Mean round latency over a sample of clients, from a private copy of the delay model (seed 0)."""
+def mean_latency(scenario: Any, clients: int, model_bytes: int, flops: int | Callable[[], int], samples: int) -> float:
+    """Mean round latency over a sample of clients, from a private copy of the delay model (seed 0; the FLOPs are
+    counted if it reads them)."""
     from simfl.latency import Workload
+    from simfl.latency.base import counted
     from simfl.schema import plugins
 
     cls = plugins.lookup("latency", scenario.latency.model)
     cls.check(scenario.latency, clients)
-    workload = Workload(model_bytes=max(model_bytes, 1), flops=max(flops, 1),
+    workload = Workload(model_bytes=max(model_bytes, 1), flops=lambda: max(counted(flops), 1),
                         samples=(max(samples, 1),) * clients, epochs=scenario.train.epochs)
     try:
         try:  # a sample of the clients is enough where the model is not configured per client
@@ -611,7 +629,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     if data.train and clients > data.train:
         raise InputError("data.partition.clients", f"must be at most the {data.train:,} training samples of "
                          f"data.dataset {scenario.data.dataset}, got {clients:,}")
-    params, model_bytes, flops, tensors = dry_model(scenario, data)
+    params, model_bytes, flops_of, tensors = dry_model(scenario, data)
     record = getattr(scenario, "record", None)
     layer = None if record is None else record.layer
     if layer is not None and tensors is not None and layer not in tensors:  # as the run's LayerRecorder says
@@ -625,7 +643,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     store = store_spec(scenario, stored)
     on_disk = store.kind == "disk"
     samples = data.train // max(clients, 1)
-    lat = mean_latency(scenario, clients, model_bytes, flops, samples)
+    lat = mean_latency(scenario, clients, model_bytes, flops_of, samples)
     rate = in_flight / lat
     budget = scenario.budget
     horizon = budget.time if budget.time is not None else budget.updates / rate
@@ -654,7 +672,10 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     checkpoint = (tensors_kept * (model_bytes + CHECKPOINT_TENSOR_BYTES) + _count(events) * CHECKPOINT_EVENT_BYTES
                   + _count(evaluations) * CHECKPOINT_METRIC_BYTES + clients * CHECKPOINT_CLIENT_BYTES
                   + CHECKPOINT_BASE_BYTES)
+    from simfl.latency.base import counted
+
     null = scenario.executor.kind == "none"
+    flops = 0 if null else counted(flops_of)  # nothing trains or is evaluated in pure-latency mode
     if null:
         stored_arrival = (STORE_ARRIVAL_SECONDS + rows * model_bytes * STORE_SECONDS_PER_BYTE) if rows else 0.0
         per_update = NULL_ARRIVAL_SECONDS + stored_arrival * (DISK_STORE_FACTOR if on_disk else 1.0)

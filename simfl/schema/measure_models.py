@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from simfl.latency.base import counted
 from simfl.schema import estimate
 from simfl.schema.model_costs import TABLE, key
 from simfl.schema.scenario import load
@@ -22,7 +23,7 @@ def measured(paths: Sequence[str]) -> dict[str, list[Any]]:
         params, size, flops, tensors = estimate.measure_model(scenario, data)
         if params is None or tensors is None:
             continue  # read from files, or data of unknown shape: nothing to list
-        out[key(scenario.model, data.shape, data.classes)] = [params, size, flops, tensors]
+        out[key(scenario.model, data.shape, data.classes)] = [params, size, counted(flops), tensors]
     return out
 
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from simfl.latency.base import counted
 from simfl.schema import estimate, model_costs, plugins
 from simfl.schema.scenario import load
 
@@ -23,7 +24,8 @@ def test_every_entry_is_what_measuring_gives(entry: str) -> None:
     config, shape, classes = json.loads(entry)
     model = plugins.KINDS["model"].configs()[config["name"]].model_validate(config)
     scenario = SimpleNamespace(model=model, data=SimpleNamespace(dataset="the table's"))
-    measured = estimate.measure_model(scenario, estimate.DataShape(tuple(shape), classes, 1, 1))
+    params, size, flops, tensors = estimate.measure_model(scenario, estimate.DataShape(tuple(shape), classes, 1, 1))
+    measured = (params, size, counted(flops), tensors)
     assert model_costs.key(model, shape, classes) == entry
     assert model_costs.known(model, shape, classes) == measured
     assert list(model_costs.known(model, shape, classes)[3]) == list(measured[3])  # the tensors in layout order
