@@ -237,6 +237,8 @@ class Streams(Sequence[np.random.Generator]):
         self.used = [0] * count
         """Per unbuilt stream, outputs :meth:`claim` handed out from its start."""
         self.width = 0
+        self.drawn = False
+        """Some stream has handed out an output (claimed, or its generator built or loaded)."""
 
     def first(self, n: int) -> np.ndarray:
         """The first ``n`` doubles of every stream, shape (count, n), as ``self[m].random(n)`` would give them
@@ -246,7 +248,7 @@ class Streams(Sequence[np.random.Generator]):
     def first_words(self, n: int) -> np.ndarray:
         """The first ``n`` raw 64-bit outputs of every stream, shape (count, n), as its bit generator's next_uint64
         would give them before any draw; :meth:`claim` then hands them out (one output each)."""
-        if any(self.used) or any(g is not None for g in self.gens):
+        if self.drawn:
             raise ValueError("first() must come before any draw")
         self.width = n
         return pcg64_words(pcg64_start(self.words), n)
@@ -258,6 +260,7 @@ class Streams(Sequence[np.random.Generator]):
         if used + n > self.width or self.gens[m] is not None:
             return -1
         self.used[m] = used + n
+        self.drawn = True
         return m * self.width + used
 
     def load(self, states: list[dict[str, object]]) -> None:
@@ -265,6 +268,7 @@ class Streams(Sequence[np.random.Generator]):
         self.gens = [restore_generator(s) for s in states]
         self.used = [0] * len(states)
         self.width = 0
+        self.drawn = True
 
     def __len__(self) -> int:
         return len(self.gens)
@@ -285,6 +289,7 @@ class Streams(Sequence[np.random.Generator]):
             if self.used[m]:
                 bitgen.advance(self.used[m])  # one LCG step per output handed out
             gen = self.gens[m] = np.random.Generator(bitgen)
+            self.drawn = True
         return gen
 
     def __iter__(self) -> Iterator[np.random.Generator]:
