@@ -49,3 +49,21 @@ def test_validate_of_a_shipped_scenario_loads_no_torch(name: str) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(ROOT / "scenarios" / name)],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "0 []"
+
+
+def test_validate_of_an_unlisted_model_loads_no_compiler(tmp_path: Path) -> None:
+    """A model the table does not list is built and checked on the CPU, and in pure-latency mode its FLOPs are not
+    counted: neither loads PyTorch's compiler (torch._dynamo, about 1.5 s), which the meta device's kernels and the
+    FLOP counter import."""
+    path = tmp_path / "unlisted.yaml"
+    path.write_text(json.dumps({
+        "name": "unlisted", "seeds": [0],
+        "data": {"dataset": "synthetic", "train_size": 200, "test_size": 10, "features": 5, "classes": 3,
+                 "partition": {"kind": "iid", "clients": 10}},
+        "model": {"name": "mlp", "hidden": [7]}, "latency": {"model": "lognormal", "mean": 5.0, "std": 2.0},
+        "budget": {"updates": 100}, "eval": {"every": 10.0}, "algorithms": [{"name": "fedasync"}],
+        "executor": {"kind": "none"}}))
+    code = ("import sys; from simfl.cli import main; rc = main(['validate', sys.argv[1]]); "
+            "print(rc, 'torch' in sys.modules, 'torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "0 True False"
