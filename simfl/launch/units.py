@@ -258,7 +258,8 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         resume = unit.resume
         feed = None if tracker is None else tracker.open(
             unit.name, unit.index, unit.seed, unit.prior_wall, len(resume["state"]["events"]) if resume else 0)
-        watchers: list[Progress] = [GrowingRun(feeds.grown), feeds.moved]
+        growing = GrowingRun(feeds.grown)
+        watchers: list[Progress] = [growing, feeds.moved]
         if feed is not None:
             watchers.append(feed.progress)
         options = RunOptions(chain(watchers), unit.verify, feeds.checkpointing(), resume,
@@ -274,7 +275,8 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         except RunStopped as exc:
             if feed is not None:
                 feed.finish({}, failed=True)
-            return Stopped(unit.key, {**run_files(exc.state), numerics.FILE: numerics.record()}, exc.message)
+            files = run_files(exc.state, events=growing.events_csv(exc.state))
+            return Stopped(unit.key, {**files, numerics.FILE: numerics.record()}, exc.message)
         except BaseException:
             if feed is not None:
                 feed.finish({}, failed=True)
@@ -283,7 +285,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         row = summary_row(unit.name, unit.seed, result.state, wall)
         if feed is not None:
             feed.finish(row)
-        files = {**run_files(result.state, result.tables), numerics.FILE: numerics.record()}
+        files = {**run_files(result.state, result.tables, growing.events_csv(result.state)), numerics.FILE: numerics.record()}
         return Done(unit.key, files, row, wall)
     finally:
         torch.set_num_threads(before)

@@ -157,12 +157,16 @@ class GrowingRun:
     a run as it goes. The rows are written exactly as :func:`run_files` writes them, which
     replace both files when the run ends; the first call starts both files anew (a resumed
     run's history included, dropping rows an interrupted run wrote after its checkpoint).
+    The events' text is kept, so that :func:`run_files` need not write a row per arrival twice
+    (:meth:`events_csv`).
     """
 
     def __init__(self, append: Append) -> None:
         self.append = append
         self.written: dict[str, int | None] = {"metrics": None, "events": None}
         """Rows handed on per file; None until the file is started."""
+        self.events_text: list[bytes] = []
+        """events.csv as handed on so far, in pieces (bytes: the whole file is then one more copy, not two)."""
 
     def __call__(self, state: SimState) -> None:
         """Hand on the new metrics and events rows of ``state``."""
@@ -178,8 +182,21 @@ class GrowingRun:
         """Hand on rows ``start`` to ``count`` of file ``name`` (``text(start, header)``: them as CSV text)."""
         done = self.written[name]
         if done is None or count > done:
-            self.append(f"{name}.csv", text(done or 0, done is None), done is None)
+            piece = text(done or 0, done is None)
+            self.append(f"{name}.csv", piece, done is None)
+            if name == "events":
+                if done is None:
+                    self.events_text = []
+                self.events_text.append(piece.encode())
         self.written[name] = count
+
+    def events_csv(self, state: SimState) -> bytes | None:
+        """events.csv of ``state`` as handed on, when every event was (None: some were not); given once (the
+        pieces are let go)."""
+        text, self.events_text = self.events_text, []
+        if self.written["events"] != len(state.events) or not text:
+            return None
+        return b"".join(text)
 
 
 def append_to(folder: Path) -> Append:
@@ -196,14 +213,15 @@ def append_to(folder: Path) -> Append:
     return append
 
 
-def run_files(state: SimState, tables: Mapping[str, Sequence[dict[str, Any]]] | None = None) -> dict[str, bytes]:
+def run_files(state: SimState, tables: Mapping[str, Sequence[dict[str, Any]]] | None = None,
+              events: bytes | None = None) -> dict[str, bytes]:
     """The files of one run, by name: metrics.csv, events.csv (and layer_changes.npy when a layer is recorded,
-    ``<name>.csv`` for each of the algorithm's non-empty ``tables``, their columns in order of appearance)."""
+    ``<name>.csv`` for each of the algorithm's non-empty ``tables``, their columns in order of appearance).
+    ``events``: events.csv of ``state`` already written (:meth:`GrowingRun.events_csv`)."""
     metric_rows = [m.row() for m in state.metrics]
-    files = {
-        "metrics.csv": csv_text(metric_columns(metric_rows), metric_rows).encode(),
-        "events.csv": csv_values_text(Event.columns(), map(event_values, state.events)).encode(),
-    }
+    if events is None:
+        events = csv_values_text(Event.columns(), map(event_values, state.events)).encode()
+    files = {"metrics.csv": csv_text(metric_columns(metric_rows), metric_rows).encode(), "events.csv": events}
     for name, rows in (tables or {}).items():
         if rows:
             columns = list(dict.fromkeys(key for row in rows for key in row))

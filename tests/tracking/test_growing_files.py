@@ -34,13 +34,16 @@ def test_growing_files_end_byte_identical_to_the_written_ones(tmp_path: Path) ->
     for index in range(len(scn.algorithms)):
         live = tmp_path / f"live{index}"
         seen: list[tuple[bytes, bytes]] = []
-        _, watch = _watch(live, seen)
+        growing, watch = _watch(live, seen)
         state = run_one(scn, fed, index, progress=watch).state
         folder = OutputFolder(tmp_path / f"ref{index}")
         write_run(folder, "x", 0, run_files(state))
         metrics = (folder.stage / "x" / "seed0" / "metrics.csv").read_bytes()
         events = (folder.stage / "x" / "seed0" / "events.csv").read_bytes()
         assert (live / "metrics.csv").read_bytes() == metrics and (live / "events.csv").read_bytes() == events
+        # the text handed on is the written file: run_files takes it instead of writing every row again
+        assert growing.events_csv(state) == events and run_files(state, events=events) == run_files(state)
+        assert growing.events_csv(state) is None  # given once
         # each evaluation added rows: every snapshot is a prefix of the final file, and they grow
         assert len(seen) >= len(state.metrics) > 5
         assert all(metrics.startswith(m) and events.startswith(e) for m, e in seen)
@@ -82,6 +85,17 @@ def test_resume_rewrites_the_growing_files_and_publishes_identical_ones(tmp_path
             assert (tmp_path / "out" / algorithm / "seed0" / name).read_bytes() == \
                 (ref / algorithm / "seed0" / name).read_bytes()
     assert yaml.safe_load((tmp_path / "out" / "scenario.yaml").read_text()).get("tracking") is None
+
+
+def test_events_text_is_given_only_when_every_event_was_handed_on(tmp_path: Path) -> None:
+    """A run stopped between two evaluations has events no call handed on: run_files writes them all itself."""
+    scn = scenario_mod.validate(tiny_scenario(budget={"time": 12.0}, eval={"every": 1.0}))
+    fed = federation(scn, load_dataset(scn), 0)
+    growing = GrowingRun(append_to(tmp_path / "run" / "seed0"))
+    state = run_one(scn, fed, 0, progress=growing).state
+    assert growing.written["events"] == len(state.events)
+    extra = SimState(state.clients, events=[*state.events, state.events[-1]])
+    assert growing.events_csv(extra) is None
 
 
 def test_events_written_from_values_are_the_dict_rows_bytes() -> None:
