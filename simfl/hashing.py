@@ -49,9 +49,8 @@ def _rotr(x: int, r: int) -> int:  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _digests(prefix: np.ndarray, first: int, out: np.ndarray, initial: np.ndarray,
-             rounds: np.ndarray) -> None:  # pragma: no cover - compiled
-    """Row i of ``out`` (uint8, width up to 32): the first bytes of SHA-256(``prefix`` + decimal(first + i))."""
+def _digests(prefix: np.ndarray, out: np.ndarray, initial: np.ndarray, rounds: np.ndarray) -> None:  # pragma: no cover
+    """Row m of ``out`` (uint8, width up to 32): the first bytes of SHA-256(``prefix`` + decimal(m))."""
     n = prefix.size
     buf = np.zeros(((n + 20 + 9 + 63) // 64) * 64, np.int64)  # 20 digits hold any int64
     buf[:n] = prefix
@@ -60,7 +59,7 @@ def _digests(prefix: np.ndarray, first: int, out: np.ndarray, initial: np.ndarra
     h = np.empty(8, np.int64)
     width = out.shape[1]
     for i in range(out.shape[0]):
-        m = first + i
+        m = i
         nd = 0
         while True:
             digits[nd] = 48 + m % 10
@@ -116,5 +115,5 @@ def numbered_digests(prefix: bytes, count: int, width: int = 32) -> np.ndarray:
         raise ValueError(f"width must be 1 to 32 bytes, got {width}")
     out = np.empty((count, width), dtype=np.uint8)
     if count:
-        _digests(np.frombuffer(prefix, dtype=np.uint8).astype(np.int64), 0, out, _INITIAL, _ROUNDS)
+        _digests(np.frombuffer(prefix, dtype=np.uint8).astype(np.int64), out, _INITIAL, _ROUNDS)
     return out

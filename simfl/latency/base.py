@@ -47,8 +47,17 @@ class Workload:
 
     @cached_property
     def flops_per_sample(self) -> int:
-        """:attr:`flops`, counted now if it was not given."""
+        """:attr:`flops`, counted now if it was not given (0: unknown, a Flower app's model, which simfl cannot run)."""
         return counted(self.flops)
+
+    def training_flops(self, where: str, needs: str, instead: str) -> int:
+        """:attr:`flops_per_sample` for a delay that scales with them; unknown ones are one line naming ``where``,
+        what ``needs`` them and what to give ``instead``."""
+        flops = self.flops_per_sample
+        if flops == 0:
+            raise InputError(where, f"{needs} needs the model's training FLOPs, which a Flower app's model "
+                             f"(model: flower_app) does not give; give {instead}")
+        return flops
 
 
 def counted(flops: int | Callable[[], int]) -> int:

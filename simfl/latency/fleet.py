@@ -74,10 +74,8 @@ def round_seconds(device: Device, workload: Workload, client: int, transfers: in
     per_sample = device.seconds_per_sample
     if per_sample is None:
         assert device.flops is not None
-        if workload.flops_per_sample == 0:
-            raise InputError("latency.model: fleet", "a device given in FLOP/s needs the model's training FLOPs, which "
-                             "a Flower app's model (model: flower_app) does not give; give seconds_per_sample")
-        per_sample = workload.flops_per_sample / device.flops
+        flops = workload.training_flops("latency.model: fleet", "a device given in FLOP/s", "seconds_per_sample")
+        per_sample = flops / device.flops
     return compute_scale * per_sample * work + transfers * workload.model_bytes / device.bandwidth
 
 

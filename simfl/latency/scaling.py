@@ -71,9 +71,8 @@ def check_workload(config: ScalingConfig, workload: Workload, num_clients: int) 
         raise InputError(
             "latency.scaling.compute", f"workload has {len(workload.samples)} client sample counts, needs {num_clients}"
         )
-    if config.compute == "workload" and workload.flops_per_sample == 0:
-        raise InputError("latency.scaling.compute", "workload scales by the model's training FLOPs, which a Flower "
-                         "app's model (model: flower_app) does not give; give a factor")
+    if config.compute == "workload":
+        workload.training_flops("latency.scaling.compute", "workload", "a factor")
 
 
 class TraceOptions(Section):

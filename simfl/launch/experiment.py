@@ -236,15 +236,14 @@ def run_one(
                   say, data_held=fed.dataset.name != "flower_app")
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
-    with collector.paused():  # the clients' streams, built at once (simfl/collector.py)
+    with collector.paused():  # the clients' streams and absences, built at once (simfl/collector.py)
         latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
+        presence = with_absences(scenario.availability, latency.absences())
+        availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
     evaluator: Callable[[torch.Tensor], Scores] = (
         no_evaluation if null
         else fed.evaluate or Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
     )
-    with collector.paused():
-        presence = with_absences(scenario.availability, latency.absences())
-        availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     observers = [o for o in (recorder, opts.on_update) if o is not None]
     budget = Budget(scenario.budget.time, scenario.budget.updates)

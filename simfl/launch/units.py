@@ -275,7 +275,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         except RunStopped as exc:
             if feed is not None:
                 feed.finish({}, failed=True)
-            files = run_files(exc.state, events=growing.events_csv(exc.state))
+            files = run_files(exc.state, written=growing.handed_on(exc.state))
             return Stopped(unit.key, {**files, numerics.FILE: numerics.record()}, exc.message)
         except BaseException:
             if feed is not None:
@@ -285,7 +285,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         row = summary_row(unit.name, unit.seed, result.state, wall)
         if feed is not None:
             feed.finish(row)
-        files = {**run_files(result.state, result.tables, growing.events_csv(result.state)), numerics.FILE: numerics.record()}
+        files = {**run_files(result.state, result.tables, growing.handed_on(result.state)), numerics.FILE: numerics.record()}
         return Done(unit.key, files, row, wall)
     finally:
         torch.set_num_threads(before)

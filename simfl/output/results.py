@@ -157,16 +157,16 @@ class GrowingRun:
     a run as it goes. The rows are written exactly as :func:`run_files` writes them, which
     replace both files when the run ends; the first call starts both files anew (a resumed
     run's history included, dropping rows an interrupted run wrote after its checkpoint).
-    The events' text is kept, so that :func:`run_files` need not write a row per arrival twice
-    (:meth:`events_csv`).
+    The text is kept, so that :func:`run_files` need not write a row per arrival twice
+    (:meth:`handed_on`).
     """
 
     def __init__(self, append: Append) -> None:
         self.append = append
         self.written: dict[str, int | None] = {"metrics": None, "events": None}
         """Rows handed on per file; None until the file is started."""
-        self.events_text: list[bytes] = []
-        """events.csv as handed on so far, in pieces (bytes: the whole file is then one more copy, not two)."""
+        self.pieces: dict[str, list[bytes]] = {"metrics": [], "events": []}
+        """Each file as handed on so far, in pieces (bytes: the whole file is then one more copy, not two)."""
 
     def __call__(self, state: SimState) -> None:
         """Hand on the new metrics and events rows of ``state``."""
@@ -184,19 +184,17 @@ class GrowingRun:
         if done is None or count > done:
             piece = text(done or 0, done is None)
             self.append(f"{name}.csv", piece, done is None)
-            if name == "events":
-                if done is None:
-                    self.events_text = []
-                self.events_text.append(piece.encode())
+            if done is None:
+                self.pieces[name] = []
+            self.pieces[name].append(piece.encode())
         self.written[name] = count
 
-    def events_csv(self, state: SimState) -> bytes | None:
-        """events.csv of ``state`` as handed on, when every event was (None: some were not); given once (the
-        pieces are let go)."""
-        text, self.events_text = self.events_text, []
-        if self.written["events"] != len(state.events) or not text:
-            return None
-        return b"".join(text)
+    def handed_on(self, state: SimState) -> dict[str, bytes]:
+        """The files of ``state`` whose every row was handed on, as handed on, by name (``metrics.csv``,
+        ``events.csv``): :func:`run_files` need not write them again. Given once (the pieces are let go)."""
+        rows = {"metrics": len(state.metrics), "events": len(state.events)}
+        pieces, self.pieces = self.pieces, {name: [] for name in self.pieces}
+        return {f"{name}.csv": b"".join(text) for name, text in pieces.items() if text and self.written[name] == rows[name]}
 
 
 def append_to(folder: Path) -> Append:
@@ -214,14 +212,16 @@ def append_to(folder: Path) -> Append:
 
 
 def run_files(state: SimState, tables: Mapping[str, Sequence[dict[str, Any]]] | None = None,
-              events: bytes | None = None) -> dict[str, bytes]:
+              written: Mapping[str, bytes] | None = None) -> dict[str, bytes]:
     """The files of one run, by name: metrics.csv, events.csv (and layer_changes.npy when a layer is recorded,
     ``<name>.csv`` for each of the algorithm's non-empty ``tables``, their columns in order of appearance).
-    ``events``: events.csv of ``state`` already written (:meth:`GrowingRun.events_csv`)."""
-    metric_rows = [m.row() for m in state.metrics]
-    if events is None:
-        events = csv_values_text(Event.columns(), map(event_values, state.events)).encode()
-    files = {"metrics.csv": csv_text(metric_columns(metric_rows), metric_rows).encode(), "events.csv": events}
+    ``written``: those of them already written for ``state`` (:meth:`GrowingRun.handed_on`), taken as they are."""
+    files = dict(written or {})
+    if "metrics.csv" not in files:
+        metric_rows = [m.row() for m in state.metrics]
+        files["metrics.csv"] = csv_text(metric_columns(metric_rows), metric_rows).encode()
+    if "events.csv" not in files:
+        files["events.csv"] = csv_values_text(Event.columns(), map(event_values, state.events)).encode()
     for name, rows in (tables or {}).items():
         if rows:
             columns = list(dict.fromkeys(key for row in rows for key in row))

@@ -438,7 +438,7 @@ a function that counts them (:func:`simfl.latency.base.counted`), called only wh
 def dry_model(scenario: Any, data: DataShape) -> ModelCost:
     """The :data:`ModelCost` of the scenario's model on its data (None for unknowns: a model read from files,
     data of unknown shape): a built-in model on a shape :mod:`simfl.schema.model_costs` lists is read from
-    there, without torch; any other is built on the meta device (:func:`measure_model`)."""
+    there, without torch; any other is built and checked by :func:`measure_model`."""
     from simfl.schema import model_costs, plugins
 
     if scenario.model.name == "flower_app":
@@ -451,10 +451,11 @@ def dry_model(scenario: Any, data: DataShape) -> ModelCost:
 
 
 def measure_model(scenario: Any, data: DataShape) -> ModelCost:
-    """The :data:`ModelCost` of the scenario's model, built on the meta device.
+    """The :data:`ModelCost` of the scenario's model, sized on the meta device.
 
-    Runs one forward pass of a batch of the data's sample shape, so that a model that does not
-    fit the data fails here, naming both keys, instead of deep in training.
+    Runs one forward pass of a batch of the data's sample shape (on the CPU up to
+    :data:`CPU_CHECK_PARAMETERS`, else on the meta device), so that a model that does not fit the data
+    fails here, naming both keys, instead of deep in training. The FLOPs are a function, counted on call.
     """
     from simfl.schema import plugins
 
@@ -624,6 +625,8 @@ def app_rounds(scenario: Any) -> int | None:
 def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estimate:
     """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`); ``checkpoints``:
     the runs write checkpoints (``--checkpoint-every``)."""
+    from simfl.latency.base import counted
+
     data = data_shape(scenario.data)
     clients = client_count(scenario)
     if clients > MAX_CLIENTS:
@@ -674,8 +677,6 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     checkpoint = (tensors_kept * (model_bytes + CHECKPOINT_TENSOR_BYTES) + _count(events) * CHECKPOINT_EVENT_BYTES
                   + _count(evaluations) * CHECKPOINT_METRIC_BYTES + clients * CHECKPOINT_CLIENT_BYTES
                   + CHECKPOINT_BASE_BYTES)
-    from simfl.latency.base import counted
-
     null = scenario.executor.kind == "none"
     flops = 0 if null else counted(flops_of)  # nothing trains or is evaluated in pure-latency mode
     if null:

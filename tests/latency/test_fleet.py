@@ -161,3 +161,20 @@ def test_committed_fleet_is_the_generator_output_and_the_scenario_loads(tmp_path
     scn = load(root / "fleet10k.yaml")
     assert scn.executor.kind == "none" and scn.data.partition.clients == 10_000
     assert len(read_fleet_csv(scn.latency.path)) == 10_000
+
+
+def test_delays_scaled_by_flops_refuse_a_model_without_them() -> None:
+    """A Flower app's model has no FLOPs simfl can count (0): a device given in FLOP/s and workload compute scaling
+    are each one line naming the field and what to give instead; seconds per sample and factors run."""
+    from simfl.latency.fleet import Device, round_seconds
+    from simfl.latency.scaling import ScalingConfig, check_workload
+
+    unknown = Workload(model_bytes=1000, flops=0, samples=(10, 20), epochs=1)
+    with pytest.raises(InputError, match=r"latency.model: fleet.*FLOP/s.*give seconds_per_sample"):
+        round_seconds(Device(None, 1e9, 1e6), unknown, 0, 2, 1.0)
+    assert round_seconds(Device(0.01, None, 1e6), unknown, 0, 2, 1.0) == pytest.approx(0.1 + 2 * 1000 / 1e6)
+    with pytest.raises(InputError, match=r"latency.scaling.compute.*workload needs.*give a factor"):
+        check_workload(ScalingConfig(compute="workload"), unknown, 2)
+    check_workload(ScalingConfig(compute=2.0), unknown, 2)
+    counted = Workload(model_bytes=1000, flops=lambda: 2_000_000, samples=(10, 20), epochs=1)
+    assert round_seconds(Device(None, 1e9, 1e6), counted, 0, 2, 1.0) == pytest.approx(10 * 2e-3 + 2e-3)

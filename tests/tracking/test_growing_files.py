@@ -42,8 +42,10 @@ def test_growing_files_end_byte_identical_to_the_written_ones(tmp_path: Path) ->
         events = (folder.stage / "x" / "seed0" / "events.csv").read_bytes()
         assert (live / "metrics.csv").read_bytes() == metrics and (live / "events.csv").read_bytes() == events
         # the text handed on is the written file: run_files takes it instead of writing every row again
-        assert growing.events_csv(state) == events and run_files(state, events=events) == run_files(state)
-        assert growing.events_csv(state) is None  # given once
+        handed = growing.handed_on(state)
+        assert handed == {"metrics.csv": metrics, "events.csv": events}
+        assert run_files(state, written=handed) == run_files(state)
+        assert growing.handed_on(state) == {}  # given once
         # each evaluation added rows: every snapshot is a prefix of the final file, and they grow
         assert len(seen) >= len(state.metrics) > 5
         assert all(metrics.startswith(m) and events.startswith(e) for m, e in seen)
@@ -94,8 +96,8 @@ def test_events_text_is_given_only_when_every_event_was_handed_on(tmp_path: Path
     growing = GrowingRun(append_to(tmp_path / "run" / "seed0"))
     state = run_one(scn, fed, 0, progress=growing).state
     assert growing.written["events"] == len(state.events)
-    extra = SimState(state.clients, events=[*state.events, state.events[-1]])
-    assert growing.events_csv(extra) is None
+    extra = SimState(state.clients, events=[*state.events, state.events[-1]], metrics=state.metrics)
+    assert "events.csv" not in growing.handed_on(extra)
 
 
 def test_events_written_from_values_are_the_dict_rows_bytes() -> None:
