@@ -10,8 +10,8 @@ clients, sends them the same weights and aggregates the round when it closes.
 Hand-offs at one instant take zero-time steps (:meth:`~simfl.sim.clock.Clock.soon`),
 which fixes the order against the other wake-ups due at that instant
 (docs/architecture.md, "Tie order"): a delivery reaches a waiting async server
-two steps after it lands (one when the server is busy and takes the next queued
-arrival), a synchronous round closes one step after its deadline or after the
+one step after it lands (and one step after the previous take when the server was
+busy and takes the next queued arrival), a synchronous round closes one step after its deadline or after the
 delivery that completes it (two when a deadline is set), and a starved round
 selects two steps after a client became free. Everything these steps carry is
 transient within one instant; what lasts (queue, phase, round members) is in
@@ -76,16 +76,14 @@ class AsyncServer:
     # -- arrivals ---------------------------------------------------------------------
 
     def delivered(self, client: ClientState) -> None:
-        self.world.state.queue.append(client.index)
-        self.world.soon(self._handed_over)
-
-    def _handed_over(self) -> None:
-        """A delivery is queued; a waiting server takes the first queued one a step later."""
+        """A waiting server (its queue empty) takes the delivery a step later, after the wake-ups due now; a busy
+        one queues it."""
         if self.waiting:
             self.waiting = False
-            w = self.world
-            self.taking = w.state.queue.pop(0)
-            w.soon(self._take)
+            self.taking = client.index
+            self.world.soon(self._take)
+        else:
+            self.world.state.queue.append(client.index)
 
     def _next(self) -> None:
         """Take the next queued arrival (a step later), or wait for one."""
