@@ -189,12 +189,12 @@ class HeapClock:
             self._order += 1
 
     def run(self) -> None:
-        heap, steps, fire = self._heap, self._steps, self.fire
+        heap, steps, fire, now = self._heap, self._steps, self.fire, self.now
         while True:
             if steps:
                 order, step = steps[0]
                 head: Any = heap[0] if heap else None
-                if head is None or head[0] != self.now or head[1] != ARRIVAL or head[2] > order:
+                if head is None or head[0] != now or head[1] != ARRIVAL or head[2] > order:
                     steps.popleft()
                     if step is None:
                         return
@@ -202,6 +202,6 @@ class HeapClock:
                     continue
             if not heap:
                 raise RuntimeError("no scheduled events left and the run did not stop")
-            time, _, _, wake = heappop(heap)
-            self.now = time
+            now, _, _, wake = heappop(heap)
+            self.now = now
             fire(wake)

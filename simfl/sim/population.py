@@ -22,7 +22,7 @@ own part. A population's own data is a function of the clients' phases (and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import torch
@@ -213,6 +213,9 @@ class Sampled:
         """Synchronous rounds: clients that became free since the last round was drawn (all, after a resume)."""
         self.keeps = False
         """The asynchronous algorithm keeps client models (read once, at :meth:`open`: an arrival's path asks it)."""
+        self.upcoming: Iterator[float] = iter(())
+        """Selection draws ``selections``, ``selections + 1``, ... in turn (from :meth:`open`; every draw is kept,
+        so a ``next`` replaces a call with the count: an arrival's path)."""
 
     def room(self, busy: int) -> int:
         return self.limit - busy
@@ -221,6 +224,7 @@ class Sampled:
         st = self.world.state
         waiting = set(st.queue) | set(st.round_members)
         self.pool.add_all([c.index for c in st.clients if c.active and c.phase == "idle" and c.index not in waiting])
+        self.upcoming = self.draws.following(st.selections)
         if algorithm is not None:
             self.algorithm = algorithm
             self.keeps = algorithm.keeps_client_models
@@ -236,14 +240,13 @@ class Sampled:
         """
         w = self.world
         st = w.state
-        pool, draws, availability = self.pool, self.draws, w.availability
+        pool, upcoming, availability = self.pool, self.upcoming, w.availability
         data, span = pool.data, pool.span
         while back is not None or data[0]:
-            k = st.selections
-            u = draws(k)
+            u = next(upcoming)
             index = take_member(data, span, u) if back is None else swap_member(data, span, back, u)
             back = None
-            st.selections = k + 1
+            st.selections += 1
             client = st.clients[index]
             if availability is None or not w.away(client):
                 return client
