@@ -105,3 +105,21 @@ def test_a_client_that_leaves_while_the_server_holds_it_restarts_at_its_return(e
         ("arrival", 1.0, 0, 0.0), ("arrival", 2.5, 1, 0.0), ("join", 3.0, 0, None), ("arrival", 4.0, 2, 0.0),
         ("arrival", 5.0, 0, 3.0), ("arrival", 6.0, 1, 3.5), ("arrival", 7.0, 0, 6.0),
     ]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_return_at_an_arrivals_instant_is_handled_before_the_server_takes_it(engine: Engine) -> None:
+    # The tie order of docs/architecture.md: wake-ups due at an instant are handled before the server takes an
+    # arrival of that instant, a step later. At 1.0 client 0's round ends, then client 1 leaves during its first
+    # round (its wake-ups created at 0.0 in dispatch order), then update 1 is taken. Client 1 returns at 4.0 (a
+    # wake-up created at 1.0): client 2's round ends (created at 0.0), client 1 returns and restarts, client 0's
+    # round ends (created at 3.0) and is queued, then the server takes client 2's arrival and client 0's.
+    raw = tiny_scenario(availability={"departures": [{"client": 1, "leave": 1.0, "rejoin": 4.0}]})
+    state = run(raw, engine)
+    rows = [(e.event, e.time, e.client, e.update, e.dispatch_time) for e in state.events if e.time <= 6.5]
+    assert rows == [
+        ("leave", 1.0, 1, None, 0.0), ("arrival", 1.0, 0, 1, 0.0), ("arrival", 2.0, 0, 2, 1.0),
+        ("arrival", 3.0, 0, 3, 2.0), ("join", 4.0, 1, None, None), ("arrival", 4.0, 2, 4, 0.0),
+        ("arrival", 4.0, 0, 5, 3.0), ("arrival", 5.0, 0, 6, 4.0), ("arrival", 6.0, 0, 7, 5.0),
+        ("arrival", 6.5, 1, 8, 4.0),
+    ]
