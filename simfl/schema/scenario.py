@@ -274,6 +274,15 @@ class Scenario(Section):
                                  "(client.flower_app) to train, or executor: {kind: none}")
         return self
 
+    @model_validator(mode="after")
+    def _an_update_budget_it_can_reach(self) -> Scenario:
+        """Every round failing (``availability.p`` 1) counts no update, so a run with only an update budget would go
+        on for ever in virtual time."""
+        if self.availability is not None and self.availability.p >= 1.0 and self.budget.time is None:
+            raise ValueError("availability.p 1.0 fails every round, so budget.updates is never reached; "
+                             "set budget.time")
+        return self
+
     @field_validator("name")
     @classmethod
     def _name_is_one_folder_name(cls, name: str) -> str:

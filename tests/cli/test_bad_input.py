@@ -116,3 +116,12 @@ def test_usage_mistakes_name_the_subcommand_once(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err.strip() == "simfl: run: argument --seeds: expected comma-separated integers, got 'x'"
     assert main(["run"]) == 2
     assert capsys.readouterr().err.strip() == "simfl: run: needs a scenario file (or --resume OUT)"
+
+
+def test_an_update_budget_no_round_can_reach_is_refused(write_scenario, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Every round failing with only an update budget would run for ever in virtual time: refused in one line."""
+    raw = tiny_scenario(availability={"p": 1.0}, budget={"updates": 5})
+    err = one_line_error(capsys, ["validate", str(write_scenario(raw))])
+    assert "availability.p 1.0" in err and "budget.time" in err
+    raw["budget"] = {"updates": 5, "time": 10.0}  # with a time budget the run ends (every round failed)
+    assert main(["validate", str(write_scenario(raw))]) == 0
