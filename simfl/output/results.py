@@ -184,8 +184,6 @@ class GrowingRun:
         if done is None or count > done:
             piece = text(done or 0, done is None)
             self.append(f"{name}.csv", piece, done is None)
-            if done is None:
-                self.pieces[name] = []
             self.pieces[name].append(piece.encode())
         self.written[name] = count
 

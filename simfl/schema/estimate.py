@@ -35,6 +35,7 @@ it before they start (``run`` checks the disk before anything is written).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -498,6 +499,7 @@ def measure_model(scenario: Any, data: DataShape) -> ModelCost:
     tensors = {n: p.numel() for n, p in model.named_parameters() if p.requires_grad}  # as models.flat.Layout
     tensors.update((n, b.numel()) for n, b in model.named_buffers() if b.is_floating_point())
 
+    @functools.cache  # counted once, however many parts of an estimate read it
     def flops() -> int:
         from simfl.models.cost import training_flops_per_sample
 

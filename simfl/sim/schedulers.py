@@ -10,9 +10,9 @@ clients, sends them the same weights and aggregates the round when it closes.
 Hand-offs at one instant take zero-time steps (:meth:`~simfl.sim.clock.Clock.soon`),
 which fixes the order against the other wake-ups due at that instant
 (docs/architecture.md, "Tie order"): a delivery reaches a waiting async server
-one step after it lands (and one step after the previous take when the server was
-busy and takes the next queued arrival), a synchronous round closes one step after its deadline or after the
-delivery that completes it (two when a deadline is set), and a starved round
+one step after it lands (a busy server takes the next queued arrival one step after
+its previous take), a synchronous round closes one step after its deadline or after
+the delivery that completes it (two when a deadline is set), and a starved round
 selects two steps after a client became free. Everything these steps carry is
 transient within one instant; what lasts (queue, phase, round members) is in
 :class:`~simfl.sim.state.SimState`.

@@ -13,7 +13,7 @@ from simfl.errors import InputError
 from simfl.latency import LATENCY_MODELS, Workload
 from simfl.latency.availability import Availability, with_absences
 from simfl.latency.fedscale import FedScale, FedScaleConfig, read_fedscale
-from simfl.latency.fleet import Device, absences
+from simfl.latency.fleet import Device, absences, round_seconds
 from simfl.latency.fleet_csv import FleetCsv, FleetCsvConfig, read_fleet_csv
 from tests.conftest import tiny_scenario
 
@@ -166,7 +166,6 @@ def test_committed_fleet_is_the_generator_output_and_the_scenario_loads(tmp_path
 def test_delays_scaled_by_flops_refuse_a_model_without_them() -> None:
     """A Flower app's model has no FLOPs simfl can count (0): a device given in FLOP/s and workload compute scaling
     are each one line naming the field and what to give instead; seconds per sample and factors run."""
-    from simfl.latency.fleet import Device, round_seconds
     from simfl.latency.scaling import ScalingConfig, check_workload
 
     unknown = Workload(model_bytes=1000, flops=0, samples=(10, 20), epochs=1)
