@@ -38,7 +38,7 @@ class Checkpoints(Observer):
     def resumed(self) -> None:
         """Timed checkpoints go on (a run resumed with them, from a checkpoint saved without, starts the grid)."""
         every, st = self.checkpointing.every_time, self.world.state
-        if every is not None and all(w.kind != "checkpoint" for w in st.pending.values()):
+        if every is not None and all(w.kind != "checkpoint" for w in self.world.clock.pending().values()):
             self.world.wake("checkpoint", max(st.checkpoint_index * every, st.now))
 
     def counted(self) -> None:

@@ -131,7 +131,7 @@ class Simulation:
 
     def data(self) -> dict[str, Any]:
         """The whole simulation as plain data (at a checkpoint instant: nothing else pending at ``now``)."""
-        self.state.now = self.world.clock.now
+        self._settle()
         last = self.world.recorder.last
         return {
             "state": self.state.to_data(),
@@ -164,12 +164,18 @@ class Simulation:
             with collector.running(pause=isinstance(self.executor, NullExecutor)):
                 world.clock.run()
         except InvariantError as exc:
-            st.now = world.clock.now
+            self._settle()
             self._release()
             raise RunStopped(exc.message, st) from exc
         world.recorder.finish(st, self.algorithm.global_weights(), world.clock.now)
+        self._settle()
         self._release()
         return st
+
+    def _settle(self) -> None:
+        """The state takes what the clock holds while a run goes: the time, the pending wake-ups and their count."""
+        clock, st = self.world.clock, self.state
+        st.now, st.pending, st.wakes = clock.now, clock.pending(), clock.wakes
 
     def _release(self) -> None:
         for c in self.state.clients:

@@ -308,6 +308,7 @@ class SyncRounds:
     def wake(self, wake: Wake) -> None:
         """The deadline of the open round passed, or the server's time after an aggregation ended."""
         if wake.kind == "deadline":
+            self.deadline_wake = None  # fired: nothing to cancel
             self._close_soon()
         else:
             self._select()

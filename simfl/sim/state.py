@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, astuple, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from simfl.sim.clock import Wake
+from simfl.sim.clock import Wake, wake_of
 from simfl.train.message import Message
 
 if TYPE_CHECKING:  # annotations only: the state is plain data and loads without torch
@@ -130,9 +130,10 @@ class SimState:
     records: dict[str, Any] = field(default_factory=dict)
     """Optional per-run arrays filled by observers (e.g. ``layer_changes``); written as ``<name>.npy``."""
     pending: dict[int, Wake] = field(default_factory=dict)
-    """The wake-ups still to come, by creation order (:attr:`Wake.order`)."""
+    """The wake-ups still to come when the state was taken as data (a checkpoint, the end of a run), by creation
+    order (:attr:`Wake.order`); while a run goes, its clock holds them (:meth:`~simfl.sim.clock.Clock.pending`)."""
     wakes: int = 0
-    """Wake-ups created so far (the next :attr:`Wake.order`)."""
+    """Wake-ups created so far (the next :attr:`Wake.order`; taken with :attr:`pending`)."""
     server_phase: Literal["wait", "busy", "open", "server", "starved"] = "wait"
     """Async server: waiting for an arrival, or busy for ``server_time`` before re-dispatching
     ``server_client``. Sync rounds: a round is open, the server is aggregating, or no client is free."""
@@ -161,7 +162,7 @@ class SimState:
         data["clients"] = [asdict(c) for c in self.clients]  # copies; a message becomes Message.to_data's dicts
         data["events"] = [astuple(e) for e in self.events]
         data["metrics"] = [asdict(m) for m in self.metrics]
-        data["pending"] = [tuple(w) for w in sorted(self.pending.values(), key=lambda w: w.order)]
+        data["pending"] = [(w.kind, w.order, w.time, w.target) for w in sorted(self.pending.values(), key=lambda w: w.order)]
         return data
 
     @staticmethod
@@ -171,7 +172,7 @@ class SimState:
         values["clients"] = [_client_from_data(c) for c in data["clients"]]
         values["events"] = [Event(*e) for e in data["events"]]
         values["metrics"] = [Metric(**m) for m in data["metrics"]]
-        wakes = [Wake(*w) for w in data["pending"]]
+        wakes = [wake_of(*w) for w in data["pending"]]
         values["pending"] = {w.order: w for w in wakes}
         return SimState(**values)
 

@@ -9,8 +9,9 @@ metric. What the server does with a delivered round is the scheduler's business
 chosen once from the algorithm's kind), which may use only the narrow set of
 methods :class:`World` lists. Checkpoints and verification are
 observers (:class:`Observer`) the world calls at defined points. The
-:class:`~simfl.sim.clock.Clock` (SimPy's or the heap's: the same order) decides when handlers run; every pending wake-up
-is a :class:`~simfl.sim.clock.Wake` kept in :class:`~simfl.sim.state.SimState`.
+:class:`~simfl.sim.clock.Clock` (SimPy's or the heap's: the same order) decides when handlers run; it holds
+the pending wake-ups (:class:`~simfl.sim.clock.Wake`), which :class:`~simfl.sim.state.SimState` carries as data
+when the simulation is saved or ends.
 
 Semantics (docs/architecture.md): the server keeps an update counter ``t``;
 client m remembers ``tau_m``, the value of t when it last talked to the
@@ -152,15 +153,24 @@ class World:
         self.watching = watching
         self.save = save
         """The whole simulation as data (for checkpoints)."""
-        self.clock: Clock = make_clock(clock, state.now if resumed else None, self.fire)
-        self.soon = self.clock.soon
-        """Run a step at this instant, after the events already due now (:meth:`Clock.soon`, bound once)."""
-        self.recorder = Recorder(evaluate, watching.progress)
-        self._watched = watching.eval_each_update or watching.on_update is not None
         self._handlers: dict[WakeKind, Callable[[Wake], None]] = {
             "deliver": self._deliver, "leave": self._leave, "rejoin": self._rejoin, "return": self._return,
             "eval": self._evaluation, "stop": self._time_up, "checkpoint": _ignore, "save": _ignore,
         }
+        """What runs when a wake-up of each kind fires (the clock calls it; the scheduler's and observers' kinds
+        are added by :meth:`attach` and :meth:`handle`)."""
+        self.clock: Clock = make_clock(clock, state.now if resumed else None, state.wakes, self._handlers)
+        self.wake = self.clock.wake
+        """Create a pending wake-up of a kind at a time, for a target (client or round), and schedule it: its
+        handler runs when the time comes (:meth:`Clock.wake`, bound once)."""
+        self.soon = self.clock.soon
+        """Run a step at this instant, after the events already due now (:meth:`Clock.soon`, bound once)."""
+        self.send: Callable[[ClientState, torch.Tensor], None] = (
+            self.dispatch if availability is None else self._send_if_present)
+        """Start a client's round from the given weights now, unless it is away (:meth:`away`): then its return
+        restarts it from them. With no availability nobody is ever away: it is :meth:`dispatch` itself."""
+        self.recorder = Recorder(evaluate, watching.progress)
+        self._watched = watching.eval_each_update or watching.on_update is not None
         self._started: tuple[Callable[[], None], ...] = ()
         self._resumed: tuple[Callable[[], None], ...] = ()
         self._dispatching: tuple[Callable[[ClientState, float, int], None], ...] = ()
@@ -191,23 +201,9 @@ class World:
 
     # -- wake-ups ----------------------------------------------------------------
 
-    def wake(self, kind: WakeKind, time: float, index: int | None = None) -> Wake:
-        """Create a pending wake-up at ``time`` and schedule it."""
-        st = self.state
-        wake = Wake(kind, st.wakes, time, index)
-        st.wakes += 1
-        st.pending[wake.order] = wake
-        self.clock.at(wake)
-        return wake
-
     def cancel(self, wake: Wake) -> None:
         """Drop a pending wake-up: when its time comes nothing happens."""
-        self.state.pending.pop(wake.order, None)
-
-    def fire(self, wake: Wake) -> None:
-        """Run the handler of ``wake`` (unless it was cancelled)."""
-        if self.state.pending.pop(wake.order, None) is not None:
-            self._handlers[wake.kind](wake)
+        self.clock.cancel(wake)
 
     # -- starting ----------------------------------------------------------------
 
@@ -234,6 +230,7 @@ class World:
         self.scheduler.resume()
         for wake in sorted(st.pending.values(), key=lambda w: w.order):
             self.clock.at(wake)
+        st.pending = {}  # the clock holds them now (:meth:`pending`)
         for hear in self._resumed:
             hear()
 
@@ -327,11 +324,10 @@ class World:
         self.leave_until_back(client)
         return True
 
-    def send(self, client: ClientState, weights: torch.Tensor) -> None:
-        """Start ``client``'s round from ``weights`` now, unless it is away (:meth:`away`): then its return
-        restarts it from ``weights``. The presence test is written out, not a call: an arrival's path."""
-        availability = self.availability
-        if availability is None or availability.present(client.index, self.clock.now):
+    def _send_if_present(self, client: ClientState, weights: torch.Tensor) -> None:
+        """:attr:`send` with an availability. The presence test is written out, not a call: an arrival's path."""
+        assert self.availability is not None
+        if self.availability.present(client.index, self.clock.now):
             self.dispatch(client, weights)
             return
         client.start = weights
