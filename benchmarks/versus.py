@@ -7,12 +7,19 @@ fresh process, the trees alternating ``--repeat`` times, and prints the median a
 wall second and per CPU second and the ratio of this tree to REV. A clock is named by what it is,
 whatever the tree calls it: ``heap`` (the heap clock here; before it, the heap loop
 ``engine="fast"``) and ``simpy``. Only the loop is timed (from the first metric row to the last).
+
+``--paired`` (two cores or more) runs the two trees at once instead, each pinned to a core of its
+own, the cores swapped at each repetition: both trees see the same moments of the machine, and each
+core as often. The ratio printed is then the geometric mean of the repetitions' ratios. On a
+virtual machine whose cores run at different speeds, and whose speed drifts within seconds, runs one
+after the other measure mostly the core and the moment they got (benchmarks/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -52,39 +59,69 @@ SERIES = (("events", "heap", 200_000), ("events", "simpy", 20_000), ("population
           ("population", "simpy", 20_000))
 
 
+def start(tree: Path, kind: str, clock: str, updates: int, core: int | None = None) -> subprocess.Popen[str]:
+    """A run of ``kind`` on ``clock`` with the code of ``tree``, in a fresh process (pinned to ``core``, if given)."""
+    pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+    return subprocess.Popen([sys.executable, "-c", PROBE, kind, clock, str(updates)], cwd=tree, stdout=subprocess.PIPE,
+                            text=True, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, preexec_fn=pin)
+
+
+def result(run: subprocess.Popen[str]) -> dict[str, float]:
+    """The rates a run printed (its last line)."""
+    out, _ = run.communicate()
+    if run.returncode != 0:
+        raise RuntimeError(f"a probe run failed (exit {run.returncode})")
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
 def probe(tree: Path, kind: str, clock: str, updates: int) -> dict[str, float]:
-    """One run of ``kind`` on ``clock`` with the code of ``tree``, in a fresh process."""
-    done = subprocess.run([sys.executable, "-c", PROBE, kind, clock, str(updates)], cwd=tree, capture_output=True,
-                          text=True, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, check=True)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    """One run of ``kind`` on ``clock`` with the code of ``tree``, alone."""
+    return result(start(tree, kind, clock, updates))
+
+
+def pair(base: Path, kind: str, clock: str, updates: int, cores: tuple[int, int]) -> tuple[dict[str, float], ...]:
+    """The runs of both trees at once, ``base`` on ``cores[0]`` and this tree on ``cores[1]``."""
+    runs = (start(base, kind, clock, updates, cores[0]), start(ROOT, kind, clock, updates, cores[1]))
+    return tuple(result(r) for r in runs)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the commit to compare with")
     parser.add_argument("--repeat", type=int, default=3, help="runs per tree and series")
+    parser.add_argument("--paired", action="store_true", help="run the trees at once, one per core, swapping cores")
     args = parser.parse_args(argv)
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    if args.paired and len(cores) < 2:
+        parser.error("--paired needs two cores")
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
         subprocess.run(["git", "worktree", "add", "--detach", str(base), args.base], cwd=ROOT, check=True,
                        capture_output=True)
         try:
             rates: dict[tuple[str, str, str], list[dict[str, float]]] = {}
-            for _ in range(args.repeat):
+            for i in range(args.repeat):
                 for kind, clock, updates in SERIES:
-                    for name, tree in (("base", base), ("this", ROOT)):
-                        rates.setdefault((name, kind, clock), []).append(probe(tree, kind, clock, updates))
+                    if args.paired:
+                        order = (cores[0], cores[1]) if i % 2 == 0 else (cores[1], cores[0])
+                        got = dict(zip(("base", "this"), pair(base, kind, clock, updates, order), strict=True))
+                    else:
+                        got = {name: probe(tree, kind, clock, updates) for name, tree in (("base", base), ("this", ROOT))}
+                    for name, rate in got.items():
+                        rates.setdefault((name, kind, clock), []).append(rate)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False,
                            capture_output=True)
     print(f"base={args.base}")
     for kind, clock, _ in SERIES:
         for measure in ("wall", "cpu"):
-            before = statistics.median(r[measure] for r in rates[("base", kind, clock)])
-            after = statistics.median(r[measure] for r in rates[("this", kind, clock)])
+            runs = list(zip(rates[("base", kind, clock)], rates[("this", kind, clock)], strict=True))
+            before = statistics.median(b[measure] for b, _ in runs)
+            after = statistics.median(t[measure] for _, t in runs)
+            ratio = statistics.geometric_mean(t[measure] / b[measure] for b, t in runs) if args.paired else after / before
             print(f"{kind}_{clock}_{measure}_arrivals_per_second_base={before:.0f}")
             print(f"{kind}_{clock}_{measure}_arrivals_per_second_this={after:.0f}")
-            print(f"{kind}_{clock}_{measure}_ratio={after / before:.3f}")
+            print(f"{kind}_{clock}_{measure}_ratio={ratio:.3f}")
 
 
 if __name__ == "__main__":
