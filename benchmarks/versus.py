@@ -8,6 +8,9 @@ wall second and per CPU second and the ratio of this tree to REV. A clock is nam
 whatever the tree calls it: ``heap`` (the heap clock here; before it, the heap loop
 ``engine="fast"``) and ``simpy``. Only the loop is timed (from the first metric row to the last).
 
+``--numerics native`` runs this tree with ``SIMFL_NUMERICS=native`` (the machine's own kernels, as
+commits before the portable numerics ran), to tell the pinning's share from the rest.
+
 ``--paired`` (two cores or more) runs the two trees at once instead, each pinned to a core of its
 own, the cores swapped at each repetition: both trees see the same moments of the machine, and each
 core as often. The ratio printed is then the geometric mean of the repetitions' ratios. On a
@@ -59,11 +62,16 @@ SERIES = (("events", "heap", 200_000), ("events", "simpy", 20_000), ("population
           ("population", "simpy", 20_000))
 
 
+NUMERICS: dict[str, str] = {}
+"""This tree's ``SIMFL_NUMERICS`` (``--numerics``; unset: its default)."""
+
+
 def start(tree: Path, kind: str, clock: str, updates: int, core: int | None = None) -> subprocess.Popen[str]:
     """A run of ``kind`` on ``clock`` with the code of ``tree``, in a fresh process (pinned to ``core``, if given)."""
     pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
+    env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", **(NUMERICS if tree == ROOT else {})}
     return subprocess.Popen([sys.executable, "-c", PROBE, kind, clock, str(updates)], cwd=tree, stdout=subprocess.PIPE,
-                            text=True, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, preexec_fn=pin)
+                            text=True, env=env, preexec_fn=pin)
 
 
 def result(run: subprocess.Popen[str]) -> dict[str, float]:
@@ -90,7 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base", required=True, help="the commit to compare with")
     parser.add_argument("--repeat", type=int, default=3, help="runs per tree and series")
     parser.add_argument("--paired", action="store_true", help="run the trees at once, one per core, swapping cores")
+    parser.add_argument("--numerics", choices=("portable", "native"), help="this tree's SIMFL_NUMERICS (default: unset)")
     args = parser.parse_args(argv)
+    if args.numerics:
+        NUMERICS["SIMFL_NUMERICS"] = args.numerics
     cores = sorted(os.sched_getaffinity(0))[:2]
     if args.paired and len(cores) < 2:
         parser.error("--paired needs two cores")
@@ -113,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False,
                            capture_output=True)
     print(f"base={args.base}")
+    print(f"numerics={args.numerics or 'default'}")
     for kind, clock, _ in SERIES:
         for measure in ("wall", "cpu"):
             runs = list(zip(rates[("base", kind, clock)], rates[("this", kind, clock)], strict=True))
