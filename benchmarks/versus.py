@@ -62,14 +62,14 @@ SERIES = (("events", "heap", 200_000), ("events", "simpy", 20_000), ("population
           ("population", "simpy", 20_000))
 
 
-NUMERICS: dict[str, str] = {}
-"""This tree's ``SIMFL_NUMERICS`` (``--numerics``; unset: its default)."""
+Env = dict[str, str]
+"""Variables a tree's runs get beside its ``PYTHONPATH`` (this tree's ``SIMFL_NUMERICS`` with ``--numerics``)."""
 
 
-def start(tree: Path, kind: str, clock: str, updates: int, core: int | None = None) -> subprocess.Popen[str]:
+def start(tree: Path, kind: str, clock: str, updates: int, env: Env, core: int | None = None) -> subprocess.Popen[str]:
     """A run of ``kind`` on ``clock`` with the code of ``tree``, in a fresh process (pinned to ``core``, if given)."""
     pin = None if core is None else (lambda: os.sched_setaffinity(0, {core}))
-    env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", **(NUMERICS if tree == ROOT else {})}
+    env = {"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", **env}
     return subprocess.Popen([sys.executable, "-c", PROBE, kind, clock, str(updates)], cwd=tree, stdout=subprocess.PIPE,
                             text=True, env=env, preexec_fn=pin)
 
@@ -82,14 +82,15 @@ def result(run: subprocess.Popen[str]) -> dict[str, float]:
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def probe(tree: Path, kind: str, clock: str, updates: int) -> dict[str, float]:
+def probe(tree: Path, kind: str, clock: str, updates: int, env: Env) -> dict[str, float]:
     """One run of ``kind`` on ``clock`` with the code of ``tree``, alone."""
-    return result(start(tree, kind, clock, updates))
+    return result(start(tree, kind, clock, updates, env))
 
 
-def pair(base: Path, kind: str, clock: str, updates: int, cores: tuple[int, int]) -> tuple[dict[str, float], ...]:
-    """The runs of both trees at once, ``base`` on ``cores[0]`` and this tree on ``cores[1]``."""
-    runs = (start(base, kind, clock, updates, cores[0]), start(ROOT, kind, clock, updates, cores[1]))
+def pair(base: Path, kind: str, clock: str, updates: int, env: Env, cores: tuple[int, int]
+         ) -> tuple[dict[str, float], ...]:
+    """The runs of both trees at once, ``base`` on ``cores[0]`` and this tree (with ``env``) on ``cores[1]``."""
+    runs = (start(base, kind, clock, updates, {}, cores[0]), start(ROOT, kind, clock, updates, env, cores[1]))
     return tuple(result(r) for r in runs)
 
 
@@ -100,8 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--paired", action="store_true", help="run the trees at once, one per core, swapping cores")
     parser.add_argument("--numerics", choices=("portable", "native"), help="this tree's SIMFL_NUMERICS (default: unset)")
     args = parser.parse_args(argv)
-    if args.numerics:
-        NUMERICS["SIMFL_NUMERICS"] = args.numerics
+    env: Env = {"SIMFL_NUMERICS": args.numerics} if args.numerics else {}
     cores = sorted(os.sched_getaffinity(0))[:2]
     if args.paired and len(cores) < 2:
         parser.error("--paired needs two cores")
@@ -115,9 +115,9 @@ def main(argv: list[str] | None = None) -> None:
                 for kind, clock, updates in SERIES:
                     if args.paired:
                         order = (cores[0], cores[1]) if i % 2 == 0 else (cores[1], cores[0])
-                        got = dict(zip(("base", "this"), pair(base, kind, clock, updates, order), strict=True))
+                        got = dict(zip(("base", "this"), pair(base, kind, clock, updates, env, order), strict=True))
                     else:
-                        got = {name: probe(tree, kind, clock, updates) for name, tree in (("base", base), ("this", ROOT))}
+                        got = {"base": probe(base, kind, clock, updates, {}), "this": probe(ROOT, kind, clock, updates, env)}
                     for name, rate in got.items():
                         rates.setdefault((name, kind, clock), []).append(rate)
         finally:

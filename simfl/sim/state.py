@@ -8,7 +8,6 @@ inspected, checked and saved between events and rebuilt from that data alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -79,17 +78,12 @@ class Event(NamedTuple):
 
     @staticmethod
     def columns() -> list[str]:
-        return list(_EVENT_COLUMNS)
+        """events.csv's columns: the fields in order (an event is its values in that order)."""
+        return list(Event._fields)
 
     def row(self) -> dict[str, Any]:
         """The events.csv row: column name to value."""
-        return dict(zip(_EVENT_COLUMNS, event_values(self), strict=True))
-
-
-_EVENT_COLUMNS: tuple[str, ...] = Event._fields
-"""events.csv's columns, the fields of :class:`Event` in order."""
-event_values: Callable[[Event], tuple[Any, ...]] = tuple
-"""An event's values in events.csv's column order (a plain tuple, no dict: a run writes a row per event)."""
+        return dict(zip(Event._fields, self, strict=True))
 
 
 @dataclass(frozen=True)

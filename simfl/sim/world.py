@@ -326,8 +326,9 @@ class World:
 
     def _send_if_present(self, client: ClientState, weights: torch.Tensor) -> None:
         """:attr:`send` with an availability. The presence test is written out, not a call: an arrival's path."""
-        assert self.availability is not None
-        if self.availability.present(client.index, self.clock.now):
+        availability = self.availability
+        assert availability is not None
+        if availability.present(client.index, self.clock.now):
             self.dispatch(client, weights)
             return
         client.start = weights

@@ -101,9 +101,10 @@ def test_events_text_is_given_only_when_every_event_was_handed_on(tmp_path: Path
 
 
 def test_events_written_from_values_are_the_dict_rows_bytes() -> None:
-    """events.csv is written from each event's values (no dict per row): the same bytes as its rows as dicts."""
+    """events.csv is written from the events themselves, each its values in column order (no dict per row): the same
+    bytes as its rows as dicts."""
     from simfl.output.results import csv_text, csv_values_text
-    from simfl.sim.state import Event, event_values
+    from simfl.sim.state import Event
 
     events = [
         Event(0.1 + 0.2, 1, 3, 1, 2.5e-7, 0.0, 0.6),
@@ -113,7 +114,7 @@ def test_events_written_from_values_are_the_dict_rows_bytes() -> None:
     ]
     columns = Event.columns()
     want = csv_text(columns, (e.row() for e in events))
-    assert csv_values_text(columns, map(event_values, events)) == want
-    assert csv_values_text(columns, map(event_values, events[2:]), header=False) == csv_text(
+    assert csv_values_text(columns, events) == want
+    assert csv_values_text(columns, events[2:], header=False) == csv_text(
         columns, (e.row() for e in events[2:]), header=False)
     assert ",,,,," in want and "\r\n" in want
