@@ -109,10 +109,10 @@ def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | Non
     return Target(scn, folder, session, estimate=estimate.estimate(scn).wall_seconds or 1.0)
 
 
-def staged_target(scn: Scenario, final: Path, label: str) -> Target:
+def staged_target(scn: Scenario, final: Path, label: str, wall: float | None = None) -> Target:
     """The result folder ``final`` of ``scn`` (a sweep cell, a tuning trial): its unfinished staging folder
     continued when it holds this scenario's runs, else a fresh one (a killed launch's leftovers are removed, if
-    simfl wrote them)."""
+    simfl wrote them). ``wall``: the estimated wall seconds of one run, when the caller has it."""
     from simfl.schema import estimate
     from simfl.schema import scenario as scenario_mod
 
@@ -133,7 +133,8 @@ def staged_target(scn: Scenario, final: Path, label: str) -> Target:
         folder.path("scenario.yaml").write_text(text)
         session = Session(folder.stage, None, False)
         session.write()
-    wall = estimate.estimate(scn).wall_seconds or 1.0
+    if wall is None:
+        wall = estimate.estimate(scn).wall_seconds or 1.0
     return Target(scn, folder, session, label=label, resumed=saved is not None, estimate=wall)
 
 

@@ -388,6 +388,9 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
         storage = optuna.storages.RDBStorage(f"sqlite:///{(out / STORAGE_FILE).resolve()}")
         studies = [optuna.create_study(storage=storage, study_name=e.name, direction="maximize", load_if_exists=True)
                    for e in plan.entries]
+        from simfl.schema import estimate
+
+        wall = estimate.estimate(plan.scn).wall_seconds or 1.0  # one run's, for the progress bar
         ran = 0
         while True:
             batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
@@ -399,7 +402,7 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                 if not final.is_dir():
                     outdir.make_dir(final.parent, exist_ok=True)
                     scn = trial_scenario(plan.raw, trial.entry, trial.values(), plan.config.validation, trial.folder)
-                    targets.append(staged_target(scn, final, f"{trial.entry.name} trial {trial.number}"))
+                    targets.append(staged_target(scn, final, f"{trial.entry.name} trial {trial.number}", wall))
             if targets:
                 say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")
                 run_targets(targets, launch)
@@ -418,23 +421,36 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
         return outcome
 
 
-def tune(path: str | Path | None = None, out: Path | None = None, overrides: Sequence[str] = (),
+def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = None, overrides: Sequence[str] = (),
          workers: int | None = None, ray_address: str | None = None, resume: Path | None = None,
-         quiet: bool = False, log: Callable[[str], None] | None = None) -> TuneOutcome:
-    """Tune the scenario file ``path`` into ``out`` (default ``runs/<name>-tune``), or continue the tune in the
-    folder ``resume`` as it was started (see the module's documentation)."""
+         quiet: bool = False, log: Callable[[str], None] | None = None, base: Path | None = None) -> TuneOutcome:
+    """Tune the scenario ``path`` into ``out`` (default ``runs/<name>-tune``), or continue the tune in the folder
+    ``resume`` as it was started (see the module's documentation).
+
+    ``path`` is a scenario file, or a raw scenario mapping whose relative data paths are relative to ``base``
+    (default: the working folder). ``workers`` and ``ray_address`` say where trials run, as for
+    :func:`simfl.launch.grid.run_sweep`; the trials and their scores do not depend on them.
+    """
     if resume is not None:
         if path is not None or out is not None or overrides:
             raise InputError("--resume", "takes no scenario file, --out, --set or --seeds: it continues OUT as it was")
         out = Path(resume)
-        scn = scenario_mod.load(out / TUNE_FILE)
         where = str(out / TUNE_FILE)
+        if not (out / TUNE_FILE).is_file():
+            raise InputError(str(out), f"holds no tune to resume (no {TUNE_FILE})")
+        scn = scenario_mod.load(out / TUNE_FILE)
     elif path is None:
         raise InputError("tune", "needs a scenario file (or --resume OUT)")
+    elif isinstance(path, Mapping):
+        raw = copy.deepcopy(dict(path))
+        for text in overrides:
+            scenario_mod.apply_override(raw, text)
+        where = "scenario"
+        scn = scenario_mod.resolve_paths(scenario_mod.validate(raw, where), base if base is not None else Path.cwd())
     else:
         scn = scenario_mod.load(path, overrides)
         where = str(path)
-        out = Path(out) if out is not None else outdir.default_out(f"{scn.name}-tune")
+    out = Path(out) if out is not None else outdir.default_out(f"{scn.name}-tune")
     plan = plan_of(scn, where)
     units = sum(min(plan.config.batch, e.trials) for e in plan.entries) * len(scn.seeds)
     count = workers_for(workers, [scn], units, ray=ray_address is not None)
