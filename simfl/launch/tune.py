@@ -33,6 +33,7 @@ import contextlib
 import copy
 import math
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,9 +230,11 @@ def plan_of(scn: Scenario, where: str = "scenario") -> Plan:
 
 
 def trial_scenario(raw: Mapping[str, Any], entry: Entry, values: Mapping[str, Any], validation: float,
-                   where: str) -> Scenario:
-    """The scenario of one trial: ``entry`` alone with ``values`` set, scored on a validation split."""
+                   where: str, number: int = 0) -> Scenario:
+    """The scenario of trial ``number``: ``entry`` alone with ``values`` set, scored on a validation split. Its name,
+    ``<scenario>-<entry>-trial<k>`` (which enters no random stream), keeps ``simfl report`` from pooling trials."""
     one = {k: copy.deepcopy(v) for k, v in raw.items() if k not in _DROPPED}
+    one["name"] = f"{raw['name']}-{entry.name}-trial{number}"[:200]
     one["algorithms"] = [with_values(raw["algorithms"][entry.index], values)]
     one["data"]["validation"] = validation
     scn = scenario_mod.validate(one, where=where)
@@ -322,7 +325,9 @@ def _quiet_optuna() -> Iterator[Any]:
     before = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
-        yield optuna
+        with warnings.catch_warnings():  # TPE's constant liar is "experimental" in some versions: no line per trial
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            yield optuna
     finally:
         optuna.logging.set_verbosity(before)
 
@@ -401,7 +406,8 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                 final = out / trial.folder
                 if not final.is_dir():
                     outdir.make_dir(final.parent, exist_ok=True)
-                    scn = trial_scenario(plan.raw, trial.entry, trial.values(), plan.config.validation, trial.folder)
+                    scn = trial_scenario(plan.raw, trial.entry, trial.values(), plan.config.validation, trial.folder,
+                                         trial.number)
                     targets.append(staged_target(scn, final, f"{trial.entry.name} trial {trial.number}", wall))
             if targets:
                 say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+import simfl
 from simfl.cli import main
 from simfl.launch.tune import BEST_FILE, STORAGE_FILE, TRIALS_FILE, TUNE_FILE, tune
 from simfl.schema.scenario import load
@@ -61,45 +62,52 @@ def test_a_learning_rate_grid_finds_the_value_that_clearly_wins(tmp_path: Path, 
     # the trial's own scenario: the entry alone, scored on the validation split
     trial = load(out / "trials" / "fedavg" / "trial1" / "scenario.yaml")
     assert [a.name for a in trial.algorithms] == ["fedavg"] and trial.data.validation == 0.1
+    assert trial.name == "tiny-tune-fedavg-trial1"  # one scenario name per trial: a report never pools trials
 
 
-def _ranged() -> dict[str, Any]:
-    """One entry, two ranges searched by TPE, two batches of two: the second batch is asked after the first is
-    scored."""
+def _ranged(batch: int) -> dict[str, Any]:
+    """One entry, two ranges searched by TPE, four trials asked ``batch`` at a time (with 2, the second batch is
+    asked once the first is scored)."""
     return digits_scenario(algorithms=[{"name": "fedasync", "alpha": 0.6}], budget={"time": 15.0}, tune={
-        "trials": 4, "batch": 2, "sampler": "tpe",
+        "trials": 4, "batch": batch, "sampler": "tpe",
         "params": {"train.lr": {"log": [0.001, 0.5]}, "algorithms[*].alpha": {"float": [0.2, 0.9]}}})
+
+
+def _whole(tmp_path_factory: pytest.TempPathFactory, batch: int) -> Path:
+    base = tmp_path_factory.mktemp(f"whole{batch}")
+    return tune(_ranged(batch), base / "out", workers=1, quiet=True, base=base).out
+
+
+def test_two_workers_give_the_trials_table_of_one(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    one = _whole(tmp_path_factory, 4)
+    two = simfl.tune(_ranged(4), tmp_path / "two", workers=2)  # the Python API, trials in two worker processes
+    assert (two.out / TRIALS_FILE).read_bytes() == (one / TRIALS_FILE).read_bytes()
+    assert list(two.trials["trial"]) == [0, 1, 2, 3] and two.trials["score"].notna().all()
+    assert two.trials["train.lr"].nunique() == 4  # four distinct draws, each scored
+    assert two.best.read_bytes() == (one / BEST_FILE).read_bytes()
 
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ranged tune, run by one worker without a stop."""
-    base = tmp_path_factory.mktemp("whole")
-    return tune(_ranged(), base / "out", workers=1, quiet=True, base=base).out
+    """The two-batch tune, run by one worker without a stop."""
+    return _whole(tmp_path_factory, 2)
 
 
-def test_two_workers_give_the_trials_table_of_one(whole: Path, tmp_path: Path) -> None:
-    two = tune(_ranged(), tmp_path / "two", workers=2, quiet=True, base=tmp_path)
-    assert (two.out / TRIALS_FILE).read_bytes() == (whole / TRIALS_FILE).read_bytes()
-    table = rows(whole / TRIALS_FILE)
-    assert [r["trial"] for r in table] == ["0", "1", "2", "3"]
-    assert len({r["train.lr"] for r in table}) == 4  # four distinct draws, each scored
-    assert (two.out / BEST_FILE).read_bytes() == (whole / BEST_FILE).read_bytes()
-
-
-def test_a_stopped_tune_resumes_to_the_same_trials(whole: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_at", [1, 2])
+def test_a_stopped_tune_resumes_to_the_same_trials(stop_at: int, whole: Path, tmp_path: Path) -> None:
     lines: list[str] = []
 
-    def stop_at_second_batch(line: str) -> None:
+    def stop(line: str) -> None:
         lines.append(line)
-        if len([x for x in lines if x.startswith("tune:")]) == 2:
-            raise KeyboardInterrupt  # Ctrl-C once the second batch was asked, before it ran
+        if len([x for x in lines if x.startswith("tune:")]) == stop_at:
+            raise KeyboardInterrupt  # Ctrl-C once that batch was asked, before it ran
 
     with pytest.raises(KeyboardInterrupt):
-        tune(_ranged(), tmp_path / "cut", workers=1, quiet=True, base=tmp_path, log=stop_at_second_batch)
-    assert len(rows(tmp_path / "cut" / TRIALS_FILE)) == 2  # the first batch, scored
+        tune(_ranged(2), tmp_path / "cut", workers=1, quiet=True, base=tmp_path, log=stop)
+    scored = tmp_path / "cut" / TRIALS_FILE
+    assert (not scored.exists()) if stop_at == 1 else len(rows(scored)) == 2  # the batches before, scored
     assert main(["tune", "--resume", str(tmp_path / "cut"), "--quiet"]) == 0
-    assert (tmp_path / "cut" / TRIALS_FILE).read_bytes() == (whole / TRIALS_FILE).read_bytes()
+    assert scored.read_bytes() == (whole / TRIALS_FILE).read_bytes()
     assert (tmp_path / "cut" / STORAGE_FILE).is_file() and (tmp_path / "cut" / TUNE_FILE).is_file()
 
 
