@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from simfl.output.plots import save
 
@@ -23,7 +24,8 @@ def trials_figure(table: pd.DataFrame, out: Path, score: str, title: str = "") -
         (dots,) = ax.plot(rows["trial"], rows["score"], "o", markersize=4, alpha=0.6)
         ax.step(rows["trial"], rows["score"].cummax(), where="post", color=dots.get_color(), label=entry,
                 linewidth=1.5)
-    ax.set_xlabel("trial")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("trial (dots: each trial's score; lines: the best so far)")
     ax.set_ylabel(f"{score.replace('_', ' ')} (validation)")
     ax.grid(alpha=0.3)
     if title:
