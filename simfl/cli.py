@@ -306,6 +306,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     scn = _load(args)
     check_installed(scn.tracking)  # what run would refuse, validate refuses too
     lines = _check_estimate(scn, args, check_cells(scn.sweep, str(args.file)))
+    if scn.tune is not None:
+        from simfl.launch.tune import estimate_line, plan_of
+
+        lines.append(estimate_line(plan_of(scn, str(args.file))))
     sys.stdout.write(scenario_mod.dump(scn))
     print("\n".join(lines))
     print(f"# {args.file}: valid ({len(scn.algorithms)} algorithms x {len(scn.seeds)} seeds)", file=sys.stderr)

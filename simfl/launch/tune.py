@@ -244,6 +244,20 @@ def trial_scenario(raw: Mapping[str, Any], entry: Entry, values: Mapping[str, An
     return scn
 
 
+def estimate_line(plan: Plan) -> str:
+    """How many runs the tune makes and about how long they take on one worker (the schema's estimate of a run)."""
+    from simfl.schema import estimate
+
+    trials = sum(e.trials for e in plan.entries)
+    runs = trials * len(plan.scn.seeds)
+    line = (f"# tune:          {trials} trials ({', '.join(f'{e.name} {e.trials}' for e in plan.entries)}) x "
+            f"{len(plan.scn.seeds)} seeds = {runs} runs")
+    wall = estimate.estimate(plan.scn).wall_seconds
+    if wall is not None:
+        line += f", about {wall * runs / 3600:.1f} h of one worker"
+    return line
+
+
 # -- scores and tables ----------------------------------------------------------------------------------------------
 
 
@@ -458,6 +472,8 @@ def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = 
         where = str(path)
     out = Path(out) if out is not None else outdir.default_out(f"{scn.name}-tune")
     plan = plan_of(scn, where)
+    if not quiet:
+        (log or (lambda line: print(line, file=sys.stderr, flush=True)))(estimate_line(plan))
     units = sum(min(plan.config.batch, e.trials) for e in plan.entries) * len(scn.seeds)
     count = workers_for(workers, [scn], units, ray=ray_address is not None)
     with outdir.hold(out):
