@@ -12,9 +12,11 @@ seeds.
 Same command, same trials, whatever runs them: trials are asked in fixed batches (``tune.batch`` per entry, batch
 ``b`` holding trial numbers ``b * batch`` to ``(b + 1) * batch - 1``), every trial of a batch is scored before
 the next batch is asked, and the sampler is seeded afresh for each trial from the scenario's first seed, the
-entry and the trial number. What a trial gets thus never depends on which trial finished first, on
-``--workers`` or ``--ray``, or on where a stopped tune was resumed: the storage holds the trials asked and
-scored, and a batch cut short is finished as it was asked.
+entry and the trial number (a grid's trials take its points in an order shuffled once per entry, and
+``tune.given_first`` puts the entry's written values first: both are enqueued as fixed trials). What a trial
+gets thus never depends on which trial finished first, on ``--workers`` or ``--ray``, or on where a stopped
+tune was resumed: the storage holds the trials asked and scored, and a batch cut short is finished as it was
+asked.
 
 No trial is pruned: stopping a trial at a virtual time where it is behind would spend less budget on rules
 that learn late (buffered and synchronous rules often do) than on those that learn early, which is the
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import math
 import sys
 import warnings
@@ -49,7 +52,7 @@ from simfl.output.results import read_metrics, write_csv
 from simfl.output.tables import read_table
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
-from simfl.schema.tuning import Space, TuneConfig, entry_spaces, with_values
+from simfl.schema.tuning import Space, TuneConfig, entry_spaces, given_value, with_values
 
 if TYPE_CHECKING:
     import optuna
@@ -77,6 +80,8 @@ class Entry:
     """The keys searched, within the entry (``train.lr``, ``alpha``), and their values."""
     trials: int
     """How many trials it runs: ``tune.trials``, or its whole grid when that is smaller."""
+    given: dict[str, Any] | None = None
+    """With ``tune.given_first``: its values as the scenario writes them, its first trial."""
 
 
 @dataclass(frozen=True)
@@ -180,19 +185,51 @@ def _grid_size(entry_spaces: Mapping[str, Space]) -> int:
     return size
 
 
+MAX_GRID = 100_000
+"""The most points a grid may have (``sampler: auto`` takes TPE above it)."""
+
+
+def _label(space: Space, value: Any) -> Any:
+    """Optuna's parameter for the entry's ``value``."""
+    if space.grid:
+        return labels(space)[next(i for i, c in enumerate(space.choices) if c == value)]
+    return value
+
+
+def grid_order(plan: Plan, entry: Entry) -> list[dict[str, Any]]:
+    """Every point of the entry's grid (Optuna's parameters) in the order its trials take them: shuffled by the
+    stream ``(first seed, "tune", entry)``, its given values first with ``tune.given_first``."""
+    keys = list(entry.spaces)
+    points = [dict(zip(keys, combo, strict=True))
+              for combo in itertools.product(*(labels(entry.spaces[k]) for k in keys))]
+    order = [points[i] for i in rng.stream(plan.scn.seeds[0], "tune", entry.name).permutation(len(points))]
+    if entry.given is not None:
+        first = {k: _label(entry.spaces[k], entry.given[k]) for k in keys}
+        order.remove(first)
+        order.insert(0, first)
+    return order
+
+
+def fixed_params(plan: Plan, entry: Entry, number: int) -> dict[str, Any] | None:
+    """The parameters trial ``number`` of ``entry`` takes as they are (a grid's point, or the given values first),
+    or None when its sampler draws them."""
+    if plan.sampler == "grid":
+        return grid_order(plan, entry)[number]
+    if entry.given is not None and number == 0:
+        return {k: _label(space, entry.given[k]) for k, space in entry.spaces.items()}
+    return None
+
+
 def sampler_for(plan: Plan, entry: Entry, number: int) -> optuna.samplers.BaseSampler:
-    """The sampler that asks trial ``number`` of ``entry``, so that it depends on nothing but the trials stored
-    before it: a grid's, seeded from the scenario's first seed and the entry (it shuffles the grid once by its seed
-    and gives trial ``k`` the ``k``-th point), the others from those and the number."""
+    """The sampler that asks trial ``number`` of ``entry``, seeded from the scenario's first seed, the entry and the
+    number, so that it depends on nothing but the trials stored before it (a grid's trials are fixed points, which
+    it does not draw)."""
     import optuna
 
-    if plan.sampler == "grid":
-        seed = rng.torch_seed(plan.scn.seeds[0], "tune", entry.name) % 2**32
-        return optuna.samplers.GridSampler({k: labels(s) for k, s in entry.spaces.items()}, seed=seed)
     seed = rng.torch_seed(plan.scn.seeds[0], "tune", entry.name, number) % 2**32
-    if plan.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    if plan.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    return optuna.samplers.RandomSampler(seed=seed)
 
 
 # -- planning ------------------------------------------------------------------------------------------------------
@@ -211,14 +248,24 @@ def plan_of(scn: Scenario, where: str = "scenario") -> Plan:
                          "leave data.validation out")
     spaces = entry_spaces(config, scn.algorithms)
     grid = all(s.grid for entry in spaces for s in entry.values())
-    sampler = ("grid" if grid else "tpe") if config.sampler == "auto" else config.sampler
+    largest = max(_grid_size(own) if all(s.grid for s in own.values()) else 0 for own in spaces)
+    sampler = ("grid" if grid and largest <= MAX_GRID else "tpe") if config.sampler == "auto" else config.sampler
+    if sampler == "grid" and largest > MAX_GRID:
+        raise InputError(f"{where}: tune.sampler", f"grid: an entry's grid has {largest:,} points, over {MAX_GRID:,}; "
+                         "use tpe or random")
     entries = []
     for index, (algo, own) in enumerate(zip(scn.algorithms, spaces, strict=True)):
         if not own:
             raise InputError(f"{where}: tune.params", f"searches nothing of entry {run_name(algo)}; every entry needs "
                              "at least one key (train.lr, for one), so that each gets the same search")
         count = min(config.trials, _grid_size(own)) if sampler == "grid" else config.trials
-        entries.append(Entry(index, run_name(algo), own, count))
+        given = None
+        if config.given_first:
+            try:
+                given = {k: given_value(algo, scn.train, k, space) for k, space in own.items()}
+            except ValueError as exc:
+                raise InputError(f"{where}: tune", f"entry {run_name(algo)}: {exc}") from None
+        entries.append(Entry(index, run_name(algo), own, count, given))
     raw = yaml.safe_load(scenario_mod.dump(scn))
     for entry in entries:  # every value of every key in the whole scenario: what the run's own checks would say
         for key, space in entry.spaces.items():
@@ -369,15 +416,21 @@ def _next_batch(plan: Plan, entry: Entry, study: optuna.Study) -> list[Trial]:
     """The entry's trials of its open batch: those asked and not yet scored, and the rest of the batch asked now."""
     from optuna.trial import TrialState
 
+    distributions = {k: distribution(s) for k, s in entry.spaces.items()}
+    for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):  # a stop came between its two steps
+        study.sampler = sampler_for(plan, entry, waiting.number)
+        study.ask(distributions)
     stored = study.get_trials(deepcopy=False)
-    open_ = [t for t in stored if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    open_ = [t for t in stored if t.state == TrialState.RUNNING]
     batch = plan.config.batch
     start = (min(t.number for t in open_) // batch) * batch if open_ else len(stored)
     trials = [Trial(entry, t.number, dict(t.params)) for t in sorted(open_, key=lambda t: t.number)]
-    distributions = {k: distribution(s) for k, s in entry.spaces.items()}
     asked = len(stored)
     while asked < min(start + batch, entry.trials):
         study.sampler = sampler_for(plan, entry, asked)
+        fixed = fixed_params(plan, entry, asked)
+        if fixed is not None:
+            study.enqueue_trial(fixed)
         new = study.ask(distributions)
         trials.append(Trial(entry, new.number, dict(new.params)))
         asked += 1
@@ -429,7 +482,6 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                 ran += len(targets)
             for trial in batch:
                 study = studies[trial.entry.index]
-                study.sampler = optuna.samplers.RandomSampler(seed=0)  # a grid's own would stop the study when full
                 trial.scores = trial_scores(out / trial.folder, trial.entry.name, plan.scn.seeds, plan.config.score)
                 if math.isnan(trial.score):
                     study.tell(trial.number, state=optuna.trial.TrialState.FAIL)

@@ -144,6 +144,10 @@ class TuneConfig(Section):
         "accuracy at the budget (the comparison's measure), the best evaluation, or the mean of every evaluation "
         "(which rewards getting there early).",
     )
+    given_first: bool = Field(
+        False, description="Make each entry's first trial its values as the scenario writes them (every one must "
+        "be among the searched values), so that the best found is never one the search did not compare with them.",
+    )
     seeds: list[NonNegInt] | None = Field(
         None, description="Seeds of the best configuration's scenario file (the test-set comparison); default: as "
         "many as the scenario's, fresh ones numbered after its largest.",
@@ -227,6 +231,28 @@ def entry_spaces(tune: TuneConfig, algorithms: Sequence[Any]) -> list[dict[str, 
             spaces[i][inner] = space
             origin[i][inner] = key
     return spaces
+
+
+def given_value(config: BaseModel, train: BaseModel, inner: str, space: Space) -> Any:
+    """The value an entry has at ``inner`` as the scenario writes it (``train.*``: its own, else the scenario's
+    ``train``), as one of ``space``'s values; ValueError when it is none of them."""
+    own = config.model_dump(mode="json", exclude_none=True)
+    if inner.startswith("train."):
+        option = inner.split(".", 1)[1]
+        value = own.get("train", {}).get(option, getattr(train, option))
+        found = [c for c in space.choices if c == value] if space.grid else [value]
+    else:
+        node: Any = own
+        for part in inner.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node
+        found = ([c for c in space.choices
+                  if type(config).model_validate(with_values(own, {inner: c})).model_dump(mode="json") ==
+                  type(config).model_validate(own).model_dump(mode="json") and _problem(config, inner, c) is None]
+                 if space.grid else [value])
+    if not found or (not space.grid and not (isinstance(value, int | float) and space.low <= value <= space.high)):
+        raise ValueError(f"given_first: the entry's own {inner} ({value!r}) is not among the searched values")
+    return found[0]
 
 
 def with_values(entry: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,8 @@ CASES: list[tuple[dict[str, Any], str]] = [
     ({"params": {"algorithms[fedasync].alpha": [0.5]}}, "searches nothing of entry fedavg"),
     ({"params": {"train.lr": {"log": [0.01, 0.1]}}, "sampler": "grid"}, "sampler grid needs every key's values as a list"),
     ({"params": {}}, "needs at least one key"),
+    ({"params": {"train.lr": [0.1, 0.2]}, "given_first": True},
+     "entry fedasync: given_first: the entry's own train.lr (0.05) is not among the searched values"),
     ({"params": {"train.lr": [0.1]}, "trials": 0}, "tune.trials"),
 ]
 

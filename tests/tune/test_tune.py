@@ -119,3 +119,26 @@ def test_best_yaml_runs_as_it_is(tmp_path: Path, write_scenario) -> None:
     assert main(["run", str(write_scenario(raw)), "--out", str(out), "--quiet"]) == 0
     text = yaml.safe_load((out / "scenario.yaml").read_text())
     assert text["algorithms"][0]["train"] == {"lr": 0.3} and "train" not in text["algorithms"][1]
+
+
+def test_given_first_makes_the_written_values_the_first_trial_of_a_grid_without_repeats(tmp_path: Path) -> None:
+    import optuna
+
+    from simfl.launch.tune import _next_batch, grid_order, plan_of
+    from simfl.schema.scenario import validate
+
+    raw = digits_scenario(tune={"trials": 6, "batch": 6, "given_first": True, "params": {
+        "train.lr": [0.3, 0.05, 0.01], "algorithms[fedasync].alpha": [0.2, 0.6],
+        "algorithms[fedasync].staleness": [{"kind": "constant"}, {"kind": "polynomial", "a": 0.5}]}})
+    plan = plan_of(validate(raw))
+    assert plan.sampler == "grid" and [e.trials for e in plan.entries] == [6, 3]  # fedavg's whole grid is 3 points
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'ask.db'}")
+    for entry in plan.entries:
+        order = grid_order(plan, entry)
+        assert len(order) == len({repr(p) for p in order}) == (12 if entry.name == "fedasync" else 3)
+        study = optuna.create_study(storage=storage, study_name=entry.name, direction="maximize")
+        trials = _next_batch(plan, entry, study)
+        assert [t.number for t in trials] == list(range(entry.trials))
+        assert trials[0].values() == ({"train.lr": 0.05, "alpha": 0.6, "staleness": {"kind": "polynomial", "a": 0.5}}
+                                      if entry.name == "fedasync" else {"train.lr": 0.05})
+        assert [t.params for t in trials] == order[: entry.trials]
