@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.simfl-installed
 # The PyTorch build to install; override for another platform, e.g. make TORCH="torch torchvision".
 TORCH ?= torch==2.14.1 torchvision==0.29.1
-EXTRAS ?= dev,text,ray,hf,tb,mlflow,wandb,flower
+EXTRAS ?= dev,text,ray,hf,tb,mlflow,wandb,flower,tune
 PYTEST_ARGS ?= -q -n 2
 # Data folder of scenarios without data.root (tests, benchmarks): $SIMFL_DATA, else ../shared/datasets when present.
 ifneq ($(wildcard ../shared/datasets),)

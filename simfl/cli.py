@@ -210,6 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
 
+    p_tune = sub.add_parser("tune", help="tune each entry's hyperparameters (tune: section) with the same budget, "
+                            "on a validation split (resumable)", parents=[scenario_options])
+    p_tune.add_argument("file", type=Path, nargs="?", default=None, help="scenario YAML file with a tune: section "
+                        "(not with --resume)")
+    p_tune.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<scenario name>-tune)")
+    p_tune.add_argument("--resume", type=Path, default=None, metavar="OUT",
+                        help="continue the tune in OUT as it was started: scored trials kept, the rest run")
+    p_tune.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
+    _parallel(p_tune)
+    p_tune.set_defaults(func=cmd_tune)
+
     p_rep = sub.add_parser("report", help="paper-style tables (markdown, LaTeX) and figure from result folders")
     p_rep.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
                        help="result folders of runs or sweeps (searched for summary.csv)")
@@ -295,6 +306,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     scn = _load(args)
     check_installed(scn.tracking)  # what run would refuse, validate refuses too
     lines = _check_estimate(scn, args, check_cells(scn.sweep, str(args.file)))
+    if scn.tune is not None:
+        from simfl.launch.tune import estimate_line, plan_of
+
+        lines.append(estimate_line(plan_of(scn, str(args.file))))
     sys.stdout.write(scenario_mod.dump(scn))
     print("\n".join(lines))
     print(f"# {args.file}: valid ({len(scn.algorithms)} algorithms x {len(scn.seeds)} seeds)", file=sys.stderr)
@@ -440,6 +455,25 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                         max_memory=args.max_memory, quiet=args.quiet, max_hours=args.max_hours)
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, tune
+
+    overrides = list(args.overrides)
+    if args.seeds:
+        overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
+    outcome = tune(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray, resume=args.resume,
+                   quiet=args.quiet)
+    best = outcome.best()
+    for entry in outcome.plan.entries:
+        trial = best.get(entry.name)
+        if trial is not None:
+            values = ", ".join(f"{k}={v}" for k, v in trial.values().items())
+            print(f"{entry.name}: {values}  ({outcome.plan.config.score} {trial.score:.4f}, trial {trial.number})")
+    print(f"{len(outcome.trials)} trials ({outcome.ran} run now); every trial: {outcome.out / TRIALS_FILE}")
+    print(f"best configuration: {outcome.out / BEST_FILE}  (compare on the test set: simfl run {outcome.out / BEST_FILE})")
     return 0
 
 
@@ -596,6 +630,8 @@ def _again(args: argparse.Namespace | None) -> str:
     """The command that continues an interrupted launch."""
     if args is not None and getattr(args, "func", None) is cmd_sweep:
         return "the same `simfl sweep` command"
+    if args is not None and getattr(args, "func", None) is cmd_tune:
+        return f"`simfl tune --resume {args.resume or args.out or 'OUT'}`"
     out = getattr(args, "resume", None) or getattr(args, "out", None)
     if args is not None and getattr(args, "func", None) is cmd_flwr_run:
         return f"`simfl flwr run {args.app_dir} --resume {out if out is not None else 'OUT'}`"

@@ -22,6 +22,7 @@ from simfl.errors import InputError, as_field_error
 from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section, UnitHalfOpen, UnitOpen
 from simfl.names import is_import_path, short_name
 from simfl.registry import Builtin
+from simfl.train.configs import EntryTrainConfig
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -50,6 +51,11 @@ class AlgorithmConfig(Section):
         None,
         description="Name of this entry's runs in folders, summary and reports (default: the algorithm name). "
         "Lets one algorithm appear several times, e.g. {name: orthofl, shift_source: chain, label: orthofl_chain}.",
+    )
+
+    train: EntryTrainConfig | None = Field(
+        None, description="This entry's own local training options (lr, batch_size, momentum, weight_decay), over "
+        "the scenario's train: section, e.g. {lr: 0.03} (default: the scenario's). Epochs are the scenario's.",
     )
 
     @property

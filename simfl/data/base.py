@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -28,6 +28,12 @@ class Dataset:
     num_classes: int
     groups_train: np.ndarray | None = None
     """Per training sample group id (e.g. the HAR subject), for ``by_subject`` partitions."""
+
+    def scored_on(self, rows: np.ndarray) -> Dataset:
+        """This dataset with the training rows ``rows`` (a validation set) in place of its test set; the
+        training tensors are shared, not copied, and the test set is not kept."""
+        index = torch.from_numpy(rows)
+        return replace(self, x_test=self.x_train[index], y_test=self.y_train[index])
 
     @property
     def input_shape(self) -> tuple[int, ...]:

@@ -30,6 +30,13 @@ class DataConfigBase(Section):
         "otherwise; `simfl data fetch NAME` does the same).",
     )
     partition: PartitionConfig = Field(description="How the training set is split over clients.")
+    validation: UnitOpen | None = Field(
+        None,
+        description="Hold out this fraction of each client's training rows (rounded down, drawn from the stream "
+        "(seed, 'validation')) as a validation set, and score the global model on it instead of the test set "
+        "(what `simfl tune` does; the test set is then never read). Clients keep their partition's sizes for "
+        "latency and weighting, so the run's schedule is the one without it (default: none).",
+    )
 
 
 class DigitsConfig(DataConfigBase):

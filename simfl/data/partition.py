@@ -184,6 +184,25 @@ def split(
     return Parts.of(_split(config, labels, gen, groups))
 
 
+def hold_out(parts: Parts, fraction: float, gen: np.random.Generator) -> tuple[Parts, np.ndarray]:
+    """``parts`` less a validation set: ``floor(fraction * n_m)`` of each client's ``n_m`` rows, drawn at random.
+
+    Returns the clients' remaining rows (each client keeps at least one row of any it had, as ``fraction < 1``)
+    and the held-out rows, sorted. Per client rather than from the whole training set, so the split works on
+    every partition kind (explicit indices, subjects, Flower partitioners) and the clients keep the class mix
+    the partition gave them: the tuned run's clients hold a subset of what the same seed's run without a
+    validation set gives them. One uniform draw per row from ``gen``, whatever the number of clients.
+    """
+    counts = parts.counts
+    held = np.floor(counts * fraction + 1e-9).astype(np.int64)  # 0.7 * 10 is 7.000000000000001
+    owner = np.repeat(np.arange(len(counts)), counts)
+    order = np.lexsort((gen.random(len(parts.rows)), owner))  # each client's rows in a random order
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - np.repeat(np.asarray(parts.starts[:-1], dtype=np.int64), counts)
+    out = rank < held[owner]
+    return Parts(parts.rows[~out], counts - held), np.sort(parts.rows[out])
+
+
 def _split(
     config: AnyPartition, labels: np.ndarray, gen: np.random.Generator,
     groups: np.ndarray | None = None,

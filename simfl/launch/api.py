@@ -24,6 +24,7 @@ import yaml
 from matplotlib.axes import Axes
 
 from simfl import outdir
+from simfl.errors import InputError
 from simfl.launch import arguments
 from simfl.names import allowing_imports
 from simfl.schema import estimate, plugins
@@ -200,6 +201,51 @@ def _sweep(scenario: ScenarioLike, over: Mapping[str, Sequence[Any]] | None, out
         tables.append(read_folder(outcome.out / cell.name, {"cell": cell.group, **values}))
     summary, metrics, events = (pd.concat(parts, ignore_index=True) for parts in zip(*tables, strict=True))
     return Results(outcome.out, summary, metrics, events, keys)
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """What :func:`tune` leaves: the output folder, every trial (trials.csv) and the best configuration's file."""
+
+    out: Path
+    trials: pd.DataFrame
+    best: Path
+    """best.yaml: the scenario with each entry's best values and fresh seeds, for :func:`run` on the test set."""
+
+
+def tune(
+    scenario: ScenarioLike | None,
+    out: str | Path | None = None,
+    *,
+    seeds: Sequence[int] | None = None,
+    overrides: Iterable[str] = (),
+    workers: int | None = None,
+    ray: str | None = None,
+    resume: bool = False,
+    quiet: bool = True,
+    allow_imports: bool = False,
+) -> Tuned:
+    """Tune each entry as ``simfl tune`` does (the scenario's ``tune:`` section; docs/fair-comparisons.md) and read
+    the trials. ``resume=True`` continues the tune in ``out`` as it was started (``scenario`` None)."""
+    from simfl.launch import tune as tuning
+
+    if resume:
+        if scenario is not None or seeds is not None or overrides:
+            raise InputError("resume", "continues the tune in out as it was: give scenario=None, no seeds or overrides")
+        if out is None:
+            raise InputError("resume", "needs out, the folder of the tune to continue")
+        with allowing_imports(allow_imports):
+            outcome = tuning.tune(resume=Path(out), workers=workers, ray_address=ray, quiet=quiet,
+                                  log=(lambda line: None) if quiet else None)
+    else:
+        given = arguments.read(scenario, out, seeds, overrides, workers, ray,
+                               {"quiet": quiet, "allow_imports": allow_imports})
+        with allowing_imports(allow_imports):
+            raw, base = _prepared(given.scenario, given.overrides, given.seeds)
+            outcome = tuning.tune(raw, _out(out, f"{raw.get('name', 'scenario')}-tune"), workers=workers,
+                                  ray_address=ray, quiet=quiet, log=(lambda line: None) if quiet else None, base=base)
+    trials = pd.read_csv(outcome.out / tuning.TRIALS_FILE)
+    return Tuned(outcome.out, trials, outcome.out / tuning.BEST_FILE)
 
 
 def _data_columns() -> frozenset[str]:

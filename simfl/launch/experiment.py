@@ -25,7 +25,7 @@ from simfl.algorithms import Setup
 from simfl.algorithms.configs import StoreSpec, run_name
 from simfl.data import Dataset
 from simfl.data.base import Shards
-from simfl.data.partition import split
+from simfl.data.partition import hold_out, split
 from simfl.errors import InputError
 from simfl.latency import Workload
 from simfl.latency.availability import Availability, with_absences
@@ -39,6 +39,7 @@ from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, Round
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
 from simfl.train.client_eval import ClientEvaluator
+from simfl.train.configs import EntryTrainConfig, TrainConfig
 from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, InlineExecutor, NullExecutor
 from simfl.train.trainers import make_trainer
@@ -100,6 +101,11 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
     with collector.paused():  # the clients' parts and shards, built at once (simfl/collector.py)
         parts = split(scenario.data.partition, labels, rng.stream(seed, "partition"), dataset.groups_train)
         scenario.check_clients(len(parts))
+        sizes = parts.sizes()  # what latency and weights see, with or without a validation set
+        validation = getattr(scenario.data, "validation", None)
+        if validation is not None:  # scored on rows held out of the clients' data, never on the test set
+            parts, held = hold_out(parts, validation, rng.stream(seed, "validation"))
+            dataset = dataset.scored_on(held)
         shards = Shards(dataset.x_train, dataset.y_train, parts)
     start = None
     flops: int | Callable[[], int]
@@ -115,7 +121,7 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
         from simfl.algorithms.serverapp import AppEvaluation
 
         evaluate = no_evaluation if start.evaluate_fn is None else AppEvaluation(layout, start, seed)
-    workload = Workload(model_bytes=exchanged_bytes(layout), flops=flops, samples=shards.sizes(),
+    workload = Workload(model_bytes=exchanged_bytes(layout), flops=flops, samples=sizes,
                         epochs=scenario.train.epochs)
     return Federation(seed, dataset, shards, model, layout, layout.flatten(model), workload, evaluate)
 
@@ -133,20 +139,28 @@ def app_model(config: FlowerAppModelConfig, nodes: int, seed: int) -> tuple[nn.M
     return ArraysNet(start.arrays), start
 
 
-def make_executor(scenario: Scenario, fed: Federation) -> Executor:
-    """The executor the scenario asks for, training on a private copy of the model.
+def entry_train(scenario: Scenario, algo_index: int) -> TrainConfig:
+    """The local training of entry ``algo_index``: the scenario's ``train:``, with what the entry's own ``train:`` sets."""
+    own: EntryTrainConfig | None = getattr(scenario.algorithms[algo_index], "train", None)
+    return scenario.train if own is None else own.over(scenario.train)
+
+
+def make_executor(scenario: Scenario, fed: Federation, train: TrainConfig | None = None) -> Executor:
+    """The executor the scenario asks for, training on a private copy of the model (with ``train``, default the
+    scenario's ``train:``).
 
     CPU executors train with ``scenario.executor.train_threads()`` torch
     threads, so ``inline``, ``process`` and ``ray`` give bit-identical results.
     """
     config = scenario.executor
+    train = scenario.train if train is None else train
     if config.kind == "none":
         return NullExecutor(fed.layout.size, fed.seed, config.update_scale)
     if config.kind == "process":
         from simfl.train.pool import ProcessExecutor
 
         return ProcessExecutor(
-            fed.model, fed.layout, fed.shards, scenario.train, fed.seed,
+            fed.model, fed.layout, fed.shards, train, fed.seed,
             workers=config.pool_size(), threads=config.train_threads(), start_method=config.start_method,
             client=scenario.client,
         )
@@ -154,15 +168,15 @@ def make_executor(scenario: Scenario, fed: Federation) -> Executor:
         from simfl.train.ray_executor import RayExecutor
 
         return RayExecutor(
-            fed.model, fed.layout, fed.shards, scenario.train, fed.seed,
+            fed.model, fed.layout, fed.shards, train, fed.seed,
             workers=config.pool_size(), threads=config.train_threads(), address=config.address, client=scenario.client,
         )
     if config.kind == "cuda":
         from simfl.train.cuda import CudaExecutor
 
-        return CudaExecutor(fed.model, fed.layout, fed.shards, scenario.train, fed.seed, streams=config.pool_size(),
+        return CudaExecutor(fed.model, fed.layout, fed.shards, train, fed.seed, streams=config.pool_size(),
                             client=scenario.client)
-    trainer = make_trainer(copy.deepcopy(fed.model), fed.layout, fed.shards, scenario.train, fed.seed, scenario.client)
+    trainer = make_trainer(copy.deepcopy(fed.model), fed.layout, fed.shards, train, fed.seed, scenario.client)
     return InlineExecutor(trainer, threads=config.train_threads())
 
 
@@ -247,7 +261,7 @@ def run_one(
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     observers = [o for o in (recorder, opts.on_update) if o is not None]
     budget = Budget(scenario.budget.time, scenario.budget.updates)
-    executor = make_executor(scenario, fed)
+    executor = make_executor(scenario, fed, entry_train(scenario, algo_index))
     server = scenario.server
     concurrency = None if server is None else Concurrency(server.concurrency, server.selection)
     sim = Simulation(

@@ -47,9 +47,7 @@ import yaml
 
 from simfl import outdir
 from simfl.errors import InputError
-from simfl.launch.checkpoint import CHECKPOINT_FILE, Session
-from simfl.launch.runner import Launch, Target, run_targets, workers_for
-from simfl.output.results import OutputFolder
+from simfl.launch.runner import Launch, Target, run_targets, staged_target, workers_for
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
 
@@ -196,31 +194,8 @@ def _fingerprint(value: Any) -> str:
 
 
 def cell_target(cell: Cell, out: Path) -> Target:
-    """The result folder of ``cell``: its unfinished staging folder continued when it holds this cell's runs,
-    else a fresh one (a killed cell's leftovers are removed, if simfl wrote them)."""
-    from simfl.schema import estimate
-
-    scn = cell.scenario()
-    final = out / cell.name
-    stage = out / (cell.name + ".partial")
-    text = scenario_mod.dump(scn, stage)
-    saved = None
-    if (stage / "scenario.yaml").is_file() and (stage / CHECKPOINT_FILE).is_file() and outdir.is_ours(stage):
-        try:
-            if (stage / "scenario.yaml").read_text() == text:
-                saved = Session.reopen(stage)
-        except (InputError, OSError, UnicodeDecodeError):
-            saved = None
-    if saved is not None:
-        folder = OutputFolder(final, reopen=True)
-        session = Session(folder.stage, None, False, saved[2])
-    else:
-        folder = OutputFolder(final, force=True)  # a killed cell's leftovers go, if simfl wrote them; a user's stay
-        folder.path("scenario.yaml").write_text(text)
-        session = Session(folder.stage, None, False)
-        session.write()
-    wall = estimate.estimate(scn).wall_seconds or 1.0
-    return Target(scn, folder, session, label=cell.name, resumed=saved is not None, estimate=wall)
+    """The result folder of ``cell`` (:func:`~simfl.launch.runner.staged_target`)."""
+    return staged_target(cell.scenario(), out / cell.name, cell.name)
 
 
 # -- the sweep ----------------------------------------------------------------------------

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from simfl import numerics
+from simfl import numerics, outdir
 from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, WorkerLost
-from simfl.launch.checkpoint import FAILED_FILE, Session, parse_every
+from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, Session, parse_every
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
 from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, units_of
@@ -107,6 +107,35 @@ def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | Non
     session = Session(folder.stage, None if every is None else parse_every(every), verify)
     session.write()  # the scenario's digest, from the start: --resume refuses an edited scenario.yaml
     return Target(scn, folder, session, estimate=estimate.estimate(scn).wall_seconds or 1.0)
+
+
+def staged_target(scn: Scenario, final: Path, label: str, wall: float | None = None) -> Target:
+    """The result folder ``final`` of ``scn`` (a sweep cell, a tuning trial): its unfinished staging folder
+    continued when it holds this scenario's runs, else a fresh one (a killed launch's leftovers are removed, if
+    simfl wrote them). ``wall``: the estimated wall seconds of one run, when the caller has it."""
+    from simfl.schema import estimate
+    from simfl.schema import scenario as scenario_mod
+
+    stage = final.with_name(final.name + ".partial")
+    text = scenario_mod.dump(scn, stage)
+    saved = None
+    if (stage / "scenario.yaml").is_file() and (stage / CHECKPOINT_FILE).is_file() and outdir.is_ours(stage):
+        try:
+            if (stage / "scenario.yaml").read_text() == text:
+                saved = Session.reopen(stage)
+        except (InputError, OSError, UnicodeDecodeError):
+            saved = None
+    if saved is not None:
+        folder = OutputFolder(final, reopen=True)
+        session = Session(folder.stage, None, False, saved[2])
+    else:
+        folder = OutputFolder(final, force=True)  # a killed launch's leftovers go, if simfl wrote them; a user's stay
+        folder.path("scenario.yaml").write_text(text)
+        session = Session(folder.stage, None, False)
+        session.write()
+    if wall is None:
+        wall = estimate.estimate(scn).wall_seconds or 1.0
+    return Target(scn, folder, session, label=label, resumed=saved is not None, estimate=wall)
 
 
 def units_for(targets: Sequence[Target]) -> list[Unit]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, create_model, field_validator, model_validator
 
 from simfl import yamlsafe
 from simfl.algorithms.configs import run_name
@@ -30,7 +30,8 @@ from simfl.fields import PATH_KEYS, NonNegFloat, NonNegInt, PositiveFloat, Posit
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.outdir import name_problem
 from simfl.output.tracking import TrackingConfig
-from simfl.schema import plugins
+from simfl.schema import plugins, tuning
+from simfl.schema.tuning import TuneConfig
 from simfl.sim.configs import Selection
 from simfl.train.configs import ClientConfig, ExecutorConfig, TrainConfig
 
@@ -218,6 +219,24 @@ class Scenario(Section):
         "mapping that replaces a whole section. Every combination is run for every seed. `simfl run` ignores "
         "this key and runs the scenario as written.",
     )
+
+    tune: TuneConfig | None = Field(
+        None,
+        description="What `simfl tune` searches for each entry, with the same number of trials and the same budget "
+        "for every entry, scored on a validation split of the clients' training data. `simfl run` and `simfl sweep` "
+        "ignore this key.",
+    )
+
+    @field_validator("tune")
+    @classmethod
+    def _tune_fits_the_entries(cls, tune: TuneConfig | None, info: ValidationInfo) -> TuneConfig | None:
+        algorithms = info.data.get("algorithms")
+        if tune is None or algorithms is None:
+            return tune
+        spaces = tuning.entry_spaces(tune, algorithms)
+        if tune.sampler == "grid" and not all(s.grid for entry in spaces for s in entry.values()):
+            raise ValueError("sampler grid needs every key's values as a list; ranges need tpe or random")
+        return tune
 
     @field_validator("sweep")
     @classmethod
@@ -585,9 +604,15 @@ def dump(scenario: Scenario, folder: Path | None = None) -> str:
                 section = section.get(part) if isinstance(section, dict) else None
             if isinstance(section, dict) and isinstance(section.get(attr), str):
                 section[attr] = relative_path(section[attr], folder)
-    if data.get("tracking") is None:  # scenarios without trackers read as they always have
-        data.pop("tracking", None)
-    # each algorithm entry reads name first, its label (shared by every config) after it
+    for key in ("tracking", "tune"):  # scenarios without trackers or a tune read as they always have
+        if data.get(key) is None:
+            data.pop(key, None)
+    if isinstance(data.get("data"), dict) and data["data"].get("validation") is None:  # likewise
+        data["data"].pop("validation", None)
+    # each algorithm entry reads name first, its label (shared by every config) after it; an entry's own train:
+    # only when set, so scenarios without one read as they always have
     data["algorithms"] = [{"name": a["name"], "label": a.get("label"),
-                           **{k: v for k, v in a.items() if k not in ("name", "label")}} for a in data["algorithms"]]
+                           **{k: v for k, v in a.items() if k not in ("name", "label", "train")},
+                           **({"train": {k: v for k, v in a["train"].items() if v is not None}} if a.get("train") else {})}
+                          for a in data["algorithms"]]
     return yaml.safe_dump(data, sort_keys=False)

@@ -37,6 +37,21 @@ class TrainConfig(Section):
     weight_decay: NonNegFloat = Field(0.0, description="SGD weight decay.")
 
 
+class EntryTrainConfig(Section):
+    """One algorithm entry's own local training options, over the scenario's ``train:`` section (``simfl tune``
+    writes each entry's tuned learning rate here). ``epochs`` is not among them: it sets every client's compute
+    time, which all entries of a scenario share (the same k-th latency of each client)."""
+
+    batch_size: PositiveInt | None = Field(None, description="Mini-batch size (default: train.batch_size).")
+    lr: PositiveFloat | None = Field(None, description="SGD learning rate (default: train.lr).")
+    momentum: NonNegFloat | None = Field(None, description="SGD momentum (default: train.momentum).")
+    weight_decay: NonNegFloat | None = Field(None, description="SGD weight decay (default: train.weight_decay).")
+
+    def over(self, train: TrainConfig) -> TrainConfig:
+        """``train`` with the options this entry sets."""
+        return train.model_copy(update=self.model_dump(exclude_none=True))
+
+
 ExecutorKind = Literal["inline", "process", "ray", "cuda", "none"]
 """Where local training runs (``executor.kind``; :mod:`simfl.train.executor`)."""
 

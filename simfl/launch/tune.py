@@ -1,0 +1,538 @@
+"""``simfl tune``: search each algorithm entry's hyperparameters with the same budget, on a validation split.
+
+For every entry of the scenario, an Optuna study (its SQLite storage ``optuna.db`` in the output folder)
+searches the keys the ``tune:`` section marks (:mod:`simfl.schema.tuning`). Every entry gets the same number of
+trials (``tune.trials``; an entry whose whole grid is smaller runs each point once) and each trial the
+scenario's budget, seeds, data and delays: a trial is an ordinary scenario with that entry alone, its values
+set and ``data.validation`` on (:func:`simfl.launch.experiment.federation` then scores the global model on rows
+held out of the clients' training data, never on the test set), run by the runner into an ordinary result
+folder ``trials/<entry>/trial<k>/``. Its score is ``tune.score`` of its summary (or metrics), averaged over the
+seeds.
+
+Same command, same trials, whatever runs them: trials are asked in fixed batches (``tune.batch`` per entry, batch
+``b`` holding trial numbers ``b * batch`` to ``(b + 1) * batch - 1``), every trial of a batch is scored before
+the next batch is asked, and the sampler is seeded afresh for each trial from the scenario's first seed, the
+entry and the trial number (a grid's trials take its points in an order shuffled once per entry, and
+``tune.given_first`` puts the entry's written values first: both are enqueued as fixed trials). What a trial
+gets thus never depends on which trial finished first, on ``--workers`` or ``--ray``, or on where a stopped
+tune was resumed: the storage holds the trials asked and scored, and a batch cut short is finished as it was
+asked.
+
+No trial is pruned: stopping a trial at a virtual time where it is behind would spend less budget on rules
+that learn late (buffered and synchronous rules often do) than on those that learn early, which is the
+inequality this command exists to remove.
+
+The output folder holds ``tune.yaml`` (the scenario tuned), ``optuna.db``, the trials' folders,
+``trials.csv`` (one row per trial: entry, number, values, score per seed and mean), ``trials.png``
+(:func:`simfl.output.tuning.trials_figure`) and ``best.yaml``: the scenario with each entry's best values
+(local-training options as the entry's own ``train:``), ``tune:`` removed and fresh seeds (``tune.seeds``), which
+``simfl run`` runs as it is to compare the tuned entries on the test set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import math
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from simfl import outdir, rng
+from simfl.algorithms.configs import run_name
+from simfl.errors import InputError
+from simfl.launch.runner import Launch, run_targets, staged_target, workers_for
+from simfl.output.results import read_metrics, write_csv
+from simfl.output.tables import read_table
+from simfl.schema import scenario as scenario_mod
+from simfl.schema.scenario import Scenario
+from simfl.schema.tuning import Space, TuneConfig, entry_spaces, given_value, with_values
+
+if TYPE_CHECKING:
+    import optuna
+
+TUNE_FILE = "tune.yaml"
+STORAGE_FILE = "optuna.db"
+TRIALS_FILE = "trials.csv"
+BEST_FILE = "best.yaml"
+FIGURE_FILE = "trials.png"
+TRIALS_DIR = "trials"
+INSTALL = "pip install 'simfl[tune]'"
+_DROPPED = ("tune", "sweep", "tracking", "record")
+"""Keys a trial's scenario leaves out: the search itself, a sweep grid, live trackers and extra recordings."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One algorithm entry's search."""
+
+    index: int
+    """Its position in the scenario's ``algorithms``."""
+    name: str
+    """Its run name, also the name of its Optuna study and of its trials' folder."""
+    spaces: dict[str, Space]
+    """The keys searched, within the entry (``train.lr``, ``alpha``), and their values."""
+    trials: int
+    """How many trials it runs: ``tune.trials``, or its whole grid when that is smaller."""
+    given: dict[str, Any] | None = None
+    """With ``tune.given_first``: its values as the scenario writes them, its first trial."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked tune: the scenario, its ``tune:`` section, each entry's search and the sampler."""
+
+    scn: Scenario
+    raw: dict[str, Any]
+    """The scenario as plain data, data paths absolute (what every trial's scenario starts from)."""
+    config: TuneConfig
+    entries: list[Entry]
+    sampler: str
+    """``grid``, ``tpe`` or ``random`` (``auto`` resolved)."""
+    seeds: list[int]
+    """The seeds of ``best.yaml``."""
+
+
+@dataclass
+class Trial:
+    """One trial of one entry: its values, and its score once run."""
+
+    entry: Entry
+    number: int
+    params: dict[str, Any]
+    """Optuna's parameters (a categorical value that is not a plain scalar is its label)."""
+    scores: list[float] = field(default_factory=list)
+    """Per seed, in the scenario's seed order (empty until run)."""
+
+    @property
+    def folder(self) -> str:
+        return f"{TRIALS_DIR}/{self.entry.name}/trial{self.number}"
+
+    def values(self) -> dict[str, Any]:
+        """The entry's values of this trial (categorical labels turned back into their values)."""
+        return {key: value_of(space, self.params[key]) for key, space in self.entry.spaces.items()}
+
+    @property
+    def score(self) -> float:
+        return sum(self.scores) / len(self.scores) if self.scores else math.nan
+
+
+@dataclass
+class TuneOutcome:
+    """What one ``simfl tune`` call did."""
+
+    out: Path
+    plan: Plan
+    trials: list[Trial]
+    ran: int = 0
+    """Trials run by this call (the others were scored before)."""
+
+    def best(self) -> dict[str, Trial]:
+        """Each entry's best scored trial (the lowest number among equal scores)."""
+        found: dict[str, Trial] = {}
+        for trial in self.trials:
+            if math.isnan(trial.score):
+                continue
+            held = found.get(trial.entry.name)
+            if held is None or trial.score > held.score:
+                found[trial.entry.name] = trial
+        return found
+
+
+# -- the search space in Optuna's terms -------------------------------------------------------------------------------
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, bool | int | float | str)
+
+
+def labels(space: Space) -> list[Any]:
+    """A categorical space's choices as Optuna holds them: the values when all are plain scalars, else each one's
+    YAML text."""
+    if all(_scalar(v) for v in space.choices):
+        return list(space.choices)
+    return [scenario_mod.short_value(v) for v in space.choices]
+
+
+def value_of(space: Space, param: Any) -> Any:
+    """The entry's value for Optuna's parameter ``param``."""
+    if space.grid:
+        return copy.deepcopy(space.choices[labels(space).index(param)])
+    return int(param) if space.kind == "int" else float(param)
+
+
+def distribution(space: Space) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution of ``space``."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if space.grid:
+        return CategoricalDistribution(labels(space))
+    if space.kind == "int":
+        return IntDistribution(int(space.low), int(space.high), log=space.log, step=int(space.step or 1))
+    return FloatDistribution(space.low, space.high, log=space.log, step=space.step)
+
+
+def _grid_size(entry_spaces: Mapping[str, Space]) -> int:
+    size = 1
+    for space in entry_spaces.values():
+        size *= len(space.choices)
+    return size
+
+
+MAX_GRID = 100_000
+"""The most points a grid may have (``sampler: auto`` takes TPE above it)."""
+
+
+def _label(space: Space, value: Any) -> Any:
+    """Optuna's parameter for the entry's ``value``."""
+    if space.grid:
+        return labels(space)[next(i for i, c in enumerate(space.choices) if c == value)]
+    return value
+
+
+def grid_order(plan: Plan, entry: Entry) -> list[dict[str, Any]]:
+    """Every point of the entry's grid (Optuna's parameters) in the order its trials take them: shuffled by the
+    stream ``(first seed, "tune", entry)``, its given values first with ``tune.given_first``."""
+    keys = list(entry.spaces)
+    points = [dict(zip(keys, combo, strict=True))
+              for combo in itertools.product(*(labels(entry.spaces[k]) for k in keys))]
+    order = [points[i] for i in rng.stream(plan.scn.seeds[0], "tune", entry.name).permutation(len(points))]
+    if entry.given is not None:
+        first = {k: _label(entry.spaces[k], entry.given[k]) for k in keys}
+        order.remove(first)
+        order.insert(0, first)
+    return order
+
+
+def fixed_params(plan: Plan, entry: Entry, number: int) -> dict[str, Any] | None:
+    """The parameters trial ``number`` of ``entry`` takes as they are (a grid's point, or the given values first),
+    or None when its sampler draws them."""
+    if plan.sampler == "grid":
+        return grid_order(plan, entry)[number]
+    if entry.given is not None and number == 0:
+        return {k: _label(space, entry.given[k]) for k, space in entry.spaces.items()}
+    return None
+
+
+def sampler_for(plan: Plan, entry: Entry, number: int) -> optuna.samplers.BaseSampler:
+    """The sampler that asks trial ``number`` of ``entry``, seeded from the scenario's first seed, the entry and the
+    number, so that it depends on nothing but the trials stored before it (a grid's trials are fixed points, which
+    it does not draw)."""
+    import optuna
+
+    seed = rng.torch_seed(plan.scn.seeds[0], "tune", entry.name, number) % 2**32
+    if plan.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+# -- planning ------------------------------------------------------------------------------------------------------
+
+
+def plan_of(scn: Scenario, where: str = "scenario") -> Plan:
+    """Check that ``scn`` can be tuned and lay out each entry's search."""
+    config = scn.tune
+    if config is None:
+        raise InputError(where, "has no tune: section saying what to search (see docs/fair-comparisons.md)")
+    if scn.executor.kind == "none":
+        raise InputError(f"{where}: executor.kind", "none trains nothing and records no accuracy to score a trial "
+                         "on; tune with a training executor (inline, process, ray, cuda)")
+    if getattr(scn.data, "validation", None) is not None:
+        raise InputError(f"{where}: data.validation", "simfl tune holds out its own validation rows (tune.validation); "
+                         "leave data.validation out")
+    spaces = entry_spaces(config, scn.algorithms)
+    grid = all(s.grid for entry in spaces for s in entry.values())
+    largest = max(_grid_size(own) if all(s.grid for s in own.values()) else 0 for own in spaces)
+    sampler = ("grid" if grid and largest <= MAX_GRID else "tpe") if config.sampler == "auto" else config.sampler
+    if sampler == "grid" and largest > MAX_GRID:
+        raise InputError(f"{where}: tune.sampler", f"grid: an entry's grid has {largest:,} points, over {MAX_GRID:,}; "
+                         "use tpe or random")
+    entries = []
+    for index, (algo, own) in enumerate(zip(scn.algorithms, spaces, strict=True)):
+        if not own:
+            raise InputError(f"{where}: tune.params", f"searches nothing of entry {run_name(algo)}; every entry needs "
+                             "at least one key (train.lr, for one), so that each gets the same search")
+        count = min(config.trials, _grid_size(own)) if sampler == "grid" else config.trials
+        given = None
+        if config.given_first:
+            try:
+                given = {k: given_value(algo, scn.train, k, space) for k, space in own.items()}
+            except ValueError as exc:
+                raise InputError(f"{where}: tune", f"entry {run_name(algo)}: {exc}") from None
+        entries.append(Entry(index, run_name(algo), own, count, given))
+    raw = yaml.safe_load(scenario_mod.dump(scn))
+    for entry in entries:  # every value of every key in the whole scenario: what the run's own checks would say
+        for key, space in entry.spaces.items():
+            for value in space.ends():
+                trial_scenario(raw, entry, {key: value}, config.validation, f"{where}: tune.params: {key}={value!r}")
+    top = max(scn.seeds)
+    seeds = config.seeds if config.seeds is not None else list(range(top + 1, top + 1 + len(scn.seeds)))
+    return Plan(scn, raw, config, entries, sampler, seeds)
+
+
+def trial_scenario(raw: Mapping[str, Any], entry: Entry, values: Mapping[str, Any], validation: float,
+                   where: str, number: int = 0) -> Scenario:
+    """The scenario of trial ``number``: ``entry`` alone with ``values`` set, scored on a validation split. Its name,
+    ``<scenario>-<entry>-trial<k>`` (which enters no random stream), keeps ``simfl report`` from pooling trials."""
+    one = {k: copy.deepcopy(v) for k, v in raw.items() if k not in _DROPPED}
+    one["name"] = f"{raw['name']}-{entry.name}-trial{number}"[:200]
+    one["algorithms"] = [with_values(raw["algorithms"][entry.index], values)]
+    one["data"]["validation"] = validation
+    scn = scenario_mod.validate(one, where=where)
+    clients = getattr(scn.data.partition, "clients", None)
+    if clients is not None:
+        scn.check_clients(clients)
+    return scn
+
+
+def estimate_line(plan: Plan) -> str:
+    """How many runs the tune makes and about how long they take on one worker (the schema's estimate of a run)."""
+    from simfl.schema import estimate
+
+    trials = sum(e.trials for e in plan.entries)
+    runs = trials * len(plan.scn.seeds)
+    line = (f"# tune:          {trials} trials ({', '.join(f'{e.name} {e.trials}' for e in plan.entries)}) x "
+            f"{len(plan.scn.seeds)} seeds = {runs} runs")
+    wall = estimate.estimate(plan.scn).wall_seconds
+    if wall is not None:
+        line += f", about {wall * runs / 3600:.1f} h of one worker"
+    return line
+
+
+# -- scores and tables ----------------------------------------------------------------------------------------------
+
+
+def trial_scores(folder: Path, name: str, seeds: Sequence[int], score: str) -> list[float]:
+    """A finished trial's score per seed, read from its result folder."""
+    if score == "mean_accuracy":
+        return [float(read_metrics(folder, name, seed)["accuracy"].mean()) for seed in seeds]
+    summary = read_table(folder / "summary.csv", {"seed": "seed", score: "number"}, "runs")
+    by_seed = {int(s): float(v) for s, v in zip(summary["seed"], summary[score], strict=True)}
+    return [by_seed[seed] for seed in seeds]
+
+
+def _cell(value: Any) -> Any:
+    return value if _scalar(value) else scenario_mod.short_value(value)
+
+
+def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[dict[str, Any]]]:
+    """trials.csv: one row per trial asked (entry order, then number), its values, scores per seed and mean."""
+    keys = list(dict.fromkeys(k for e in plan.entries for k in e.spaces))
+    seeds = [f"score_seed{s}" for s in plan.scn.seeds]
+    columns = ["entry", "trial", *keys, *seeds, "score", "folder"]
+    rows = []
+    for trial in trials:
+        values = trial.values()
+        row: dict[str, Any] = {"entry": trial.entry.name, "trial": trial.number}
+        row.update({k: _cell(values[k]) if k in values else None for k in keys})
+        row.update(dict(zip(seeds, trial.scores, strict=True)) if trial.scores else {})
+        row["score"] = None if math.isnan(trial.score) else trial.score
+        row["folder"] = trial.folder if trial.scores else None
+        rows.append(row)
+    return columns, rows
+
+
+def best_scenario(plan: Plan, best: Mapping[str, Trial], out: Path) -> str:
+    """best.yaml: the scenario with each entry's best values, no ``tune:``, the fresh seeds; paths relative to
+    ``out``."""
+    raw = {k: copy.deepcopy(v) for k, v in plan.raw.items() if k != "tune"}
+    raw["name"] = f"{plan.scn.name}-tuned"
+    raw["seeds"] = list(plan.seeds)
+    raw["algorithms"] = [with_values(entry, best[e.name].values()) for entry, e in zip(raw["algorithms"],
+                                                                                       plan.entries, strict=True)]
+    scn = scenario_mod.validate(raw, where=BEST_FILE)
+    lines = [f"# {BEST_FILE}: each entry's best of its {plan.config.trials} trials ({plan.config.score} on a "
+             f"validation split of {plan.config.validation:g} of the clients' rows, seeds {plan.scn.seeds}; "
+             f"{TRIALS_FILE} has every trial)."]
+    for entry in plan.entries:
+        trial = best[entry.name]
+        shown = ", ".join(f"{k}={scenario_mod.short_value(v)}" for k, v in trial.values().items())
+        lines.append(f"#   {entry.name}: trial {trial.number}, {shown}: {trial.score:.4f}")
+    lines.append(f"# Fresh seeds {plan.seeds}: `simfl run {BEST_FILE}` compares the tuned entries on the test set.")
+    return "\n".join(lines) + "\n" + scenario_mod.dump(scn, out)
+
+
+def write_tables(out: Path, outcome: TuneOutcome) -> None:
+    """trials.csv, trials.png and (once every entry has a scored trial) best.yaml."""
+    import pandas as pd
+
+    from simfl.output.tuning import trials_figure
+
+    columns, rows = trials_rows(outcome.plan, outcome.trials)
+    write_csv(out / TRIALS_FILE, columns, rows)
+    trials_figure(pd.DataFrame(rows, columns=columns), out / FIGURE_FILE, outcome.plan.config.score,
+                  title=outcome.plan.scn.name)
+    best = outcome.best()
+    if all(e.name in best for e in outcome.plan.entries):
+        outdir.write_file(out / BEST_FILE, best_scenario(outcome.plan, best, out).encode())
+
+
+# -- the search ----------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _quiet_optuna() -> Iterator[Any]:
+    """Optuna imported, its log lines (one per trial) kept to warnings while the tune runs."""
+    try:
+        import optuna
+    except ImportError:
+        raise InputError("simfl tune", f"needs Optuna: {INSTALL}") from None
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with warnings.catch_warnings():  # TPE's constant liar is "experimental" in some versions: no line per trial
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            yield optuna
+    finally:
+        optuna.logging.set_verbosity(before)
+
+
+def _prepare(out: Path, plan: Plan, resume: bool) -> None:
+    """Create ``out`` with tune.yaml, or check that it holds a tune to continue."""
+    outdir.check_path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(str(out), "exists and is not a folder")
+    held = (out / TUNE_FILE).is_file()
+    if resume:
+        if not held:
+            raise InputError(str(out), f"holds no tune to resume (no {TUNE_FILE})")
+        return
+    if held:
+        raise InputError(str(out), f"holds a tune already: continue it with `simfl tune --resume {out}`, or use "
+                         "another --out")
+    if out.is_dir() and any(out.iterdir()):
+        raise InputError(str(out), f"folder exists, is not empty and holds no {TUNE_FILE}; use another --out")
+    outdir.make_dir(out, exist_ok=True)
+    outdir.write_file(out / TUNE_FILE, scenario_mod.dump(plan.scn, out).encode())
+
+
+def _next_batch(plan: Plan, entry: Entry, study: optuna.Study) -> list[Trial]:
+    """The entry's trials of its open batch: those asked and not yet scored, and the rest of the batch asked now."""
+    from optuna.trial import TrialState
+
+    distributions = {k: distribution(s) for k, s in entry.spaces.items()}
+    for waiting in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):  # a stop came between its two steps
+        study.sampler = sampler_for(plan, entry, waiting.number)
+        study.ask(distributions)
+    stored = study.get_trials(deepcopy=False)
+    open_ = [t for t in stored if t.state == TrialState.RUNNING]
+    batch = plan.config.batch
+    start = (min(t.number for t in open_) // batch) * batch if open_ else len(stored)
+    trials = [Trial(entry, t.number, dict(t.params)) for t in sorted(open_, key=lambda t: t.number)]
+    asked = len(stored)
+    while asked < min(start + batch, entry.trials):
+        study.sampler = sampler_for(plan, entry, asked)
+        fixed = fixed_params(plan, entry, asked)
+        if fixed is not None:
+            study.enqueue_trial(fixed)
+        new = study.ask(distributions)
+        trials.append(Trial(entry, new.number, dict(new.params)))
+        asked += 1
+    return trials
+
+
+def _scored(plan: Plan, studies: Sequence[optuna.Study], out: Path) -> list[Trial]:
+    """Every entry's trials scored so far, entry by entry in number order, their scores read from their folders."""
+    from optuna.trial import TrialState
+
+    found = []
+    for entry, study in zip(plan.entries, studies, strict=True):
+        for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
+            if t.state in (TrialState.COMPLETE, TrialState.FAIL):
+                trial = Trial(entry, t.number, dict(t.params))
+                trial.scores = trial_scores(out / trial.folder, entry.name, plan.scn.seeds, plan.config.score)
+                found.append(trial)
+    return found
+
+
+def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
+             say: Callable[[str], None] | None = None) -> TuneOutcome:
+    """Run every trial of ``plan`` not yet scored into ``out`` (which this command holds) and write the tables."""
+    say = say if say is not None else (lambda line: print(line, file=sys.stderr, flush=True))
+    with _quiet_optuna() as optuna:
+        _prepare(out, plan, resume)
+        storage = optuna.storages.RDBStorage(f"sqlite:///{(out / STORAGE_FILE).resolve()}")
+        studies = [optuna.create_study(storage=storage, study_name=e.name, direction="maximize", load_if_exists=True)
+                   for e in plan.entries]
+        from simfl.schema import estimate
+
+        wall = estimate.estimate(plan.scn).wall_seconds or 1.0  # one run's, for the progress bar
+        ran = 0
+        while True:
+            batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
+            if not batch:
+                break
+            targets = []
+            for trial in batch:
+                final = out / trial.folder
+                if not final.is_dir():
+                    outdir.make_dir(final.parent, exist_ok=True)
+                    scn = trial_scenario(plan.raw, trial.entry, trial.values(), plan.config.validation, trial.folder,
+                                         trial.number)
+                    targets.append(staged_target(scn, final, f"{trial.entry.name} trial {trial.number}", wall))
+            if targets:
+                say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")
+                run_targets(targets, launch)
+                ran += len(targets)
+            for trial in batch:
+                study = studies[trial.entry.index]
+                trial.scores = trial_scores(out / trial.folder, trial.entry.name, plan.scn.seeds, plan.config.score)
+                if math.isnan(trial.score):
+                    study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+                else:
+                    study.tell(trial.number, trial.score)
+            write_tables(out, TuneOutcome(out, plan, _scored(plan, studies, out), ran))
+        outcome = TuneOutcome(out, plan, _scored(plan, studies, out), ran)
+        write_tables(out, outcome)
+        return outcome
+
+
+def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = None, overrides: Sequence[str] = (),
+         workers: int | None = None, ray_address: str | None = None, resume: Path | None = None,
+         quiet: bool = False, log: Callable[[str], None] | None = None, base: Path | None = None) -> TuneOutcome:
+    """Tune the scenario ``path`` into ``out`` (default ``runs/<name>-tune``), or continue the tune in the folder
+    ``resume`` as it was started (see the module's documentation).
+
+    ``path`` is a scenario file, or a raw scenario mapping whose relative data paths are relative to ``base``
+    (default: the working folder). ``workers`` and ``ray_address`` say where trials run, as for
+    :func:`simfl.launch.grid.run_sweep`; the trials and their scores do not depend on them.
+    """
+    if resume is not None:
+        if path is not None or out is not None or overrides:
+            raise InputError("--resume", "takes no scenario file, --out, --set or --seeds: it continues OUT as it was")
+        out = Path(resume)
+        where = str(out / TUNE_FILE)
+        if not (out / TUNE_FILE).is_file():
+            raise InputError(str(out), f"holds no tune to resume (no {TUNE_FILE})")
+        scn = scenario_mod.load(out / TUNE_FILE)
+    elif path is None:
+        raise InputError("tune", "needs a scenario file (or --resume OUT)")
+    elif isinstance(path, Mapping):
+        raw = copy.deepcopy(dict(path))
+        for text in overrides:
+            scenario_mod.apply_override(raw, text)
+        where = "scenario"
+        scn = scenario_mod.resolve_paths(scenario_mod.validate(raw, where), base if base is not None else Path.cwd())
+    else:
+        scn = scenario_mod.load(path, overrides)
+        where = str(path)
+    out = Path(out) if out is not None else outdir.default_out(f"{scn.name}-tune")
+    plan = plan_of(scn, where)
+    from simfl.schema import estimate
+
+    estimate.check(estimate.estimate(scn), estimate.default_max_memory(), f"{where}: estimate")  # as simfl run and sweep
+    if not quiet:
+        (log or (lambda line: print(line, file=sys.stderr, flush=True)))(estimate_line(plan))
+    units = sum(min(plan.config.batch, e.trials) for e in plan.entries) * len(scn.seeds)
+    count = workers_for(workers, [scn], units, ray=ray_address is not None)
+    with outdir.hold(out):
+        return run_tune(plan, out, Launch(count, ray_address, quiet=quiet, say=log), resume is not None, log)
+
+
+__all__ = ["Plan", "TuneOutcome", "plan_of", "run_tune", "tune"]

@@ -1,0 +1,282 @@
+"""The ``tune:`` section: which keys ``simfl tune`` searches, over what values, and each entry's search space.
+
+A tuned key is something one algorithm entry can hold on its own, so that the best value of every entry fits in
+one scenario file: a local-training option (``train.lr``, ``train.batch_size``, ``train.momentum``,
+``train.weight_decay``: every entry gets its own, written as the entry's ``train:``) or an option of the entry
+itself, ``algorithms[<entry>].<option>`` (a dotted path below it too, ``staleness.a``), where ``<entry>`` is
+an index, a run name (the label, else the algorithm name) or ``*`` for every entry that has the option. What
+all entries share (the data, the delays, the budget, the epochs, which set every client's compute time) cannot
+be tuned: the comparison is of rules under the same conditions.
+
+A value space is a list (a categorical choice; a grid axis) or a range: ``{float: [low, high]}``,
+``{log: [low, high]}`` (log-uniform), ``{int: [low, high]}`` (integers, both ends included), the first and
+the last with an optional ``step``. :mod:`simfl.launch.tune` runs the search (Optuna).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from simfl.algorithms.configs import run_name
+from simfl.fields import NonNegInt, PositiveInt, Section, UnitOpen
+from simfl.train.configs import EntryTrainConfig
+
+RANGE_KINDS = ("float", "log", "int")
+"""The keys of a range: ``{float: [low, high]}``, ``{log: [low, high]}``, ``{int: [low, high]}``."""
+SCORES = ("final_accuracy", "best_accuracy", "mean_accuracy")
+"""What a trial is scored by, on the validation set, averaged over the seeds."""
+_KEY = re.compile(r"^(train\.[A-Za-z_]\w*|algorithms\[([^\]\s]+)\]\.[A-Za-z_]\w*(\.[A-Za-z_]\w*)*)$")
+_EXPONENT = re.compile(r"^[-+]?(\d+(\.\d*)?|\.\d+)[eE][-+]?\d+$")
+TRAIN_OPTIONS = tuple(EntryTrainConfig.model_fields)
+"""The local-training options one entry may hold (``epochs`` is shared by every entry)."""
+_NOT_AN_OPTION = ("name", "label")
+
+
+@dataclass(frozen=True)
+class Space:
+    """The values one key may take: ``choices`` (categorical) or a range from ``low`` to ``high``."""
+
+    kind: Literal["categorical", "float", "int"]
+    choices: tuple[Any, ...] = ()
+    low: float = 0.0
+    high: float = 0.0
+    log: bool = False
+    step: float | None = None
+
+    @property
+    def grid(self) -> bool:
+        """Whether the space is a list of values (a grid axis)."""
+        return self.kind == "categorical"
+
+    def ends(self) -> list[Any]:
+        """The values that must each be valid for the entry: every choice, or both ends of the range."""
+        if self.grid:
+            return list(self.choices)
+        return [int(self.low), int(self.high)] if self.kind == "int" else [self.low, self.high]
+
+
+def _number(value: Any) -> Any:
+    """YAML 1.1 reads ``1e-3`` as text; read it as the number it is (other values stay as they are)."""
+    if isinstance(value, str) and _EXPONENT.match(value.strip()):
+        return float(value)
+    return value
+
+
+def parse_space(raw: Any) -> Space:
+    """The space of a raw ``params`` value; a mistake raises ValueError saying what is allowed."""
+    if isinstance(raw, list):
+        if not raw:
+            raise ValueError("is an empty list; give at least one value")
+        values = [_number(v) for v in raw]
+        seen = [repr(v) for v in values]
+        for i, text in enumerate(seen):
+            if text in seen[:i]:
+                raise ValueError(f"lists {text} twice")
+        return Space("categorical", tuple(values))
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"must be a list of values or a range such as {{log: [0.001, 0.3]}}, got {raw!r}")
+    kinds = [k for k in raw if k in RANGE_KINDS]
+    unknown = [k for k in raw if k not in (*RANGE_KINDS, "step")]
+    if unknown or len(kinds) != 1:
+        raise ValueError(f"a range is one of {{float: [low, high]}}, {{log: [low, high]}}, {{int: [low, high]}} "
+                         f"with an optional step, got {dict(raw)!r}")
+    kind = kinds[0]
+    ends = raw[kind]
+    if not (isinstance(ends, list) and len(ends) == 2):
+        raise ValueError(f"{kind}: needs [low, high], got {ends!r}")
+    low, high = (_number(v) for v in ends)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high)):
+        raise ValueError(f"{kind}: low and high must be finite numbers, got {ends!r}")
+    if kind == "int" and not all(isinstance(v, int) for v in (low, high)):
+        raise ValueError(f"int: low and high must be integers, got {ends!r}")
+    if low >= high:
+        raise ValueError(f"{kind}: [{low}, {high}] is {'empty' if low == high else 'inverted'}; low must be under high")
+    if kind == "log" and low <= 0:
+        raise ValueError(f"log: low must be > 0 (a log scale), got {low}")
+    step = raw.get("step")
+    if step is not None:
+        step = _number(step)
+        if kind == "log":
+            raise ValueError("step: a log range takes no step; use {float: [low, high], step: ...}")
+        if not (isinstance(step, int | float) and not isinstance(step, bool) and step > 0):
+            raise ValueError(f"step: must be a number > 0, got {step!r}")
+        if kind == "int" and not isinstance(step, int):
+            raise ValueError(f"step: an int range's step must be an integer, got {step!r}")
+    return Space("int" if kind == "int" else "float", low=float(low), high=float(high), log=kind == "log",
+                 step=None if step is None else float(step))
+
+
+class TuneConfig(Section):
+    """``simfl tune``: search each entry's hyperparameters with the same budget, scored on a validation split."""
+
+    params: dict[str, list[Any] | dict[str, Any]] = Field(
+        description="The keys to search and their values: train.lr, train.batch_size, train.momentum, "
+        "train.weight_decay (each entry its own) or algorithms[<entry>].<option>, with <entry> an index, a run name "
+        "or * (every entry that has the option); each a list of values (a grid axis) or a range {float: [low, "
+        "high]}, {log: [low, high]} or {int: [low, high]} (optional step), e.g. {train.lr: {log: [0.001, 0.3]}, "
+        "'algorithms[*].alpha': [0.2, 0.4, 0.6, 0.8]}.",
+    )
+    trials: PositiveInt = Field(
+        description="Trials per entry, the same for every entry (an entry whose whole grid is smaller runs each "
+        "point once). Each trial runs the entry on every seed for the scenario's budget.",
+    )
+    sampler: Literal["auto", "grid", "tpe", "random"] = Field(
+        "auto", description="Optuna's sampler, seeded from the scenario's seeds and the entry: grid (every key a "
+        "list), tpe, random, or auto: grid when every key is a list, else tpe.",
+    )
+    batch: PositiveInt = Field(
+        4, description="Trials asked of each entry's search at a time, before any of them is scored; they run "
+        "side by side. The trials depend on it, never on --workers.",
+    )
+    validation: UnitOpen = Field(
+        0.1, description="Fraction of each client's training rows held out to score the trials on (data.validation "
+        "of every trial; the test set is never read).",
+    )
+    score: Literal["final_accuracy", "best_accuracy", "mean_accuracy"] = Field(
+        "final_accuracy", description="What a trial maximises, averaged over the seeds, on the validation set: the "
+        "accuracy at the budget (the comparison's measure), the best evaluation, or the mean of every evaluation "
+        "(which rewards getting there early).",
+    )
+    given_first: bool = Field(
+        False, description="Make each entry's first trial its values as the scenario writes them (every one must "
+        "be among the searched values), so that the best found is never one the search did not compare with them.",
+    )
+    seeds: list[NonNegInt] | None = Field(
+        None, description="Seeds of the best configuration's scenario file (the test-set comparison); default: as "
+        "many as the scenario's, fresh ones numbered after its largest.",
+    )
+
+    @field_validator("params")
+    @classmethod
+    def _spaces(cls, params: dict[str, Any]) -> dict[str, Any]:
+        if not params:
+            raise ValueError("needs at least one key to search")
+        for key, raw in params.items():
+            if not _KEY.match(key):
+                raise ValueError(f"'{key}': not a tunable key; tune train.<{'|'.join(TRAIN_OPTIONS)}> or "
+                                 "algorithms[<index, run name or *>].<option> (data, delays, budget and the other "
+                                 "train: options are shared by every entry)")
+            if key.startswith("train.") and key.split(".")[1] not in TRAIN_OPTIONS:
+                option = key.split(".")[1]
+                why = (" (the epochs set every client's compute time, which all entries share)" if option == "epochs"
+                       else "")
+                raise ValueError(f"'{key}': {option} cannot be tuned per entry{why}; tune "
+                                 f"train.<{'|'.join(TRAIN_OPTIONS)}>")
+            try:
+                parse_space(raw)
+            except ValueError as exc:
+                raise ValueError(f"'{key}': {exc}") from None
+        return params
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_unique(cls, seeds: list[int] | None) -> list[int] | None:
+        if seeds is not None and (not seeds or len(set(seeds)) != len(seeds)):
+            raise ValueError(f"must be distinct seeds, at least one, got {seeds}")
+        return seeds
+
+
+def _targets(key: str, names: Sequence[str]) -> tuple[list[int], str, bool]:
+    """The entries ``key`` applies to, the key within each entry, and whether it named them all (``*``)."""
+    if key.startswith("train."):
+        return list(range(len(names))), key, True
+    selector = key[len("algorithms["):key.index("]")]
+    inner = key[key.index("]") + 2:]
+    if selector == "*":
+        return list(range(len(names))), inner, True
+    if selector.isdigit():
+        if int(selector) >= len(names):
+            raise ValueError(f"'{key}': index {selector} out of range: the scenario has {len(names)} entries")
+        return [int(selector)], inner, False
+    if selector not in names:
+        raise ValueError(f"'{key}': no entry named {selector}; the entries are {', '.join(names)}")
+    return [names.index(selector)], inner, False
+
+
+def _has(config: BaseModel, inner: str) -> bool:
+    first = inner.split(".")[0]
+    return first not in _NOT_AN_OPTION and first in type(config).model_fields
+
+
+def entry_spaces(tune: TuneConfig, algorithms: Sequence[Any]) -> list[dict[str, Space]]:
+    """Per entry, in the scenario's order, the keys searched (within the entry: ``train.lr``, ``alpha``) and their
+    spaces; every value must be valid for the entry. Raises ValueError naming the key."""
+    names = [run_name(a) for a in algorithms]
+    spaces: list[dict[str, Space]] = [{} for _ in algorithms]
+    origin: list[dict[str, str]] = [{} for _ in algorithms]
+    for key, raw in tune.params.items():
+        space = parse_space(raw)
+        indices, inner, every = _targets(key, names)
+        kept = [i for i in indices if _has(algorithms[i], inner)]
+        if not kept:
+            what = f"'{inner.split('.')[0]}'"
+            raise ValueError(f"'{key}': no entry has an option {what}" if every
+                             else f"'{key}': entry {names[indices[0]]} ({algorithms[indices[0]].name}) has no option "
+                             f"{what}")
+        for i in kept:
+            if inner in spaces[i]:
+                raise ValueError(f"'{key}' and '{origin[i][inner]}' both search {inner} of entry {names[i]}; "
+                                 "keep one")
+            for value in space.ends():
+                problem = _problem(algorithms[i], inner, value)
+                if problem is not None:
+                    raise ValueError(f"'{key}': {value!r} does not fit entry {names[i]}: {problem}")
+            spaces[i][inner] = space
+            origin[i][inner] = key
+    return spaces
+
+
+def given_value(config: BaseModel, train: BaseModel, inner: str, space: Space) -> Any:
+    """The value an entry has at ``inner`` as the scenario writes it (``train.*``: its own, else the scenario's
+    ``train``), as one of ``space``'s values; ValueError when it is none of them."""
+    own = config.model_dump(mode="json", exclude_none=True)
+    if inner.startswith("train."):
+        option = inner.split(".", 1)[1]
+        value = own.get("train", {}).get(option, getattr(train, option))
+        found = [c for c in space.choices if c == value] if space.grid else [value]
+    else:
+        node: Any = own
+        for part in inner.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node
+        found = ([c for c in space.choices
+                  if type(config).model_validate(with_values(own, {inner: c})).model_dump(mode="json") ==
+                  type(config).model_validate(own).model_dump(mode="json") and _problem(config, inner, c) is None]
+                 if space.grid else [value])
+    if not found or (not space.grid and not (isinstance(value, int | float) and space.low <= value <= space.high)):
+        raise ValueError(f"given_first: the entry's own {inner} ({value!r}) is not among the searched values")
+    return found[0]
+
+
+def with_values(entry: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A raw entry (a mapping, as in a scenario file) with each key within it set to its value."""
+    out = copy.deepcopy(dict(entry))
+    for inner, value in values.items():
+        *parents, last = inner.split(".")
+        node = out
+        for part in parents:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[last] = copy.deepcopy(value)
+    return out
+
+
+def _problem(config: BaseModel, inner: str, value: Any) -> str | None:
+    """Why ``value`` at ``inner`` does not fit the entry ``config``, or None when it does."""
+    raw = with_values(config.model_dump(mode="json", exclude_none=True), {inner: value})
+    try:
+        type(config).model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"] if not isinstance(p, int))
+        text = "unknown key" if first["type"] == "extra_forbidden" else str(first["msg"]).removeprefix("Value error, ")
+        return f"{where}: {text}" if where else text
+    return None

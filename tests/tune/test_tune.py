@@ -1,0 +1,144 @@
+"""``simfl tune``: the known best value of a hand-built case, one worker against two, a stopped tune resumed, and
+the best configuration as a scenario ``simfl run`` takes."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import simfl
+from simfl.cli import main
+from simfl.launch.tune import BEST_FILE, STORAGE_FILE, TRIALS_FILE, TUNE_FILE, tune
+from simfl.schema.scenario import load
+
+pytest.importorskip("optuna")
+
+
+def digits_scenario(**changes: Any) -> dict[str, Any]:
+    """Digits over 4 IID clients, an MLP, 30 virtual seconds: a trial trains for about a second."""
+    raw: dict[str, Any] = {
+        "name": "tiny-tune",
+        "seeds": [0],
+        "data": {"dataset": "digits", "partition": {"kind": "iid", "clients": 4}},
+        "model": {"name": "mlp", "hidden": [16]},
+        "train": {"epochs": 1, "batch_size": 32, "lr": 0.05},
+        "latency": {"model": "constant", "seconds": [2.0, 3.0, 5.0, 7.0]},
+        "budget": {"time": 30.0},
+        "eval": {"every": 15.0},
+        "algorithms": [{"name": "fedasync", "alpha": 0.6}, {"name": "fedavg", "clients_per_round": 4}],
+    }
+    raw.update(changes)
+    return raw
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_a_learning_rate_grid_finds_the_value_that_clearly_wins(tmp_path: Path, write_scenario) -> None:
+    # 1e-5 barely moves the weights in 30 s (about chance, 10%), 0.3 learns digits well above it: every entry's
+    # best is 0.3, found by the grid, which runs each of the 2 points once although 3 trials were allowed
+    raw = digits_scenario(tune={"trials": 3, "params": {"train.lr": [0.00001, 0.3]}})
+    out = tmp_path / "tuned"
+    assert main(["tune", str(write_scenario(raw)), "--out", str(out), "--quiet"]) == 0
+    table = rows(out / TRIALS_FILE)
+    assert [(r["entry"], r["trial"]) for r in table] == [("fedasync", "0"), ("fedasync", "1"), ("fedavg", "0"),
+                                                        ("fedavg", "1")]
+    for entry in ("fedasync", "fedavg"):
+        scores = {float(r["train.lr"]): float(r["score"]) for r in table if r["entry"] == entry}
+        assert set(scores) == {0.00001, 0.3}
+        assert scores[0.3] > 0.6 > 0.25 > scores[0.00001]
+    best = load(out / BEST_FILE)
+    assert [a.train.lr for a in best.algorithms] == [0.3, 0.3]
+    assert best.tune is None and best.seeds == [1] and best.name == "tiny-tune-tuned"
+    assert best.data.validation is None  # the comparison trains on every row and scores on the test set
+    assert (out / "trials.png").stat().st_size > 0
+    assert (out / "trials" / "fedavg" / "trial1" / "summary.csv").is_file()
+    # the trial's own scenario: the entry alone, scored on the validation split
+    trial = load(out / "trials" / "fedavg" / "trial1" / "scenario.yaml")
+    assert [a.name for a in trial.algorithms] == ["fedavg"] and trial.data.validation == 0.1
+    assert trial.name == "tiny-tune-fedavg-trial1"  # one scenario name per trial: a report never pools trials
+
+
+def _ranged(batch: int) -> dict[str, Any]:
+    """One entry, two ranges searched by TPE, four trials asked ``batch`` at a time (with 2, the second batch is
+    asked once the first is scored)."""
+    return digits_scenario(algorithms=[{"name": "fedasync", "alpha": 0.6}], budget={"time": 15.0}, tune={
+        "trials": 4, "batch": batch, "sampler": "tpe",
+        "params": {"train.lr": {"log": [0.001, 0.5]}, "algorithms[*].alpha": {"float": [0.2, 0.9]}}})
+
+
+def _whole(tmp_path_factory: pytest.TempPathFactory, batch: int) -> Path:
+    base = tmp_path_factory.mktemp(f"whole{batch}")
+    return tune(_ranged(batch), base / "out", workers=1, quiet=True, base=base).out
+
+
+def test_two_workers_give_the_trials_table_of_one(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    one = _whole(tmp_path_factory, 4)
+    two = simfl.tune(_ranged(4), tmp_path / "two", workers=2)  # the Python API, trials in two worker processes
+    assert (two.out / TRIALS_FILE).read_bytes() == (one / TRIALS_FILE).read_bytes()
+    assert list(two.trials["trial"]) == [0, 1, 2, 3] and two.trials["score"].notna().all()
+    assert two.trials["train.lr"].nunique() == 4  # four distinct draws, each scored
+    assert two.best.read_bytes() == (one / BEST_FILE).read_bytes()
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two-batch tune, run by one worker without a stop."""
+    return _whole(tmp_path_factory, 2)
+
+
+@pytest.mark.parametrize("stop_at", [1, 2])
+def test_a_stopped_tune_resumes_to_the_same_trials(stop_at: int, whole: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+
+    def stop(line: str) -> None:
+        lines.append(line)
+        if len([x for x in lines if x.startswith("tune:")]) == stop_at:
+            raise KeyboardInterrupt  # Ctrl-C once that batch was asked, before it ran
+
+    with pytest.raises(KeyboardInterrupt):
+        tune(_ranged(2), tmp_path / "cut", workers=1, quiet=True, base=tmp_path, log=stop)
+    scored = tmp_path / "cut" / TRIALS_FILE
+    assert (not scored.exists()) if stop_at == 1 else len(rows(scored)) == 2  # the batches before, scored
+    assert main(["tune", "--resume", str(tmp_path / "cut"), "--quiet"]) == 0
+    assert scored.read_bytes() == (whole / TRIALS_FILE).read_bytes()
+    assert (tmp_path / "cut" / STORAGE_FILE).is_file() and (tmp_path / "cut" / TUNE_FILE).is_file()
+
+
+def test_best_yaml_runs_as_it_is(tmp_path: Path, write_scenario) -> None:
+    # a best.yaml written by hand in the tune's form: each entry's own train: options over the scenario's
+    raw = digits_scenario(algorithms=[{"name": "fedasync", "alpha": 0.4, "train": {"lr": 0.3}},
+                                      {"name": "fedasync", "label": "plain"}], seeds=[1])
+    out = tmp_path / "run"
+    assert main(["run", str(write_scenario(raw)), "--out", str(out), "--quiet"]) == 0
+    text = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert text["algorithms"][0]["train"] == {"lr": 0.3} and "train" not in text["algorithms"][1]
+
+
+def test_given_first_makes_the_written_values_the_first_trial_of_a_grid_without_repeats(tmp_path: Path) -> None:
+    import optuna
+
+    from simfl.launch.tune import _next_batch, grid_order, plan_of
+    from simfl.schema.scenario import validate
+
+    raw = digits_scenario(tune={"trials": 6, "batch": 6, "given_first": True, "params": {
+        "train.lr": [0.3, 0.05, 0.01], "algorithms[fedasync].alpha": [0.2, 0.6],
+        "algorithms[fedasync].staleness": [{"kind": "constant"}, {"kind": "polynomial", "a": 0.5}]}})
+    plan = plan_of(validate(raw))
+    assert plan.sampler == "grid" and [e.trials for e in plan.entries] == [6, 3]  # fedavg's whole grid is 3 points
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'ask.db'}")
+    for entry in plan.entries:
+        order = grid_order(plan, entry)
+        assert len(order) == len({repr(p) for p in order}) == (12 if entry.name == "fedasync" else 3)
+        study = optuna.create_study(storage=storage, study_name=entry.name, direction="maximize")
+        trials = _next_batch(plan, entry, study)
+        assert [t.number for t in trials] == list(range(entry.trials))
+        assert trials[0].values() == ({"train.lr": 0.05, "alpha": 0.6, "staleness": {"kind": "polynomial", "a": 0.5}}
+                                      if entry.name == "fedasync" else {"train.lr": 0.05})
+        assert [t.params for t in trials] == order[: entry.trials]
