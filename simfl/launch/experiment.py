@@ -36,6 +36,7 @@ from simfl.output.recording import LayerRecorder
 from simfl.schema import estimate, plugins
 from simfl.schema.scenario import Scenario
 from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
+from simfl.sim.pulse import Pulse
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
 from simfl.train.client_eval import ClientEvaluator
@@ -198,6 +199,9 @@ class RunOptions:
     """Called with the state after every aggregation (live tracking)."""
     say: Callable[[SimState, str], None] | None = None
     """Where a run's own lines go (a ServerApp's rounds), with the state then (the unit's progress)."""
+    pulse: Progress | None = None
+    """Called with the state as the run starts and then every few wall seconds from within it
+    (:class:`~simfl.sim.pulse.Pulse`): how far it is, between its metric rows."""
     engine: Engine = "auto"
     """The clock of :class:`~simfl.sim.engine.Simulation` (:mod:`simfl.sim.clock`): ``simpy`` or ``heap``, the
     same rules and order on both (the same events and state); ``auto``: the heap clock in pure-latency mode
@@ -258,6 +262,7 @@ def run_one(
         concurrency=concurrency,
         verify=verify, checkpointing=checkpointing, resume=resume,
         clock="heap" if engine == "heap" or (engine == "auto" and null) else "simpy",
+        observers=() if opts.pulse is None else (Pulse(opts.pulse),),
     )
     start = time.perf_counter()
     try:

@@ -47,7 +47,7 @@ import yaml
 
 from simfl import outdir
 from simfl.errors import InputError
-from simfl.launch.checkpoint import CHECKPOINT_FILE, Session
+from simfl.launch.checkpoint import CHECKPOINT_FILE, WALL_DEFAULT, Session
 from simfl.launch.runner import Launch, Target, run_targets, workers_for
 from simfl.output.results import OutputFolder
 from simfl.schema import scenario as scenario_mod
@@ -195,9 +195,10 @@ def _fingerprint(value: Any) -> str:
 # -- one cell's result folder -------------------------------------------------------------
 
 
-def cell_target(cell: Cell, out: Path) -> Target:
-    """The result folder of ``cell``: its unfinished staging folder continued when it holds this cell's runs,
-    else a fresh one (a killed cell's leftovers are removed, if simfl wrote them)."""
+def cell_target(cell: Cell, out: Path, wall: float | None = WALL_DEFAULT) -> Target:
+    """The result folder of ``cell``: its unfinished staging folder continued when it holds this cell's runs (a run
+    with a checkpoint goes on from it), else a fresh one (a killed cell's leftovers are removed, if simfl wrote
+    them); its runs checkpoint every ``wall`` seconds of wall time (None: not)."""
     from simfl.schema import estimate
 
     scn = cell.scenario()
@@ -213,11 +214,11 @@ def cell_target(cell: Cell, out: Path) -> Target:
             saved = None
     if saved is not None:
         folder = OutputFolder(final, reopen=True)
-        session = Session(folder.stage, None, False, saved[2])
+        session = Session(folder.stage, None, False, saved[2], wall)
     else:
         folder = OutputFolder(final, force=True)  # a killed cell's leftovers go, if simfl wrote them; a user's stay
         folder.path("scenario.yaml").write_text(text)
-        session = Session(folder.stage, None, False)
+        session = Session(folder.stage, None, False, wall=wall)
         session.write()
     wall = estimate.estimate(scn).wall_seconds or 1.0
     return Target(scn, folder, session, label=cell.name, resumed=saved is not None, estimate=wall)
@@ -268,6 +269,7 @@ def run_sweep(
     max_memory: int | None = None,
     quiet: bool = False,
     max_hours: float | None = None,
+    checkpoint_wall: float | None = WALL_DEFAULT,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
@@ -286,6 +288,9 @@ def run_sweep(
     ray_address
         Run the units as Ray tasks instead: ``"local"`` starts a local Ray instance, anything else
         is the address of an existing cluster; its nodes need no access to ``out``.
+    checkpoint_wall
+        Wall seconds between the checkpoints of each run under way (None: none): the same sweep started
+        again goes on from them.
     """
     overrides = list(overrides)
     if isinstance(path, Mapping):
@@ -301,11 +306,12 @@ def run_sweep(
     count = workers_for(workers, scenarios, len(cells) * max((len(s.algorithms) for s in scenarios), default=1),
                         ray=ray_address is not None)
     with outdir.hold(out):
-        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published)
+        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published, checkpoint_wall)
 
 
 def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count: int, ray_address: str | None,
-                quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None) -> SweepOutcome:
+                quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None,
+                wall: float | None) -> SweepOutcome:
     """Run the unfinished cells into ``out``, which this command holds."""
     _prepare(out, raw, cells)
     outcome = SweepOutcome(out, list(cells))
@@ -314,7 +320,7 @@ def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count:
         if (out / cell.name).is_dir():
             outcome.skipped.append(cell.name)
         else:
-            targets.append(cell_target(cell, out))
+            targets.append(cell_target(cell, out, wall))
     if outcome.skipped:
         say(f"{len(outcome.skipped)} of {len(cells)} cells already finished in {out}; skipping them")
 

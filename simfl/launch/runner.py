@@ -26,7 +26,7 @@ import pandas as pd
 from simfl import numerics
 from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, WorkerLost
-from simfl.launch.checkpoint import FAILED_FILE, Session, parse_every
+from simfl.launch.checkpoint import FAILED_FILE, WALL_DEFAULT, Session, parse_every
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
 from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, units_of
@@ -97,14 +97,15 @@ class _Stop(Exception):
 
 
 def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | None = None,
-                 verify: bool = False) -> Target:
-    """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote)."""
+                 verify: bool = False, wall: float | None = WALL_DEFAULT) -> Target:
+    """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote); its runs checkpoint
+    every ``wall`` seconds of wall time (None: not) and on the ``every`` schedule."""
     from simfl.schema import estimate
     from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(out, force=force)
     folder.path("scenario.yaml").write_text(scenario_mod.dump(scn, folder.stage))
-    session = Session(folder.stage, None if every is None else parse_every(every), verify)
+    session = Session(folder.stage, None if every is None else parse_every(every), verify, wall=wall)
     session.write()  # the scenario's digest, from the start: --resume refuses an edited scenario.yaml
     return Target(scn, folder, session, estimate=estimate.estimate(scn).wall_seconds or 1.0)
 
@@ -115,7 +116,8 @@ def units_for(targets: Sequence[Target]) -> list[Unit]:
     for index, target in enumerate(targets):
         session = target.session
         every = None if session.every is None else session.every.text
-        for unit in units_of(index, target.scn, target.folder.out, every, session.verify, target.estimate):
+        for unit in units_of(index, target.scn, target.folder.out, every, session.verify, target.estimate,
+                             session.wall):
             if session.is_finished(unit.name, unit.seed):
                 continue
             resume, prior = session.resume_data(unit.name, unit.seed)

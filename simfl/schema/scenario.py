@@ -312,6 +312,11 @@ class Scenario(Section):
                 )
         return algos
 
+    def checkpointable(self, index: int) -> bool:
+        """Whether the runs of entry ``index`` can be checkpointed: its algorithm's state is data (its config's
+        ``checkpointable``) and the scenario records nothing outside the simulation's data (no ``record:``)."""
+        return self.record is None and bool(type(self.algorithms[index]).checkpointable)
+
     def check_clients(self, num_clients: int) -> None:
         """Checks that need the number of clients (known once the partition is made)."""
         plugins.lookup("latency", self.latency.model).check(self.latency, num_clients)
