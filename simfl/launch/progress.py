@@ -5,15 +5,17 @@ and a unit under way counts the share of its budget done (virtual time or update
 it reports from within the run every few wall seconds (:class:`~simfl.sim.pulse.Pulse`, a
 :class:`~simfl.launch.units.Moved` message). The time left is measured, not only estimated:
 
-- a unit under way for :data:`MEASURED_AFTER` seconds goes on at the pace it has kept since it started (wall
-  seconds per share of its budget, from its first report; a resumed unit from where its checkpoint stands);
-- a unit not started yet takes its estimate, scaled by how the units measured so far (finished, or under
-  way) compared with their own estimates;
+- the estimates are scaled by how the units measured so far (finished, or under way: wall seconds against the
+  estimate of the share done) compared with them, the estimate itself counting as :data:`PRIOR` of a unit
+  measured (so the first seconds of a run, whose pace is not yet its own, move the factor little);
+- a unit under way goes on at the pace it has kept since its first report (a resumed unit from where its
+  checkpoint stands), that pace blended the same way with its scaled estimate;
+- a unit not started yet takes its scaled estimate;
 - the units left are dealt to the workers in plan order (each to the first worker free), and the time left is
   when the last worker is done.
 
-Until something has been measured the time left is the estimate's, and says so. The bar is redrawn every
-second, so its elapsed time ticks whether or not a unit reports. It is drawn where a person watches: on a
+Until a unit has finished or run :data:`MEASURED_AFTER` seconds the time left is the estimate's, and says so.
+The bar is redrawn every second, so its elapsed time ticks whether or not a unit reports. It is drawn where a person watches: on a
 terminal (stderr), and in a Jupyter notebook as a notebook bar (``tqdm.auto``); :func:`watched` says whether
 one does, which is what ``simfl.run`` and ``simfl.sweep`` show progress by default on.
 """
@@ -32,7 +34,10 @@ from typing import Any, TextIO
 from simfl.launch.units import Key, Unit
 
 MEASURED_AFTER = 3.0
-"""Wall seconds a unit runs (from its first report) before its own pace is taken for its time left."""
+"""Wall seconds a unit runs (from its first report) before the time left is called measured."""
+PRIOR = 0.05
+"""What the estimate weighs against measurements, as a share of one unit's run measured at the estimated pace:
+a run's own pace takes over once it is a few times this share done."""
 TICK_SECONDS = 1.0
 """How often the bar is redrawn (its elapsed time and time left), whether or not a unit reports."""
 
@@ -126,28 +131,26 @@ class Progress:
 
     def eta(self) -> float:
         """Wall seconds left: each unit under way at its own pace, the rest at their estimates scaled by how the
-        measured units compared with theirs, dealt to the workers in plan order."""
+        measured units compared with theirs (both blended with the estimate, :data:`PRIOR`), dealt to the workers
+        in plan order."""
         now = self.clock()
-        spent = planned = 0.0
-        for r in self.runs.values():
+        runs = self.runs.values()
+        prior = PRIOR * sum(r.estimate for r in runs) / max(len(runs), 1)
+        spent = planned = prior
+        for r in runs:
             if r.wall is not None:
                 spent, planned = spent + r.wall, planned + r.estimate
-            elif r.started is not None and now - r.started >= MEASURED_AFTER and r.share > r.first:
+            elif r.started is not None:
                 spent, planned = spent + now - r.started, planned + r.estimate * (r.share - r.first)
-        factor = spent / planned if planned > 0 else 1.0
+        factor = spent / planned
         busy: list[float] = []
         waiting: list[float] = []
-        for r in self.runs.values():
-            if r.wall is not None:
-                continue
-            if r.started is None:
+        for r in runs:
+            if r.wall is None and r.started is None:
                 waiting.append(r.estimate * factor * (1 - r.share))
-                continue
-            elapsed = now - r.started
-            if elapsed >= MEASURED_AFTER and r.share > r.first:
-                busy.append(elapsed / (r.share - r.first) * (1 - r.share))
-            else:
-                busy.append(max(r.estimate * factor * (1 - r.share) - elapsed, 0.0))
+            elif r.wall is None and r.started is not None:
+                pace = (now - r.started + PRIOR * r.estimate * factor) / (r.share - r.first + PRIOR)
+                busy.append(pace * (1 - r.share))
         free = busy + [0.0] * max(0, self.workers - len(busy))
         heapq.heapify(free)
         for cost in waiting:
@@ -157,9 +160,10 @@ class Progress:
     def describe(self) -> str:
         """The bar's text: runs finished, elapsed time, time left (the estimate's, until something was measured)."""
         finished = sum(r.wall is not None for r in self.runs.values()) + self.done_before
-        source = "" if self.measured() else " (estimated)"
-        return (f"{finished}/{self.total} runs, {duration(self.clock() - self.started)} elapsed, "
-                f"about {duration(self.eta())} left{source}")
+        head = f"{finished}/{self.total} runs, {duration(self.clock() - self.started)} elapsed"
+        if all(r.started is None and r.wall is None for r in self.runs.values()):
+            return f"{head}, starting: about {duration(self.eta())} of runs (estimated)"
+        return f"{head}, about {duration(self.eta())} left{'' if self.measured() else ' (estimated)'}"
 
     # -- reports ---------------------------------------------------------------------------------------
 

@@ -25,11 +25,10 @@ class Pulse(Observer):
     hears = frozenset({"started", "resumed", "collected", "recorded"})
     world: World
 
-    def __init__(self, beat: Callable[[SimState], None], every: float = PULSE_SECONDS,
-                 wall: Callable[[], float] | None = None) -> None:
+    def __init__(self, beat: Callable[[SimState], None], every: float = PULSE_SECONDS) -> None:
         self.beat = beat
         self.every = every
-        self.wall = wall if wall is not None else time.monotonic
+        self.wall = time.monotonic
         """The wall clock (seconds)."""
         self._due = 0.0
 
