@@ -86,12 +86,14 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     from simfl import outdir
     from simfl.schema import estimate
 
-    clients = getattr(scn.data.partition, "clients", None)
+    clients = scn.stated_clients()
     if clients is not None:
-        scn.check_clients(clients)
+        scn.check_clients(clients)  # what every run checks once its data is split
     from simfl.launch.workers import workers_for
 
     est = estimate.estimate(scn, cells, checkpoints=_checkpointed(scn, True))  # runs checkpoint by default
+    if scn.client_state is not None and (scn.client_state.store == "disk" or est.disk_bytes):
+        scn.client_state.check_dir()  # as every run storing on disk does
     where = f"{args.file}: estimate"
     estimate.check(est, args.max_memory or estimate.default_max_memory(), where, args.max_hours)
     workers = workers_for(None, [scn], est.runs * est.cells)

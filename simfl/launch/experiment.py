@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from simfl.data.base import Shards
 from simfl.data.partition import split
 from simfl.errors import InputError
 from simfl.latency import Workload
-from simfl.latency.availability import Availability, with_absences
+from simfl.latency.availability import Availability
 from simfl.models import Layout
 from simfl.models.configs import FlowerAppModelConfig
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
@@ -211,9 +210,8 @@ class RunOptions:
 def store_for(scenario: Scenario, clients: int, params: int) -> StoreSpec:
     """Where this run keeps its per-client vectors (``client_state``; see :func:`estimate.store_spec`)."""
     spec = estimate.store_spec(scenario, clients * params * 4 * estimate.store_rows(scenario))
-    if spec.kind == "disk" and spec.dir is not None and not os.path.isdir(spec.dir):
-        raise InputError("client_state.dir", f"{spec.dir} is not a folder on this machine; give an existing folder "
-                         "or leave it out (the system's temporary folder)")
+    if spec.kind == "disk" and scenario.client_state is not None:
+        scenario.client_state.check_dir()
     return spec
 
 
@@ -242,8 +240,9 @@ def run_one(
     latency_cls = plugins.lookup("latency", scenario.latency.model)
     with collector.paused():  # the clients' streams and absences, built at once (simfl/collector.py)
         latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
-        presence = with_absences(scenario.availability, latency.absences())
-        availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
+        trace = latency.absences()
+        availability = None if scenario.availability is None and trace is None else Availability(
+            scenario.availability, len(fed.shards), fed.seed, trace, latency_cls.absence_source(scenario.latency))
     evaluator: Callable[[torch.Tensor], Scores] = (
         no_evaluation if null
         else fed.evaluate or Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
