@@ -91,7 +91,7 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
         scn.check_clients(clients)  # what every run checks once its data is split
     from simfl.launch.workers import workers_for
 
-    est = estimate.estimate(scn, cells, checkpoints=_checkpointed(scn, True))  # runs checkpoint by default
+    est = _estimate(scn, None, _wall(args, None), cells)  # with the checkpoints a run takes by default
     if scn.client_state is not None and (scn.client_state.store == "disk" or est.disk_bytes):
         scn.client_state.check_dir()  # as every run storing on disk does
     where = f"{args.file}: estimate"
@@ -102,10 +102,18 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     return est.lines(workers, estimate.free_lines(est, out, workers))
 
 
-def _checkpointed(scn: Scenario, asked: bool) -> bool:
-    """Whether runs of ``scn`` write checkpoints when ``asked`` (by default, or by an option): one of its entries
-    can be."""
-    return asked and any(scn.checkpointable(i) for i in range(len(scn.algorithms)))
+def _estimate(scn: Scenario, every: Every | None, wall: float | None, cells: int = 1) -> Estimate:
+    """The estimate of ``scn``'s runs, with the memory and disk of their checkpoints where they take any: on the
+    ``every`` schedule, or on the wall clock when a run is estimated to last longer than ``wall`` seconds."""
+    import dataclasses
+
+    from simfl.schema import estimate
+
+    est = estimate.estimate(scn, cells)
+    long = wall is not None and est.wall_seconds is not None and est.wall_seconds > wall
+    if (every is not None or long) and any(scn.checkpointable(i) for i in range(len(scn.algorithms))):
+        est = dataclasses.replace(est, checkpoints=True)
+    return est
 
 
 def _check_out(est: Estimate, out: Path, where: str, workers: int) -> None:
@@ -417,7 +425,7 @@ def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, wal
     before anything is written."""
     from simfl.schema import estimate
 
-    est = estimate.estimate(scn, checkpoints=_checkpointed(scn, every is not None or wall is not None))
+    est = _estimate(scn, every, wall)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:
         estimate.check_checkpoints(est, every.updates, every.seconds)
