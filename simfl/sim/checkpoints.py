@@ -21,19 +21,18 @@ checkpoints never take more than about that share of a run's wall time, however 
 
 from __future__ import annotations
 
-import math
 import time
 
 from simfl.sim.clock import Wake
-from simfl.sim.state import ClientState
-from simfl.sim.world import Checkpointing, Observer, World
+from simfl.sim.pulse import OnTheWallClock
+from simfl.sim.world import Checkpointing, World
 
 WALL_SHARE = 0.05
 """The most of a run's wall time that wall-clock checkpoints take: after one that cost c seconds, the next waits
 at least c / WALL_SHARE seconds (and at least the interval asked for)."""
 
 
-class Checkpoints(Observer):
+class Checkpoints(OnTheWallClock):
     """Saves on the time grid, every N updates and/or every W wall seconds, as
     :class:`~simfl.sim.world.Checkpointing` says."""
 
@@ -49,8 +48,6 @@ class Checkpoints(Observer):
         if checkpointing.every_wall is not None:
             points |= {"collected", "recorded"}
         self.hears = frozenset(points)
-        self._due = math.inf
-        """When (wall clock) the next wall-clock checkpoint is due."""
         self._asked = False
         """A ``save`` wake-up is queued at this instant (one checkpoint per instant)."""
 
@@ -85,13 +82,9 @@ class Checkpoints(Observer):
             st.next_checkpoint_update += every
         self._ask()
 
-    def collected(self, client: ClientState, staleness: int, update: int, weights: object) -> None:
-        if self.wall() >= self._due:
-            self._ask()
-
-    def recorded(self, now: float) -> None:
-        if self.wall() >= self._due:
-            self._ask()
+    def come(self) -> None:
+        """The wall-clock interval has passed: a checkpoint at the end of this instant."""
+        self._ask()
 
     def _ask(self) -> None:
         """A checkpoint at the end of this instant (once, however many schedules ask for it)."""
@@ -103,7 +96,7 @@ class Checkpoints(Observer):
         """The next wall-clock checkpoint: the interval from now, or more after a costly checkpoint."""
         every = self.checkpointing.every_wall
         if every is not None:
-            self._due = self.wall() + max(every, cost / WALL_SHARE)
+            self.due = self.wall() + max(every, cost / WALL_SHARE)
 
     def _timed(self, wake: Wake) -> None:
         """Save at k * interval, after everything else at that instant (the next one already pending)."""

@@ -9,6 +9,7 @@ set to the clock's). It reads the wall clock and nothing else: it never changes 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -19,7 +20,28 @@ PULSE_SECONDS = 2.0
 """Wall seconds between two beats of a run under way (a progress report from within the run)."""
 
 
-class Pulse(Observer):
+class OnTheWallClock(Observer):
+    """An observer with something to do once the wall clock reaches :attr:`due`: it reads the clock at each
+    collected reply and metric row (the points where a run's wall time goes) and then calls :meth:`come`."""
+
+    due = math.inf
+    """When (wall clock, seconds) :meth:`come` is next due."""
+    wall: Callable[[], float]
+    """The wall clock (seconds): ``time.monotonic`` as the subclass's module sees it."""
+
+    def collected(self, client: ClientState, staleness: int, update: int, weights: object) -> None:
+        if self.wall() >= self.due:
+            self.come()
+
+    def recorded(self, now: float) -> None:
+        if self.wall() >= self.due:
+            self.come()
+
+    def come(self) -> None:
+        """What is due (the subclass's)."""
+
+
+class Pulse(OnTheWallClock):
     """Calls ``beat(state)`` when the run starts (or resumes) and then at most every ``every`` wall seconds."""
 
     hears = frozenset({"started", "resumed", "collected", "recorded"})
@@ -29,28 +51,18 @@ class Pulse(Observer):
         self.beat = beat
         self.every = every
         self.wall = time.monotonic
-        """The wall clock (seconds)."""
-        self._due = 0.0
 
     def attach(self, world: World) -> None:
         self.world = world
 
     def started(self) -> None:
-        self._beat()
+        self.come()
 
     def resumed(self) -> None:
-        self._beat()
+        self.come()
 
-    def collected(self, client: ClientState, staleness: int, update: int, weights: object) -> None:
-        if self.wall() >= self._due:
-            self._beat()
-
-    def recorded(self, now: float) -> None:
-        if self.wall() >= self._due:
-            self._beat()
-
-    def _beat(self) -> None:
+    def come(self) -> None:
         state = self.world.state
         state.now = self.world.clock.now
         self.beat(state)
-        self._due = self.wall() + self.every
+        self.due = self.wall() + self.every

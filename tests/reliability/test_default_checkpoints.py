@@ -7,13 +7,11 @@ run of a test: the default interval (5 minutes) is reached after 30 reads.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import torch
 import yaml
 
 from simfl.cli import main
@@ -35,7 +33,7 @@ from simfl.sim import checkpoints
 from simfl.sim.engine import Checkpointing
 from tests.conftest import tiny_scenario
 from tests.parallel.test_units import result_files
-from tests.reliability.helpers import faulty_scenario
+from tests.reliability.helpers import Saves, faulty_scenario
 
 
 class FakeWall:
@@ -74,20 +72,13 @@ def test_every_wall_clock_checkpoint_resumes_to_the_same_run(wall: FakeWall) -> 
     scn = scenario_mod.validate(faulty_scenario(executor={"kind": "none"}))
     fed = federation(scn, load_dataset(scn), 0)
     for i in range(len(scn.algorithms)):
-        saved: list[bytes] = []
-
-        def save(data: dict[str, Any], saved: list[bytes] = saved) -> None:
-            buffer = io.BytesIO()
-            torch.save(data, buffer)
-            saved.append(buffer.getvalue())
-
-        full = run_files(run_one(scn, fed, i, checkpointing=Checkpointing(save, every_wall=50.0)).state)
+        saved = Saves()
+        full = run_files(run_one(scn, fed, i, checkpointing=Checkpointing(saved, every_wall=50.0)).state)
         assert run_files(run_one(scn, fed, i).state) == full, "wall-clock checkpoints changed the run"
-        times = [torch.load(io.BytesIO(blob), weights_only=True)["state"]["now"] for blob in saved]
+        times = [data["state"]["now"] for data in saved.loaded()]
         assert len(saved) >= 2 and 0 < times[0] < times[-1] < 30.0, times
-        for blob in saved:
-            resumed = run_one(scn, fed, i, resume=torch.load(io.BytesIO(blob), weights_only=True)).state
-            assert run_files(resumed) == full
+        for data in saved.loaded():
+            assert run_files(run_one(scn, fed, i, resume=data).state) == full
 
 
 def test_a_costly_checkpoint_spaces_the_next_ones(wall: FakeWall) -> None:
