@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.estimate
 	$(PY) -m benchmarks.population_setup
 	$(PY) -m benchmarks.flower_engine
+	$(PY) -m benchmarks.checkpoints
 
 reference: $(STAMP)
 	$(VENV)/bin/simfl reference > scenarios/REFERENCE.md

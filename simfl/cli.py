@@ -86,18 +86,34 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     from simfl import outdir
     from simfl.schema import estimate
 
-    clients = getattr(scn.data.partition, "clients", None)
+    clients = scn.stated_clients()
     if clients is not None:
-        scn.check_clients(clients)
+        scn.check_clients(clients)  # what every run checks once its data is split
     from simfl.launch.workers import workers_for
 
-    est = estimate.estimate(scn, cells)
+    est = _estimate(scn, None, _wall(args, None), cells)  # with the checkpoints a run takes by default
+    if scn.client_state is not None and (scn.client_state.store == "disk" or est.disk_bytes):
+        scn.client_state.check_dir()  # as every run storing on disk does
     where = f"{args.file}: estimate"
     estimate.check(est, args.max_memory or estimate.default_max_memory(), where, args.max_hours)
     workers = workers_for(None, [scn], est.runs * est.cells)
     out = args.out if args.out is not None else outdir.default_out(scn.name, sweep=bool(scn.sweep))
     _check_out(est, out, where, workers)
     return est.lines(workers, estimate.free_lines(est, out, workers))
+
+
+def _estimate(scn: Scenario, every: Every | None, wall: float | None, cells: int = 1) -> Estimate:
+    """The estimate of ``scn``'s runs, with the memory and disk of their checkpoints where they take any: on the
+    ``every`` schedule, or on the wall clock when a run is estimated to last longer than ``wall`` seconds."""
+    import dataclasses
+
+    from simfl.schema import estimate
+
+    est = estimate.estimate(scn, cells)
+    long = wall is not None and est.wall_seconds is not None and est.wall_seconds > wall
+    if (every is not None or long) and any(scn.checkpointable(i) for i in range(len(scn.algorithms))):
+        est = dataclasses.replace(est, checkpoints=True)
+    return est
 
 
 def _check_out(est: Estimate, out: Path, where: str, workers: int) -> None:
@@ -108,6 +124,13 @@ def _check_out(est: Estimate, out: Path, where: str, workers: int) -> None:
 
     outdir.check_path(out, str(out))
     estimate.check_disk(est, out, where, workers)
+
+
+def _checkpoint_wall(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--checkpoint-wall", default=None, metavar="T|off",
+                        help="checkpoint each run under way every T of wall time (e.g. 90s, 5m, 1h; default 5m; off: "
+                        "never), so that Ctrl-C or a kill loses at most about that much of it and --resume (or the "
+                        "same sweep again) goes on from there; the results do not depend on it")
 
 
 def _parallel(parser: argparse.ArgumentParser) -> None:
@@ -146,8 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("file", type=Path, nargs="?", default=None, help="scenario YAML file (not with --resume)")
     p_run.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<scenario name>)")
     p_run.add_argument("--checkpoint-every", default=None, metavar="N|Ts",
-                       help="save the whole simulation every N updates (e.g. 500) or every T virtual seconds "
-                       "(e.g. 300s) into <out>.partial/checkpoint.pt")
+                       help="also save the whole simulation every N updates (e.g. 500) or every T virtual seconds "
+                       "(e.g. 300s) into <out>.partial/running/")
+    _checkpoint_wall(p_run)
     p_run.add_argument("--resume", type=Path, default=None, metavar="OUT",
                        help="continue the unfinished run whose --out was OUT, from OUT.partial")
     p_run.add_argument("--verify", action="store_true",
@@ -181,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_frun.add_argument("--verify", action="store_true", help="check simulation invariants while running")
     p_frun.add_argument("--checkpoint-every", default=None, metavar="N|Ts",
                         help="as simfl run, for runs of simfl's own algorithms (a ServerApp's run is not checkpointed)")
+    _checkpoint_wall(p_frun)
     p_frun.add_argument("--resume", type=Path, default=None, metavar="OUT",
                         help="continue OUT (its scenario as it was): finished runs kept, checkpointed runs resumed, "
                         "a ServerApp's unfinished run started again (the same numbers)")
@@ -206,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.add_argument("file", type=Path, help="scenario YAML file with a sweep: block")
     p_sweep.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<scenario name>-sweep)")
     p_sweep.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
+    _checkpoint_wall(p_sweep)
     _parallel(p_sweep)
     _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
@@ -332,24 +358,51 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _run_fresh(args, _load(args), every)
 
 
+def _wall(args: argparse.Namespace, scn: Scenario | None) -> float | None:
+    """``--checkpoint-wall`` in seconds (None: off; not given: the default, or with ``scn`` None the folder's own), refused
+    where the scenario's runs cannot be checkpointed."""
+    from simfl.launch.checkpoint import WALL_DEFAULT, parse_wall
+
+    text = getattr(args, "checkpoint_wall", None)
+    if text is None:
+        return WALL_DEFAULT
+    wall = parse_wall(text)
+    if wall is not None and scn is not None:
+        _checkpointable(scn, "--checkpoint-wall")
+    return wall
+
+
+def _checkpointable(scn: Scenario, option: str) -> None:
+    """Refuse a checkpoint option that the scenario's runs cannot honour (a ServerApp's ``main`` under way, ``record:``)."""
+    if scn.record is not None:
+        raise InputError(option, "cannot be combined with record: (recordings are not checkpointed)")
+    for i, config in enumerate(scn.algorithms):
+        if not scn.checkpointable(i):
+            raise InputError(option, f"algorithms[{i}] ({config.name}): its runs cannot be checkpointed (a ServerApp's "
+                             "main is Python code under way); --resume OUT starts an unfinished one again, with the "
+                             "same numbers")
+
+
 def _run_fresh(args: argparse.Namespace, scn: Scenario, every: Every | None) -> int:
     """Run ``scn`` into ``--out`` (default: runs/<scenario name>), after its estimate's checks."""
     from simfl import outdir
     from simfl.launch.runner import fresh_target, workers_for
 
-    if scn.record is not None and every is not None:
-        raise InputError("--checkpoint-every", "cannot be combined with record: (recordings are not checkpointed)")
+    if every is not None:
+        _checkpointable(scn, "--checkpoint-every")
+    wall = _wall(args, scn)
     out = args.out if args.out is not None else outdir.default_out(scn.name)
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
-    _check_run(scn, args, every, out, workers)
+    _check_run(scn, args, every, wall, out, workers)
     with outdir.hold(out):
-        target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify)
+        target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify, wall)
         return _launch(args, target, workers)
 
 
 def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
-    """``simfl run --resume OUT``: the unfinished runs of OUT, as its scenario and checkpoints say."""
-    from simfl.launch.checkpoint import Session
+    """``simfl run --resume OUT``: the unfinished runs of OUT, as its scenario and checkpoints say (``--checkpoint-every``
+    and ``--checkpoint-wall`` given again replace the folder's)."""
+    from simfl.launch.checkpoint import Session, parse_wall
     from simfl.launch.runner import Target, workers_for
     from simfl.output.results import OutputFolder
     from simfl.schema import estimate
@@ -358,7 +411,9 @@ def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
     folder = OutputFolder(args.resume, force=args.force, reopen=True)
     scn = scenario_mod.load(folder.path("scenario.yaml"))
     saved_every, saved_verify, saved = Session.reopen(folder.stage)
-    session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved)
+    given = getattr(args, "checkpoint_wall", None)
+    wall = Session.saved_wall(saved) if given is None else parse_wall(given)
+    session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved, wall)
     target = Target(scn, folder, session, resumed=True, estimate=estimate.estimate(scn).wall_seconds or 1.0)
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
     return _launch(args, target, workers)
@@ -379,12 +434,13 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
     return 0
 
 
-def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, out: Path, workers: int) -> None:
+def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, wall: float | None, out: Path,
+               workers: int) -> None:
     """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints, the disk of ``out``),
     before anything is written."""
     from simfl.schema import estimate
 
-    est = estimate.estimate(scn, checkpoints=every is not None)
+    est = _estimate(scn, every, wall)
     estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:
         estimate.check_checkpoints(est, every.updates, every.seconds)
@@ -422,9 +478,6 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
         scn = scenario_mod.validate(raw, where=where)
         if args.scenario is not None:
             scn = scenario_mod.resolve_paths(scn, args.scenario.parent)
-        if every is not None and any(a.name == "serverapp" for a in scn.algorithms):
-            raise InputError("--checkpoint-every", "a ServerApp's run cannot be checkpointed (its main is Python code "
-                             "under way); --resume OUT starts an unfinished one again, with the same numbers")
         args.file = args.scenario or args.app_dir
         return _run_fresh(args, scn, every)
 
@@ -434,6 +487,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     from simfl.scenarios import shipped
 
     args.file, args.checkpoint_every, args.resume, args.verify, args.only = shipped("quickstart"), None, None, False, None
+    args.checkpoint_wall = None
     args.workers, args.ray = None, None
     return cmd_run(args)
 
@@ -452,7 +506,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
     outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
-                        max_memory=args.max_memory, quiet=args.quiet, max_hours=args.max_hours)
+                        max_memory=args.max_memory, quiet=args.quiet, max_hours=args.max_hours,
+                        checkpoint_wall=_wall(args, None))
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
     return 0

@@ -5,7 +5,8 @@ these configs and nothing of the implementations, which :data:`BUILTINS` names b
 (:mod:`simfl.registry`). An entry's facts that validation and the estimate read live on its config
 too: ``client_vectors`` (model-sized vectors kept per client), ``keeps_client_models`` (under
 cross-device serving a client trains again from the model its last arrival returned),
-``chooses_clients`` (the algorithm picks each round's clients) and :meth:`AlgorithmConfig.check_federation`
+``chooses_clients`` (the algorithm picks each round's clients), ``checkpointable`` (its runs can be
+checkpointed) and :meth:`AlgorithmConfig.check_federation`
 (refusals that need the number of clients). A plugin's config derives from :class:`AlgorithmConfig`
 and sets them alike.
 """
@@ -46,6 +47,9 @@ class AlgorithmConfig(Section):
     """How many model-sized vectors the algorithm keeps per client (its stores), for the memory estimate."""
     chooses_clients: ClassVar[bool] = False
     """True when the algorithm's ``choose`` picks each round's clients (a Flower strategy samples its own nodes)."""
+    checkpointable: ClassVar[bool] = True
+    """False when a run of it cannot be checkpointed (its state is more than data: a ServerApp's ``main`` under
+    way); such runs take no default checkpoints and refuse ``--checkpoint-every``."""
 
     label: Label | None = Field(
         None,
@@ -427,6 +431,7 @@ class ServerAppConfig(AlgorithmConfig):
     entry from the app's ``pyproject.toml``."""
 
     chooses_clients: ClassVar[bool] = True
+    checkpointable: ClassVar[bool] = False
 
     name: Literal["serverapp"] = Field("serverapp", description="Algorithm name.")
     app: str = Field(

@@ -9,7 +9,11 @@ round its full latency, delivers nothing, and re-dispatches the client
 
 Departures: ``{client, leave, rejoin}`` takes a client away at virtual time
 ``leave`` and brings it back at ``rejoin`` (never if null). A late arrival is
-``leave: 0, rejoin: T``. Absence intervals of one client must not overlap.
+``leave: 0, rejoin: T``. A latency model's trace may add absences of its own (a
+fleet trace's availability windows, :meth:`simfl.latency.base.LatencyModel.absences_of`).
+Absence intervals of one client must not overlap, whatever their source:
+:meth:`Availability.check`, which ``simfl validate`` and every run call alike
+(``Scenario.check_clients``), names both sources of a clash.
 """
 
 from __future__ import annotations
@@ -47,39 +51,62 @@ class AvailabilityConfig(Section):
     departures: list[Departure] = Field(default_factory=list, description="Scheduled absences {client, leave, rejoin}.")
 
 
-class Availability:
-    """Answers whether a round fails and when a client is present."""
+Interval = tuple[float, float | None]
+"""An absence: ``(leave, rejoin)``, ``rejoin`` None for good."""
+Absences = Sequence[Sequence[Interval]]
+"""Per client, its absences sorted by leave time."""
 
-    def __init__(self, config: AvailabilityConfig, num_clients: int, seed: int) -> None:
-        self.check(config, num_clients)
+
+class Availability:
+    """Answers whether a round fails and when a client is present.
+
+    ``trace``: per client, the absences a latency model's trace adds to the scenario's departures; ``source``
+    names it in messages (:meth:`simfl.latency.base.LatencyModel.absence_source`).
+    """
+
+    def __init__(self, config: AvailabilityConfig | None, num_clients: int, seed: int, trace: Absences | None = None,
+                 source: str = "the latency trace") -> None:
+        config = config if config is not None else AvailabilityConfig.model_validate({})
+        self.check(config, num_clients, trace, source)
         self.config = config
         self.num_clients = num_clients
         self.rngs = rng.Streams(seed, "failure", count=num_clients)
-        per: dict[int, list[tuple[float, float | None]]] = {}
+        per: dict[int, list[Interval]] = {}
         for d in config.departures:
             per.setdefault(d.client, []).append((d.leave, d.rejoin))
-        for a in per.values():
+        for m, a in per.items():
+            if trace is not None:
+                a.extend(trace[m])
             a.sort(key=lambda iv: iv[0])
-        none: tuple[tuple[float, float | None], ...] = ()
-        self.absences: list[Sequence[tuple[float, float | None]]] = [per.get(m, none) for m in range(num_clients)]
+        none: tuple[Interval, ...] = ()
+        self.absences: list[Sequence[Interval]] = [
+            per[m] if m in per else trace[m] if trace is not None and trace[m] else none for m in range(num_clients)]
         """Each client's absences, sorted by leave time; the clients without any share one empty tuple (a
-        population's worth of empty lists costs memory and cache on every lookup)."""
+        population's worth of empty lists costs memory and cache on every lookup), and those with the trace's
+        only share its lists."""
 
     @classmethod
-    def check(cls, config: AvailabilityConfig, num_clients: int) -> None:
-        """Client indices must exist; one client's absences must not overlap."""
-        per: dict[int, list[tuple[float, float | None]]] = {}
-        for i, d in enumerate(config.departures):
+    def check(cls, config: AvailabilityConfig | None, num_clients: int, trace: Absences | None = None,
+              source: str = "the latency trace") -> None:
+        """Client indices must exist; one client's absences must not overlap, whether both are departures or one
+        comes from ``trace`` (named ``source``): the line names both."""
+        per: dict[int, list[tuple[float, float | None, str]]] = {}
+        for i, d in enumerate(config.departures if config is not None else ()):
             if d.client >= num_clients:
                 raise InputError(
                     f"availability.departures[{i}].client", f"must be in [0, {num_clients - 1}], got {d.client}"
                 )
-            per.setdefault(d.client, []).append((d.leave, d.rejoin))
+            per.setdefault(d.client, []).append((d.leave, d.rejoin, f"availability.departures[{i}]"))
         for client, ivs in per.items():
-            ivs.sort(key=lambda iv: iv[0])
-            for (l0, r0), (l1, _) in itertools.pairwise(ivs):
-                if r0 is None or r0 > l1:
-                    raise InputError("availability.departures", f"client {client}: absence from {l0:g} overlaps one from {l1:g}")
+            if trace is not None:
+                ivs.extend((leave, rejoin, source) for leave, rejoin in trace[client])
+            ivs.sort(key=lambda iv: (iv[0], iv[2] != source))  # by leave time, the scenario's own first at a tie
+            for first, second in itertools.pairwise(ivs):
+                if first[1] is None or first[1] > second[0]:
+                    mine = first if first[2] != source else second
+                    other = second if mine is first else first
+                    raise InputError(mine[2], f"client {client} is away from {_span(mine)} here and from {_span(other)} "
+                                     f"by {other[2]}: one client's absences must not overlap")
 
     def fails(self, client: int) -> bool:
         """Whether this round of ``client`` fails (one draw per call, whatever ``p``)."""
@@ -124,15 +151,6 @@ class Availability:
         self.rngs.load(state["rngs"])
 
 
-def with_absences(
-    config: AvailabilityConfig | None, absences: list[list[tuple[float, float | None]]] | None
-) -> AvailabilityConfig | None:
-    """``config`` plus a trace's per-client absences as departures (a fleet trace's availability windows)."""
-    if absences is None:
-        return config
-    base = config if config is not None else AvailabilityConfig.model_validate({})
-    extra = [
-        Departure.model_construct(client=m, leave=leave, rejoin=rejoin)
-        for m, intervals in enumerate(absences) for leave, rejoin in intervals
-    ]
-    return base.model_copy(update={"departures": [*base.departures, *extra]})
+def _span(interval: tuple[float, float | None, str]) -> str:
+    leave, rejoin, _ = interval
+    return f"{leave:g} for good" if rejoin is None else f"{leave:g} to {rejoin:g}"

@@ -50,14 +50,26 @@ class Workload:
         """:attr:`flops`, counted now if it was not given (0: unknown, a Flower app's model, which simfl cannot run)."""
         return counted(self.flops)
 
-    def training_flops(self, where: str, needs: str, instead: str) -> int:
-        """:attr:`flops_per_sample` for a delay that scales with them; unknown ones are one line naming ``where``,
-        what ``needs`` them and what to give ``instead``."""
+    def training_flops(self, use: FlopsUse) -> int:
+        """:attr:`flops_per_sample` for a delay that scales with them (``use``: :data:`FlopsUse`); unknown ones are
+        one line (:func:`unknown_flops`)."""
         flops = self.flops_per_sample
         if flops == 0:
-            raise InputError(where, f"{needs} needs the model's training FLOPs, which a Flower app's model "
-                             f"(model: flower_app) does not give; give {instead}")
+            raise unknown_flops(use)
         return flops
+
+
+FlopsUse = tuple[str, str, str]
+"""Where a delay model reads the model's training FLOPs, what in it needs them and what to give instead."""
+
+
+def unknown_flops(use: FlopsUse) -> InputError:
+    """The refusal of a delay that needs the model's training FLOPs where the model gives none (a Flower app's), which
+    every run raises as its delay model is built and ``simfl validate`` from the configs
+    (:meth:`LatencyModel.flops_use`)."""
+    where, needs, instead = use
+    return InputError(where, f"{needs} needs the model's training FLOPs, which a Flower app's model "
+                      f"(model: flower_app) does not give; give {instead}")
 
 
 def counted(flops: int | Callable[[], int]) -> int:
@@ -157,6 +169,23 @@ class LatencyModel(ABC, Generic[ConfigT]):
     def absences(self) -> list[list[tuple[float, float | None]]] | None:
         """Per client, intervals ``(leave, rejoin)`` the model's trace says it is away (None: no such trace)."""
         return None
+
+    @classmethod
+    def flops_use(cls, config: ConfigT) -> FlopsUse | None:
+        """Whether the latencies of ``config`` scale with the model's training FLOPs (where, what and what instead:
+        :data:`FlopsUse`), from the config alone. Default: they do not."""
+        return None
+
+    @classmethod
+    def absences_of(cls, config: ConfigT, num_clients: int) -> list[list[tuple[float, float | None]]] | None:
+        """:meth:`absences` from the config alone (no model built), for the checks ``simfl validate`` and every
+        run share (:meth:`simfl.latency.availability.Availability.check`)."""
+        return None
+
+    @classmethod
+    def absence_source(cls, config: ConfigT) -> str:
+        """What :meth:`absences` come from, in messages (e.g. a fleet trace's file)."""
+        return f"latency.model {getattr(config, 'model', cls.__name__)}"
 
     def state(self) -> dict[str, Any]:
         """Plain-data state (the per-client generator states and drawn-ahead values)."""

@@ -140,3 +140,8 @@ class FedScale(FleetModel):
     def read(cls, config: FleetOptions) -> list[Device]:
         assert isinstance(config, FedScaleConfig)
         return list(read_fedscale(str(config.path), config.behavior, config.train_factor))
+
+    @classmethod
+    def absence_source(cls, config: FleetOptions) -> str:
+        assert isinstance(config, FedScaleConfig)
+        return f"the availability of FedScale's behaviour trace latency.behavior {config.behavior}"

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat, PositiveInt, Section
-from simfl.latency.base import LatencyModel, Workload
+from simfl.latency.base import FlopsUse, LatencyModel, Workload
 
 Absences = list[list[tuple[float, float | None]]]
 """Per client, the intervals ``(leave, rejoin)`` it is away (``rejoin`` None: for good)."""
@@ -68,14 +68,17 @@ class FleetOptions(Section):
     )
 
 
+DEVICE_FLOPS: FlopsUse = ("latency.model: fleet", "a device given in FLOP/s", "seconds_per_sample")
+"""Where a fleet's device given in FLOP/s reads the model's training FLOPs."""
+
+
 def round_seconds(device: Device, workload: Workload, client: int, transfers: int, compute_scale: float) -> float:
     """The round latency of ``client`` on ``device``: compute x work + bytes / bandwidth."""
     work = workload.samples[client] * workload.epochs if client < len(workload.samples) else workload.epochs
     per_sample = device.seconds_per_sample
     if per_sample is None:
         assert device.flops is not None
-        flops = workload.training_flops("latency.model: fleet", "a device given in FLOP/s", "seconds_per_sample")
-        per_sample = flops / device.flops
+        per_sample = workload.training_flops(DEVICE_FLOPS) / device.flops
     return compute_scale * per_sample * work + transfers * workload.model_bytes / device.bandwidth
 
 
@@ -157,8 +160,26 @@ class FleetModel(LatencyModel[FleetOptions]):
 
     def absences(self) -> Absences | None:
         """Per client, the intervals its device is away (None when availability is off or always present)."""
-        if not self.config.availability or not any(d.windows for d in self.devices):
-            return None
-        n = len(self.devices)
-        per_device = [absences(d, self.config.horizon, "latency") for d in self.devices]
-        return [per_device[m % n] for m in range(self.num_clients)]
+        return clients_absences(self.devices, self.config, self.num_clients)
+
+    @classmethod
+    def flops_use(cls, config: FleetOptions) -> FlopsUse | None:
+        return DEVICE_FLOPS if any(d.seconds_per_sample is None for d in cls.read(config)) else None
+
+    @classmethod
+    def absences_of(cls, config: FleetOptions, num_clients: int) -> Absences | None:
+        return clients_absences(cls.read(config), config, num_clients) if config.availability else None
+
+    @classmethod
+    def absence_source(cls, config: FleetOptions) -> str:
+        return f"the availability windows of the fleet trace latency.path {config.path}"
+
+
+def clients_absences(devices: list[Device], config: FleetOptions, num_clients: int) -> Absences | None:
+    """Per client (client m plays device m mod n), the intervals its device is away; None when availability is off
+    or every device is always present."""
+    if not config.availability or not any(d.windows for d in devices):
+        return None
+    n = len(devices)
+    per_device = [absences(d, config.horizon, "latency") for d in devices]
+    return [per_device[m % n] for m in range(num_clients)]

@@ -33,7 +33,7 @@ from simfl.fields import NonNegFloat
 from simfl.latency.base import LatencyModel, Workload
 from simfl.latency.normals import exps, first_normals
 from simfl.latency.profiles import PooledStats, load_pooled
-from simfl.latency.scaling import TraceOptions, check_workload, factors
+from simfl.latency.scaling import Scaled, TraceOptions, check_workload, factors
 
 TINY = float(np.finfo(float).tiny)
 FEW = 16
@@ -55,7 +55,7 @@ class PooledOptions(TraceOptions):
 C = TypeVar("C", bound=PooledOptions)
 
 
-class PooledModel(LatencyModel[C]):
+class PooledModel(Scaled, LatencyModel[C]):
     """A delay model drawing from one fitted distribution, per round or per client."""
 
     def __init__(self, config: C, num_clients: int, seed: int, workload: Workload) -> None:

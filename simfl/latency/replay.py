@@ -28,7 +28,7 @@ from simfl.latency.profiles import (
     load_uploads,
     profile_set,
 )
-from simfl.latency.scaling import TraceOptions, check_workload, factors
+from simfl.latency.scaling import Scaled, TraceOptions, check_workload, factors
 
 
 class ReplayConfig(TraceOptions):
@@ -47,7 +47,7 @@ class ReplayConfig(TraceOptions):
     random_offset: bool = Field(False, description="Start each client at a random position of its device's sequence.")
 
 
-class Replay(LatencyModel[ReplayConfig]):
+class Replay(Scaled, LatencyModel[ReplayConfig]):
     """Client m's k-th latency is its device's measured upload (k + offset) mod n."""
 
     Config = ReplayConfig

@@ -27,7 +27,7 @@ from simfl.latency.profiles import (
     load_devices,
     profile_set,
 )
-from simfl.latency.scaling import TraceOptions, check_workload, factors
+from simfl.latency.scaling import Scaled, TraceOptions, check_workload, factors
 
 
 class RpiGaussianConfig(TraceOptions):
@@ -50,7 +50,7 @@ class RpiGaussianConfig(TraceOptions):
     )
 
 
-class RpiGaussian(LatencyModel[RpiGaussianConfig]):
+class RpiGaussian(Scaled, LatencyModel[RpiGaussianConfig]):
     """Round latency of client m ~ N(mean, std) of its assigned device, made positive."""
 
     Config = RpiGaussianConfig

@@ -21,13 +21,13 @@ Defaults (1 and 1) leave the measured round latency unchanged.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat, PositiveInt, Section
-from simfl.latency.base import Workload
+from simfl.latency.base import FlopsUse, Workload
 
 
 class ReferenceWorkload(Section):
@@ -65,6 +65,10 @@ def factors(config: ScalingConfig, workload: Workload, num_clients: int) -> tupl
     return comp, [comm_f] * num_clients
 
 
+WORKLOAD_FLOPS: FlopsUse = ("latency.scaling.compute", "workload", "a factor")
+"""Where compute scaled by the workload reads the model's training FLOPs."""
+
+
 def check_workload(config: ScalingConfig, workload: Workload, num_clients: int) -> None:
     """Workload-based compute scaling needs a sample count for every client."""
     if config.compute == "workload" and len(workload.samples) < num_clients:
@@ -72,7 +76,15 @@ def check_workload(config: ScalingConfig, workload: Workload, num_clients: int) 
             "latency.scaling.compute", f"workload has {len(workload.samples)} client sample counts, needs {num_clients}"
         )
     if config.compute == "workload":
-        workload.training_flops("latency.scaling.compute", "workload", "a factor")
+        workload.training_flops(WORKLOAD_FLOPS)
+
+
+class Scaled:
+    """Mixin of the delay models scaled to the workload (their ``scaling:`` section, :class:`TraceOptions`)."""
+
+    @classmethod
+    def flops_use(cls, config: Any) -> FlopsUse | None:
+        return WORKLOAD_FLOPS if config.scaling.compute == "workload" else None
 
 
 class TraceOptions(Section):

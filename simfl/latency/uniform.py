@@ -16,7 +16,7 @@ from simfl import rng
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat
 from simfl.latency.pooled import FEW, TINY, PooledModel, PooledOptions
-from simfl.latency.profiles import PooledStats
+from simfl.latency.profiles import PooledStats, load_pooled
 
 
 class UniformConfig(PooledOptions):
@@ -38,11 +38,21 @@ class Uniform(PooledModel[UniformConfig]):
 
     Config = UniformConfig
 
+    @classmethod
+    def check(cls, config: UniformConfig, num_clients: int) -> None:
+        cls.bounds(config, load_pooled(config.traces))
+
+    @staticmethod
+    def bounds(config: UniformConfig, pooled: PooledStats) -> tuple[float, float]:
+        """``low`` and ``high``, each from the pooled percentiles where the config leaves it out."""
+        low = config.low if config.low is not None else pooled.p5
+        high = config.high if config.high is not None else pooled.p95
+        if low >= high:
+            raise InputError("latency", f"uniform bounds need low < high, got {low:g}, {high:g}")
+        return low, high
+
     def fit(self, pooled: PooledStats) -> None:
-        self.low = self.config.low if self.config.low is not None else pooled.p5
-        self.high = self.config.high if self.config.high is not None else pooled.p95
-        if self.low >= self.high:
-            raise InputError("latency", f"uniform bounds need low < high, got {self.low:g}, {self.high:g}")
+        self.low, self.high = self.bounds(self.config, pooled)
 
     def base_draw(self, gen: np.random.Generator) -> float:
         # The same value as gen.uniform(low, high) (numpy computes low + (high - low) * next_double),

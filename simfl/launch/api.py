@@ -26,6 +26,7 @@ from matplotlib.axes import Axes
 from simfl import outdir
 from simfl.errors import InputError
 from simfl.launch import arguments
+from simfl.launch.checkpoint import WALL_DEFAULT
 from simfl.names import allowing_imports
 from simfl.schema import estimate, plugins
 from simfl.schema import scenario as scenario_mod
@@ -124,24 +125,42 @@ def run(
     force: bool = False,
     workers: int | None = None,
     ray: str | None = None,
-    quiet: bool = True,
+    quiet: bool | None = None,
     allow_imports: bool = False,
+    checkpoint_wall: float | None = WALL_DEFAULT,
 ) -> Results:
     """Run every algorithm and seed of ``scenario`` into ``out`` (as ``simfl run``) and read the results.
 
     ``overrides`` are ``KEY=VALUE`` strings as for ``--set``; ``seeds`` replaces the scenario's seeds.
     ``workers`` and ``ray`` are ``--workers`` and ``--ray`` (default: runs side by side on this machine's
-    cores); ``quiet=False`` shows the progress bar and a line per finished run. ``allow_imports`` lets the
-    scenario name components by import path (``--allow-imports``; classes passed as objects need no permission).
+    cores). ``quiet``: False shows the progress bar (in a notebook, a notebook bar) and a line per finished run,
+    True nothing; None (the default) shows them where a person watches (a terminal, a notebook) and not in CI
+    jobs (the ``CI`` environment variable) or when stderr is a pipe or a file (:func:`simfl.launch.progress.watched`).
+    ``allow_imports`` lets the scenario name components by import path (``--allow-imports``; classes passed as
+    objects need no permission). ``checkpoint_wall``: wall seconds between the checkpoints of each run under way
+    (``--checkpoint-wall``; None: none), from which ``simfl run --resume OUT`` goes on after an interrupt.
     """
+    quiet = _quiet(quiet)
     given = arguments.read(scenario, out, seeds, overrides, workers, ray,
                            {"force": force, "quiet": quiet, "allow_imports": allow_imports})
+    wall = arguments.interval(checkpoint_wall, "checkpoint_wall")
     with allowing_imports(allow_imports):
-        return _run(given.scenario, out, given.seeds, given.overrides, force, workers, ray, quiet)
+        return _run(given.scenario, out, given.seeds, given.overrides, force, workers, ray, quiet, wall)
+
+
+def _quiet(quiet: bool | None) -> bool:
+    """``quiet`` as given, or for None whether nobody watches (:func:`simfl.launch.progress.watched`)."""
+    if quiet is None:
+        from simfl.launch.progress import watched
+
+        return not watched()
+    if not isinstance(quiet, bool):
+        raise TypeError(f"quiet must be True, False or None (shown where a person watches), got {arguments.kind(quiet)}")
+    return quiet
 
 
 def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | None, overrides: Iterable[str],
-         force: bool, workers: int | None, ray: str | None, quiet: bool) -> Results:
+         force: bool, workers: int | None, ray: str | None, quiet: bool, wall: float | None) -> Results:
     from simfl.launch.runner import Launch, fresh_target, run_targets, workers_for
 
     raw, base = _prepared(scenario, overrides, seeds)
@@ -154,7 +173,7 @@ def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | 
                         "scenario: estimate", count)  # before a temporary folder is made
     where = _out(out, scn.name)
     with outdir.hold(where):
-        target = fresh_target(scn, where, force=force)
+        target = fresh_target(scn, where, force=force, wall=wall)
         folder = run_targets([target], Launch(count, ray, quiet=quiet))[0].out
     return Results(folder, *read_folder(folder))
 
@@ -168,30 +187,34 @@ def sweep(
     overrides: Iterable[str] = (),
     workers: int | None = None,
     ray: str | None = None,
-    quiet: bool = True,
+    quiet: bool | None = None,
     allow_imports: bool = False,
+    checkpoint_wall: float | None = WALL_DEFAULT,
 ) -> Results:
     """Run every cell of a sweep (as ``simfl sweep``, resumable in ``out``) and read the results.
 
     ``over`` maps dotted keys to the values to try (``{"data.partition.alpha": [0.1, 1.0]}``);
-    it replaces the scenario's own ``sweep:`` block when given. ``allow_imports`` as for :func:`run`.
+    it replaces the scenario's own ``sweep:`` block when given. ``quiet``, ``allow_imports`` and
+    ``checkpoint_wall`` as for :func:`run`: the same call again goes on from each unfinished run's checkpoint.
     """
+    quiet = _quiet(quiet)
     given = arguments.read(scenario, out, seeds, overrides, workers, ray, {"quiet": quiet, "allow_imports": allow_imports},
                            over=over)
+    wall = arguments.interval(checkpoint_wall, "checkpoint_wall")
     with allowing_imports(allow_imports):
-        return _sweep(given.scenario, given.over, out, given.seeds, given.overrides, workers, ray, quiet)
+        return _sweep(given.scenario, given.over, out, given.seeds, given.overrides, workers, ray, quiet, wall)
 
 
 def _sweep(scenario: ScenarioLike, over: Mapping[str, Sequence[Any]] | None, out: str | Path | None,
            seeds: Sequence[int] | None, overrides: Iterable[str], workers: int | None, ray: str | None,
-           quiet: bool) -> Results:
+           quiet: bool, wall: float | None) -> Results:
     from simfl.launch.grid import run_sweep
 
     raw, base = _prepared(scenario, overrides, seeds)
     if over is not None:
         raw["sweep"] = {key: list(values) for key, values in over.items()}
     outcome = run_sweep(raw, _out(out, f"{raw.get('name', 'scenario')}-sweep"), workers=workers, ray_address=ray,
-                        log=(lambda line: None) if quiet else None, base=base, quiet=quiet)
+                        log=(lambda line: None) if quiet else None, base=base, quiet=quiet, checkpoint_wall=wall)
     swept = list(raw.get("sweep") or {})
     columns = {k: f"sweep.{k}" if k in _DATA_COLUMNS else k for k in swept}
     keys = tuple(columns.values())

@@ -12,6 +12,7 @@ until memory runs out. A value of the wrong type is a ``TypeError``, one past th
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +123,17 @@ def read(scenario: Any, out: Any, seeds: Any, overrides: Any, workers: Any, ray:
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {kind(value)}")
     return Arguments(scenario, seeds, overrides, None if over is None else _over(over))
+
+
+def interval(value: Any, name: str) -> float | None:
+    """A number of seconds > 0, or None (never): e.g. ``checkpoint_wall``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds or None, got {kind(value)}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a number of seconds > 0 or None, got {value!r}")
+    return float(value)
 
 
 def _over(over: Any) -> dict[str, list[Any]]:

@@ -6,11 +6,13 @@ Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.output
     The folder's own record, written only by the process that launched the runs,
     atomically (temporary file, fsync, rename) with ``torch.save`` and read back
     with ``torch.load(weights_only=True)``: plain dicts, lists, numbers, strings
-    and tensors only. It holds the ``--checkpoint-every`` and ``--verify``
-    settings and the summary rows of the (algorithm, seed) runs already finished
-    (their metrics.csv and events.csv are already in the folder).
+    and tensors only. It holds the ``--checkpoint-every``, ``--checkpoint-wall`` and
+    ``--verify`` settings and the summary rows of the (algorithm, seed) runs already
+    finished (their metrics.csv and events.csv are already in the folder).
 ``running/<algorithm>/seed<k>.pt``
-    One per run under way that has reached a checkpoint, replaced at each one
+    One per run under way that has reached a checkpoint (by default every
+    :data:`WALL_DEFAULT` wall seconds, see :mod:`simfl.sim.checkpoints`; also on the
+    ``--checkpoint-every`` schedule), replaced at each one
     (same writing and reading rules): that run's simulation data
     (:meth:`simfl.sim.engine.Simulation.data`: virtual clock, clients with their
     rounds and start weights, the pending wake-ups as ``[kind, order, time, index]``
@@ -58,6 +60,12 @@ RUN_FORMAT = "simfl-run/1"
 """Format of a run's own checkpoint file under ``running/``."""
 
 _EVERY_RE = re.compile(r"^\s*(?P<n>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>s?)\s*$")
+_WALL_RE = re.compile(r"^\s*(?P<n>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*(?P<unit>[smh]?)\s*$")
+_WALL_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+WALL_DEFAULT = 300.0
+"""Wall seconds between a run's checkpoints unless ``--checkpoint-wall`` says otherwise: a Ctrl-C or a kill loses
+at most about this much of each run under way."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,22 @@ def parse_every(text: str) -> Every:
     if not number.is_integer() or number < 1 or number > 2**62:
         raise InputError(where, f"the update count must be a whole number >= 1, got {text!r}")
     return Every(text.strip(), updates=int(number))
+
+
+def parse_wall(text: str, where: str = "--checkpoint-wall") -> float | None:
+    """``5m``, ``90s``, ``90`` (seconds), ``1h``: wall seconds between checkpoints; ``off``: None (no such checkpoints)."""
+    if text.strip().lower() == "off":
+        return None
+    m = _WALL_RE.match(text)
+    seconds = float(m.group("n")) * _WALL_UNITS[m.group("unit")] if m is not None else math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise InputError(where, f"expected a wall-clock interval > 0 such as 90s, 5m or 1h, or off, got {text!r}")
+    return seconds
+
+
+def wall_text(seconds: float | None) -> str:
+    """A wall-clock interval as :func:`parse_wall` reads it."""
+    return "off" if seconds is None else f"{seconds:g}s"
 
 
 def write_atomic(path: Path, data: bytes | None = None, obj: Any = None) -> None:
@@ -181,6 +205,8 @@ def check_saved(data: dict[str, Any], where: str) -> None:
         except InputError as exc:
             _need(False, where, f"'every' {exc.message}")
     _need(isinstance(data.get("verify"), bool), where, "'verify' must be true or false")
+    wall = data.get("wall", WALL_DEFAULT)
+    _need(wall is None or (_is_time(wall) and wall > 0), where, "'wall' must be a number of seconds > 0 or empty")
     finished = data.get("finished")
     _need(isinstance(finished, list), where, "'finished' must be a list")
     for i, f in enumerate(finished or []):
@@ -231,7 +257,8 @@ class Session:
     bytes (:func:`run_blob`), which :meth:`save_run` writes.
     """
 
-    def __init__(self, stage: Path, every: Every | None, verify: bool, saved: dict[str, Any] | None = None) -> None:
+    def __init__(self, stage: Path, every: Every | None, verify: bool, saved: dict[str, Any] | None = None,
+                 wall: float | None = WALL_DEFAULT) -> None:
         self.stage = stage
         self.digest = scenario_digest(stage)
         """SHA-256 of the folder's scenario.yaml as the runs began, kept in checkpoint.pt (see :meth:`reopen`)."""
@@ -241,6 +268,8 @@ class Session:
                              "the file, or start a new run with --out")
         self.every = every
         self.verify = verify
+        self.wall = wall
+        """Wall seconds between the checkpoints of each run under way (None: none but ``every``'s)."""
         self.finished: list[dict[str, Any]] = list(saved["finished"]) if saved else []
         self.legacy: dict[str, Any] | None = saved.get("current") if saved else None
         """The first format's run under way, until that run checkpoints again or finishes."""
@@ -257,6 +286,15 @@ class Session:
         saved = load_checkpoint(path)
         text = saved.get("every")
         return (parse_every(text) if text else None), bool(saved.get("verify")), saved
+
+    @staticmethod
+    def saved_wall(saved: dict[str, Any] | None) -> float | None:
+        """The wall-clock checkpoint interval an unfinished folder was run with (a folder from before the setting
+        existed, or without a checkpoint yet: the default)."""
+        if saved is None or "wall" not in saved:
+            return WALL_DEFAULT
+        wall = saved["wall"]
+        return None if wall is None else float(wall)
 
     # -- queries -----------------------------------------------------------------
 
@@ -301,7 +339,8 @@ class Session:
     def write(self) -> None:
         """Save the folder's record and refresh the INCOMPLETE marker."""
         data: dict[str, Any] = {"format": FORMAT, "every": self.every.text if self.every else None,
-                                "verify": self.verify, "finished": self.finished, "scenario_sha256": self.digest}
+                                "verify": self.verify, "wall": self.wall, "finished": self.finished,
+                                "scenario_sha256": self.digest}
         if self.legacy is not None:
             data["current"] = self.legacy
         write_atomic(self.stage / CHECKPOINT_FILE, obj=data)

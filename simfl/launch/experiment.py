@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from simfl.data.base import Shards
 from simfl.data.partition import hold_out, split
 from simfl.errors import InputError
 from simfl.latency import Workload
-from simfl.latency.availability import Availability, with_absences
+from simfl.latency.availability import Availability
 from simfl.models import Layout
 from simfl.models.configs import FlowerAppModelConfig
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
@@ -36,6 +35,7 @@ from simfl.output.recording import LayerRecorder
 from simfl.schema import estimate, plugins
 from simfl.schema.scenario import Scenario
 from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
+from simfl.sim.pulse import Pulse
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
 from simfl.train.client_eval import ClientEvaluator
@@ -212,6 +212,9 @@ class RunOptions:
     """Called with the state after every aggregation (live tracking)."""
     say: Callable[[SimState, str], None] | None = None
     """Where a run's own lines go (a ServerApp's rounds), with the state then (the unit's progress)."""
+    pulse: Progress | None = None
+    """Called with the state as the run starts and then every few wall seconds from within it
+    (:class:`~simfl.sim.pulse.Pulse`): how far it is, between its metric rows."""
     engine: Engine = "auto"
     """The clock of :class:`~simfl.sim.engine.Simulation` (:mod:`simfl.sim.clock`): ``simpy`` or ``heap``, the
     same rules and order on both (the same events and state); ``auto``: the heap clock in pure-latency mode
@@ -221,9 +224,8 @@ class RunOptions:
 def store_for(scenario: Scenario, clients: int, params: int) -> StoreSpec:
     """Where this run keeps its per-client vectors (``client_state``; see :func:`estimate.store_spec`)."""
     spec = estimate.store_spec(scenario, clients * params * 4 * estimate.store_rows(scenario))
-    if spec.kind == "disk" and spec.dir is not None and not os.path.isdir(spec.dir):
-        raise InputError("client_state.dir", f"{spec.dir} is not a folder on this machine; give an existing folder "
-                         "or leave it out (the system's temporary folder)")
+    if spec.kind == "disk" and scenario.client_state is not None:
+        scenario.client_state.check_dir()
     return spec
 
 
@@ -252,8 +254,9 @@ def run_one(
     latency_cls = plugins.lookup("latency", scenario.latency.model)
     with collector.paused():  # the clients' streams and absences, built at once (simfl/collector.py)
         latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
-        presence = with_absences(scenario.availability, latency.absences())
-        availability = None if presence is None else Availability(presence, len(fed.shards), fed.seed)
+        trace = latency.absences()
+        availability = None if scenario.availability is None and trace is None else Availability(
+            scenario.availability, len(fed.shards), fed.seed, trace, latency_cls.absence_source(scenario.latency))
     evaluator: Callable[[torch.Tensor], Scores] = (
         no_evaluation if null
         else fed.evaluate or Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
@@ -272,6 +275,7 @@ def run_one(
         concurrency=concurrency,
         verify=verify, checkpointing=checkpointing, resume=resume,
         clock="heap" if engine == "heap" or (engine == "auto" and null) else "simpy",
+        observers=() if opts.pulse is None else (Pulse(opts.pulse),),
     )
     start = time.perf_counter()
     try:

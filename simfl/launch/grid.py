@@ -47,6 +47,7 @@ import yaml
 
 from simfl import outdir
 from simfl.errors import InputError
+from simfl.launch.checkpoint import WALL_DEFAULT
 from simfl.launch.runner import Launch, Target, run_targets, staged_target, workers_for
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
@@ -193,9 +194,10 @@ def _fingerprint(value: Any) -> str:
 # -- one cell's result folder -------------------------------------------------------------
 
 
-def cell_target(cell: Cell, out: Path) -> Target:
-    """The result folder of ``cell`` (:func:`~simfl.launch.runner.staged_target`)."""
-    return staged_target(cell.scenario(), out / cell.name, cell.name)
+def cell_target(cell: Cell, out: Path, wall: float | None = WALL_DEFAULT) -> Target:
+    """The result folder of ``cell`` (:func:`~simfl.launch.runner.staged_target`), its runs checkpointing every
+    ``wall`` seconds of wall time (None: not)."""
+    return staged_target(cell.scenario(), out / cell.name, cell.name, checkpoint_wall=wall)
 
 
 # -- the sweep ----------------------------------------------------------------------------
@@ -243,6 +245,7 @@ def run_sweep(
     max_memory: int | None = None,
     quiet: bool = False,
     max_hours: float | None = None,
+    checkpoint_wall: float | None = WALL_DEFAULT,
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
@@ -261,6 +264,9 @@ def run_sweep(
     ray_address
         Run the units as Ray tasks instead: ``"local"`` starts a local Ray instance, anything else
         is the address of an existing cluster; its nodes need no access to ``out``.
+    checkpoint_wall
+        Wall seconds between the checkpoints of each run under way (None: none): the same sweep started
+        again goes on from them.
     """
     overrides = list(overrides)
     if isinstance(path, Mapping):
@@ -276,11 +282,12 @@ def run_sweep(
     count = workers_for(workers, scenarios, len(cells) * max((len(s.algorithms) for s in scenarios), default=1),
                         ray=ray_address is not None)
     with outdir.hold(out):
-        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published)
+        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published, checkpoint_wall)
 
 
 def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count: int, ray_address: str | None,
-                quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None) -> SweepOutcome:
+                quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None,
+                wall: float | None) -> SweepOutcome:
     """Run the unfinished cells into ``out``, which this command holds."""
     _prepare(out, raw, cells)
     outcome = SweepOutcome(out, list(cells))
@@ -289,7 +296,7 @@ def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count:
         if (out / cell.name).is_dir():
             outcome.skipped.append(cell.name)
         else:
-            targets.append(cell_target(cell, out))
+            targets.append(cell_target(cell, out, wall))
     if outcome.skipped:
         say(f"{len(outcome.skipped)} of {len(cells)} cells already finished in {out}; skipping them")
 

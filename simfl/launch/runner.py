@@ -26,7 +26,7 @@ import pandas as pd
 from simfl import numerics, outdir
 from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, WorkerLost
-from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, Session, parse_every
+from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, WALL_DEFAULT, Session, parse_every
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
 from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, units_of
@@ -97,22 +97,25 @@ class _Stop(Exception):
 
 
 def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | None = None,
-                 verify: bool = False) -> Target:
-    """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote)."""
+                 verify: bool = False, wall: float | None = WALL_DEFAULT) -> Target:
+    """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote); its runs checkpoint
+    every ``wall`` seconds of wall time (None: not) and on the ``every`` schedule."""
     from simfl.schema import estimate
     from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(out, force=force)
     folder.path("scenario.yaml").write_text(scenario_mod.dump(scn, folder.stage))
-    session = Session(folder.stage, None if every is None else parse_every(every), verify)
+    session = Session(folder.stage, None if every is None else parse_every(every), verify, wall=wall)
     session.write()  # the scenario's digest, from the start: --resume refuses an edited scenario.yaml
     return Target(scn, folder, session, estimate=estimate.estimate(scn).wall_seconds or 1.0)
 
 
-def staged_target(scn: Scenario, final: Path, label: str, wall: float | None = None) -> Target:
+def staged_target(scn: Scenario, final: Path, label: str, estimated: float | None = None,
+                  checkpoint_wall: float | None = WALL_DEFAULT) -> Target:
     """The result folder ``final`` of ``scn`` (a sweep cell, a tuning trial): its unfinished staging folder
-    continued when it holds this scenario's runs, else a fresh one (a killed launch's leftovers are removed, if
-    simfl wrote them). ``wall``: the estimated wall seconds of one run, when the caller has it."""
+    continued when it holds this scenario's runs (a run with a checkpoint goes on from it), else a fresh one (a
+    killed launch's leftovers are removed, if simfl wrote them). ``estimated``: the estimated wall seconds of one
+    run, when the caller has it; its runs checkpoint every ``checkpoint_wall`` seconds of wall time (None: not)."""
     from simfl.schema import estimate
     from simfl.schema import scenario as scenario_mod
 
@@ -127,15 +130,15 @@ def staged_target(scn: Scenario, final: Path, label: str, wall: float | None = N
             saved = None
     if saved is not None:
         folder = OutputFolder(final, reopen=True)
-        session = Session(folder.stage, None, False, saved[2])
+        session = Session(folder.stage, None, False, saved[2], checkpoint_wall)
     else:
         folder = OutputFolder(final, force=True)  # a killed launch's leftovers go, if simfl wrote them; a user's stay
         folder.path("scenario.yaml").write_text(text)
-        session = Session(folder.stage, None, False)
+        session = Session(folder.stage, None, False, wall=checkpoint_wall)
         session.write()
-    if wall is None:
-        wall = estimate.estimate(scn).wall_seconds or 1.0
-    return Target(scn, folder, session, label=label, resumed=saved is not None, estimate=wall)
+    if estimated is None:
+        estimated = estimate.estimate(scn).wall_seconds or 1.0
+    return Target(scn, folder, session, label=label, resumed=saved is not None, estimate=estimated)
 
 
 def units_for(targets: Sequence[Target]) -> list[Unit]:
@@ -144,7 +147,8 @@ def units_for(targets: Sequence[Target]) -> list[Unit]:
     for index, target in enumerate(targets):
         session = target.session
         every = None if session.every is None else session.every.text
-        for unit in units_of(index, target.scn, target.folder.out, every, session.verify, target.estimate):
+        for unit in units_of(index, target.scn, target.folder.out, every, session.verify, target.estimate,
+                             session.wall):
             if session.is_finished(unit.name, unit.seed):
                 continue
             resume, prior = session.resume_data(unit.name, unit.seed)

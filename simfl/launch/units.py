@@ -37,7 +37,7 @@ from simfl import numerics
 from simfl.algorithms.configs import run_name
 from simfl.data import Dataset
 from simfl.errors import InputError
-from simfl.launch.checkpoint import FRESH, parse_every, run_blob
+from simfl.launch.checkpoint import FRESH, Every, parse_every, run_blob
 from simfl.launch.experiment import RunOptions, chain, federation, load_dataset, run_one
 from simfl.launch.workers import unit_cpus as unit_cpus  # re-exported
 from simfl.names import allowing_imports, imports_allowed
@@ -74,6 +74,8 @@ class Unit:
     """The executor's workers, fixed where the unit was planned (None: inline's own rule)."""
     every: str | None = None
     """``--checkpoint-every`` as given, or None."""
+    wall: float | None = None
+    """Wall seconds between the run's checkpoints (``--checkpoint-wall``), or None: only ``every``'s."""
     verify: bool = False
     resume: dict[str, Any] | None = None
     """The saved simulation to continue, or None to start at time 0."""
@@ -215,10 +217,10 @@ class _Feeds:
         self.emit(Grown(self.unit.key, file, text, fresh))
 
     def checkpointing(self) -> Checkpointing | None:
-        every = self.unit.every
-        if every is None:
+        every, wall = self.unit.every, self.unit.wall
+        if every is None and wall is None:
             return None
-        schedule = parse_every(every)
+        schedule = parse_every(every) if every is not None else Every("")
 
         def save(sim: dict[str, Any]) -> None:
             wall = self.unit.prior_wall + time.perf_counter() - self.started
@@ -226,7 +228,7 @@ class _Feeds:
             self.emit(Saved(self.unit.key, run_blob(self.unit.name, self.unit.seed, wall, sim), float(state["now"]),
                             int(state["updates"])))
 
-        return Checkpointing(save, every_updates=schedule.updates, every_time=schedule.seconds)
+        return Checkpointing(save, every_updates=schedule.updates, every_time=schedule.seconds, every_wall=wall)
 
 
 def unit_scenario(unit: Unit) -> Scenario:
@@ -259,11 +261,11 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         feed = None if tracker is None else tracker.open(
             unit.name, unit.index, unit.seed, unit.prior_wall, len(resume["state"]["events"]) if resume else 0)
         growing = GrowingRun(feeds.grown)
-        watchers: list[Progress] = [growing, feeds.moved]
+        watchers: list[Progress] = [growing]
         if feed is not None:
             watchers.append(feed.progress)
         options = RunOptions(chain(watchers), unit.verify, feeds.checkpointing(), resume,
-                             on_update=None if feed is None else feed.on_update, say=feeds.say)
+                             on_update=None if feed is None else feed.on_update, say=feeds.say, pulse=feeds.moved)
         try:
             result = run_one(scn, fed, unit.index, options)
         except InputError as exc:
@@ -292,10 +294,12 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
 
 
 def units_of(cell: int, scn: Scenario, out: Path, every: str | None, verify: bool,
-             estimate: float) -> list[Unit]:
-    """Every unit of one result folder's scenario, in the folder's order (seeds, then entries)."""
+             estimate: float, wall: float | None = None) -> list[Unit]:
+    """Every unit of one result folder's scenario, in the folder's order (seeds, then entries); ``wall``: wall seconds
+    between the checkpoints of each run that can be checkpointed (:meth:`Scenario.checkpointable`)."""
     text = scenario_mod.dump(scn)
     threads, workers = unit_threads(scn), pinned_workers(scn)
-    return [Unit(cell, index, run_name(config), seed, text, str(out.absolute()), threads, workers, every, verify,
-                 allow_imports=imports_allowed(), estimate=estimate)
+    return [Unit(cell, index, run_name(config), seed, text, str(out.absolute()), threads, workers, every,
+                 wall if scn.checkpointable(index) else None, verify, allow_imports=imports_allowed(),
+                 estimate=estimate)
             for seed in scn.seeds for index, config in enumerate(scn.algorithms)]

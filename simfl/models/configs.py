@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -82,6 +82,9 @@ class FlowerAppModelConfig(Section):
     """The model a Flower ServerApp sends in its first train message, as named arrays (what simfl flwr run uses
     without a model: section). The ClientApp trains it and the app's evaluate_fn scores it: simfl cannot run it,
     and its training FLOPs are unknown."""
+
+    flops_known: ClassVar[bool] = False
+    """Its training FLOPs are unknown (a model config without this says they are counted)."""
 
     name: Literal["flower_app"] = Field("flower_app", description="Model name.")
     app: str = Field(description="The ServerApp's import path package.module:attribute.")

@@ -28,6 +28,7 @@ from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
 from simfl.fields import PATH_KEYS, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section, UnitHalfOpen
 from simfl.latency.availability import Availability, AvailabilityConfig
+from simfl.latency.base import unknown_flops
 from simfl.outdir import name_problem
 from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins, tuning
@@ -175,6 +176,12 @@ class ClientStateConfig(Section):
         "(relative to the scenario file; default: the system's temporary folder). The file has no name and is "
         "gone when the run ends."
     )
+
+    def check_dir(self) -> None:
+        """The disk store's folder is one on this machine (``simfl validate`` and every run storing on disk check it)."""
+        if self.dir is not None and not os.path.isdir(self.dir):
+            raise InputError("client_state.dir", f"{self.dir} is not a folder on this machine; give an existing folder "
+                             "or leave it out (the system's temporary folder)")
 
 
 class Scenario(Section):
@@ -331,11 +338,31 @@ class Scenario(Section):
                 )
         return algos
 
+    def stated_clients(self) -> int | None:
+        """The number of clients where the scenario states it before the data is split (the partition's ``clients``
+        or its ``counts`` rows); None where the data decides (by subject, by column, an index file)."""
+        part = self.data.partition
+        clients = getattr(part, "clients", None)
+        counts = getattr(part, "counts", None)
+        return int(clients) if clients is not None else len(counts) if counts else None
+
+    def checkpointable(self, index: int) -> bool:
+        """Whether the runs of entry ``index`` can be checkpointed: its algorithm's state is data (its config's
+        ``checkpointable``) and the scenario records nothing outside the simulation's data (no ``record:``)."""
+        return self.record is None and bool(type(self.algorithms[index]).checkpointable)
+
     def check_clients(self, num_clients: int) -> None:
-        """Checks that need the number of clients (known once the partition is made)."""
-        plugins.lookup("latency", self.latency.model).check(self.latency, num_clients)
+        """Checks that need the number of clients (known once the partition is made; ``simfl validate`` makes them
+        where the scenario states it, :meth:`stated_clients`), the same for validation and every run: what a run
+        refuses here, validate refuses with the same line."""
+        latency = plugins.lookup("latency", self.latency.model)
+        latency.check(self.latency, num_clients)
+        use = None if getattr(type(self.model), "flops_known", True) else latency.flops_use(self.latency)
+        if use is not None:
+            raise unknown_flops(use)
         if self.availability is not None:
-            Availability.check(self.availability, num_clients)
+            trace = latency.absences_of(self.latency, num_clients) if self.availability.departures else None
+            Availability.check(self.availability, num_clients, trace, latency.absence_source(self.latency))
         server = self.server
         if server is not None and server.concurrency > num_clients:
             raise InputError("server.concurrency", f"must be at most the {num_clients} clients, got {server.concurrency}")

@@ -15,7 +15,7 @@ jobs, whose results depend only on their inputs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,8 @@ class RoundRules:
 
 
 class Simulation:
-    """One run: ``algorithm`` under ``latency`` with training done by ``executor``."""
+    """One run: ``algorithm`` under ``latency`` with training done by ``executor``; ``observers`` hear the world
+    after the verifier and the checkpoints (e.g. a :class:`~simfl.sim.pulse.Pulse`)."""
 
     def __init__(
         self,
@@ -75,6 +76,7 @@ class Simulation:
         checkpointing: Checkpointing | None = None,
         resume: dict[str, Any] | None = None,
         clock: ClockKind = "simpy",
+        observers: Sequence[Observer] = (),
     ) -> None:
         if budget.time is None and budget.updates is None:
             raise ValueError("a run needs a time or an update budget")
@@ -101,13 +103,13 @@ class Simulation:
         self.world.recorder.last = last_eval
         rules = rounds or RoundRules()
         population = population_for(self.world, seed, concurrency)
-        observers: list[Observer] = []
+        watchers: list[Observer] = []
         if verify:
-            observers.append(Verifier(population, None if availability is None else availability.present))
+            watchers.append(Verifier(population, None if availability is None else availability.present))
         if checkpointing is not None:
-            observers.append(Checkpoints(checkpointing))
+            watchers.append(Checkpoints(checkpointing))
         self.world.attach(scheduler_for(self.world, algorithm, population, server_time, rules.deadline,
-                                        rules.over_select), observers)
+                                        rules.over_select), [*watchers, *observers])
 
     def _restore(self, resume: dict[str, Any], client_sizes: list[int], serving: bool
                  ) -> tuple[SimState, tuple[torch.Tensor, Scores] | None]:

@@ -53,11 +53,13 @@ class Budget:
 
 @dataclass(frozen=True)
 class Checkpointing:
-    """When to hand the simulation's data to ``save``: every N updates and/or every T virtual seconds."""
+    """When to hand the simulation's data to ``save``: every N updates, every T virtual seconds and/or every W wall
+    seconds (at the end of the instant where the wall clock is found due: :class:`~simfl.sim.checkpoints.Checkpoints`)."""
 
     save: Callable[[dict[str, Any]], None]
     every_updates: int | None = None
     every_time: float | None = None
+    every_wall: float | None = None
 
 
 Progress = Callable[[SimState], None]

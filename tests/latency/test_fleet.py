@@ -11,7 +11,7 @@ import pytest
 from simfl.cli import main
 from simfl.errors import InputError
 from simfl.latency import LATENCY_MODELS, Workload
-from simfl.latency.availability import Availability, with_absences
+from simfl.latency.availability import Availability
 from simfl.latency.fedscale import FedScale, FedScaleConfig, read_fedscale
 from simfl.latency.fleet import Device, absences, round_seconds
 from simfl.latency.fleet_csv import FleetCsv, FleetCsvConfig, read_fleet_csv
@@ -48,9 +48,7 @@ def test_windows_become_absences_and_repeat_with_period() -> None:
     assert absences(daily, 25.0, "latency") == [(0.0, 2.0), (4.0, 12.0), (14.0, 22.0), (24.0, 32.0), (34.0, None)]
     with pytest.raises(InputError, match="latency.horizon: the trace's windows repeat"):
         absences(daily, None, "latency")
-    cfg = with_absences(None, [[(0.0, 2.0), (4.0, None)], []])
-    assert cfg is not None
-    av = Availability(cfg, 2, 0)
+    av = Availability(None, 2, 0, [[(0.0, 2.0), (4.0, None)], []])
     assert not av.present(0, 1.0) and av.present(0, 3.0) and not av.present(0, 100.0) and av.present(1, 1.0)
     assert av.back_at(0, 1.0) == 2.0 and av.back_at(0, 5.0) is None
 

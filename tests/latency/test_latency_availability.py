@@ -53,7 +53,8 @@ def test_departures_schedule() -> None:
 def test_bad_availability_configs() -> None:
     with pytest.raises(InputError, match=r"availability.departures\[0\].client: must be in \[0, 2\], got 3"):
         Availability(AvailabilityConfig(departures=[{"client": 3, "leave": 1.0}]), 3, 0)
-    with pytest.raises(InputError, match="client 0: absence from 1 overlaps one from 5"):
+    with pytest.raises(InputError, match=r"^availability.departures\[0\]: client 0 is away from 1 for good here and "
+                       r"from 5 to 9 by availability.departures\[1\]: one client's absences must not overlap$"):
         Availability(
             AvailabilityConfig(departures=[{"client": 0, "leave": 1.0}, {"client": 0, "leave": 5.0, "rejoin": 9.0}]), 3, 0
         )

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 
 from simfl.cli import main
 from simfl.launch.checkpoint import Session
 from tests.conftest import tiny_scenario
+
+
+class Saves(list[bytes]):
+    """A ``Checkpointing.save``: keeps each checkpoint as the bytes ``torch.save`` makes of it."""
+
+    def __call__(self, data: dict[str, Any]) -> None:
+        buffer = io.BytesIO()
+        torch.save(data, buffer)
+        self.append(buffer.getvalue())
+
+    def loaded(self) -> list[dict[str, Any]]:
+        """Each checkpoint read back as a resumed run reads it."""
+        return [torch.load(io.BytesIO(blob), weights_only=True) for blob in self]
 
 
 def faulty_scenario(**changes: Any) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -12,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 import yaml
 
 from simfl.cli import main
@@ -21,7 +19,7 @@ from simfl.launch.checkpoint import CHECKPOINT_FILE, INCOMPLETE_FILE, RUNNING_DI
 from simfl.launch.experiment import federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
 from simfl.sim.engine import Checkpointing
-from tests.reliability.helpers import faulty_scenario
+from tests.reliability.helpers import Saves, faulty_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,20 +52,13 @@ def test_resuming_from_every_checkpoint_reproduces_the_run(server_time: float, a
     scn = scenario_mod.validate(faulty_scenario(server_time=server_time, **changes))
     fed = federation(scn, load_dataset(scn), 0)
     for i in range(len(scn.algorithms)):
-        saved: list[bytes] = []
-
-        def save(data: dict[str, Any], saved: list[bytes] = saved) -> None:
-            buf = io.BytesIO()
-            torch.save(data, buf)
-            saved.append(buf.getvalue())
-
-        full = run_one(scn, fed, i, checkpointing=Checkpointing(save, every_updates=3, every_time=2.5)).state
+        saved = Saves()
+        full = run_one(scn, fed, i, checkpointing=Checkpointing(saved, every_updates=3, every_time=2.5)).state
         plain = run_one(scn, fed, i).state
         assert (plain.events, plain.metrics) == (full.events, full.metrics), "checkpointing changed the run"
         kinds = {e.event for e in full.events}
         assert "failure" in kinds and len(saved) > 10
-        for blob in saved:
-            data = torch.load(io.BytesIO(blob), weights_only=True)
+        for data in saved.loaded():
             resumed = run_one(scn, fed, i, resume=data).state
             assert resumed.events == full.events
             assert [m.row() for m in resumed.metrics] == [m.row() for m in full.metrics]

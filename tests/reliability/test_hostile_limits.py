@@ -195,7 +195,7 @@ BAD_RUN_ARGUMENTS: dict[str, tuple[dict[str, Any], str]] = {
     "ray=1": ({"ray": 1}, "ray"),
     "out=3": ({"out": 3}, "out"),
     "force='yes'": ({"force": "yes"}, "force"),
-    "quiet=None": ({"quiet": None}, "quiet"),
+    "quiet=1": ({"quiet": 1}, "quiet"),
     "allow_imports=1": ({"allow_imports": 1}, "allow_imports"),
 }
 BAD_SWEEP_ARGUMENTS: dict[str, tuple[dict[str, Any], str]] = {
