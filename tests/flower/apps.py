@@ -192,3 +192,16 @@ def loader_train(msg: Message, context: Context) -> Message:
         total += float(loss)
     metrics = MetricRecord({"train_loss": total, "num-examples": len(y), "noise": float(np.random.rand())})
     return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=msg)
+
+
+lingering_app = ClientApp()
+"""simfl's SGD, and a thread of its own left running after each call (it waits a second, then ends)."""
+
+
+@lingering_app.train()
+def lingering_train(msg: Message, context: Context) -> Message:
+    import threading
+    import time
+
+    threading.Thread(target=time.sleep, args=(1.0,), name="left-behind", daemon=True).start()
+    return sgd_train(msg, context)
