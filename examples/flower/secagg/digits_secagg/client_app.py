@@ -11,19 +11,19 @@ from flwr.client.mod import fixedclipping_mod, secaggplus_mod
 from flwr.clientapp import ClientApp
 from flwr.common import Context
 
-from digits_secagg.task import Net, get_weights, load_data, set_weights, train
+from digits_secagg.task import fit, get_weights, load_data, model, set_weights
 
 
 class DigitsClient(NumPyClient):
     def __init__(self, context: Context) -> None:
         self.context = context
-        self.net = Net()
+        self.net = model()
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict[str, Any]]:
         set_weights(self.net, parameters)
         loader = load_data(int(self.context.node_config["partition-id"]),
                            int(self.context.node_config["num-partitions"]))
-        loss = train(self.net, loader, float(self.context.run_config["lr"]))
+        loss = fit(self.net, loader, float(self.context.run_config["lr"]))
         return get_weights(self.net), len(loader.dataset), {"train_loss": loss}
 
 

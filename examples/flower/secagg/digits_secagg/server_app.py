@@ -13,15 +13,15 @@ from flwr.server import Grid, LegacyContext, ServerApp, ServerConfig
 from flwr.server.strategy import DifferentialPrivacyClientSideFixedClipping, FedAvg
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 
-from digits_secagg.task import Net, get_weights, set_weights, test, test_data
+from digits_secagg.task import get_weights, held_out, model, set_weights
 
 app = ServerApp()
 
 
 def evaluate(server_round: int, weights: list[np.ndarray], config: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-    net = Net()
+    net = model()
     set_weights(net, weights)
-    loss, accuracy = test(net, *test_data())
+    loss, accuracy = held_out(net)
     return loss, {"accuracy": accuracy}
 
 
@@ -30,7 +30,7 @@ def main(grid: Grid, context: Context) -> None:
     config = context.run_config
     nodes = len(list(grid.get_node_ids()))
     strategy = FedAvg(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=nodes, min_available_clients=nodes,
-                      initial_parameters=ndarrays_to_parameters(get_weights(Net())), evaluate_fn=evaluate)
+                      initial_parameters=ndarrays_to_parameters(get_weights(model())), evaluate_fn=evaluate)
     strategy = DifferentialPrivacyClientSideFixedClipping(strategy, noise_multiplier=float(config["noise-multiplier"]),
                                                           clipping_norm=float(config["clipping-norm"]),
                                                           num_sampled_clients=nodes)
