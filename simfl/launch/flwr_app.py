@@ -7,11 +7,14 @@ The folder's ``pyproject.toml`` says what Flower's ``flwr run`` reads:
   ``--run-config "k=v ..."`` (or a ``.toml`` file) applied with Flower's own parser and rule (a key the app
   does not declare is dropped, as ``flwr run`` drops it);
 - ``[tool.flwr.federations]``: the default federation's ``options`` (``num-supernodes``,
-  ``backend.client-resources.num-cpus``), then ``--federation-config "num-supernodes=N ..."``.
+  ``backend.client-resources.num-cpus``, ``backend.init-args.num-cpus``), then ``--federation-config
+  "num-supernodes=N ..."``.
 
 The scenario (``--scenario FILE``, none needed) gives what Flower's simulation has no word for: latencies,
 availability, failures, seeds, budget. To it this module adds ``client: {flower_app, run_config}``, the training
-threads (``num-cpus``, Flower's default 2, so that numbers match Flower's engine) and, unless the scenario names its
+threads (``num-cpus``, Flower's default 2, so that numbers match Flower's engine; with ``backend.init-args.num-cpus``,
+as many ClientApp calls side by side in worker processes as Flower's engine would run, its CPUs over each
+ClientApp's) and, unless the scenario names its
 own algorithms (an asynchronous rule over the same ClientApp, ``--set 'algorithms=[{name: orthofl}]'``), the
 entry ``{name: serverapp}`` (:mod:`simfl.algorithms.serverapp`): the app's ServerApp as written. Without a
 ``latency:`` section the nodes are the measured Raspberry Pi devices (:data:`DEFAULT_LATENCY`, said in one line).
@@ -175,7 +178,13 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
     raw.setdefault("model", {"name": "flower_app", "app": app.serverapp, "run_config": config})
     cpus = options.get("backend.client-resources.num-cpus", flower_default("client_resources_num_cpus", DEFAULT_CPUS))
     executor = dict(raw.get("executor", {}))
-    executor.setdefault("threads", _whole(cpus, "--federation-config: backend.client-resources.num-cpus"))
+    threads = executor.setdefault("threads", _whole(cpus, "--federation-config: backend.client-resources.num-cpus"))
+    if "backend.init-args.num-cpus" in options and "kind" not in executor and isinstance(threads, int):
+        # Flower's engine runs (its CPUs // each ClientApp's CPUs) ClientApps side by side: so does simfl, in processes
+        side = _whole(options["backend.init-args.num-cpus"], "--federation-config: backend.init-args.num-cpus") \
+            // max(threads, 1)
+        if side >= 2:
+            executor.update({"kind": "process", "workers": side})
     raw["executor"] = executor
     return raw
 

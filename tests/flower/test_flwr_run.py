@@ -135,7 +135,9 @@ def test_the_app_folder_is_read_as_flwr_run_reads_it() -> None:
     assert own["algorithms"] == raw["algorithms"]  # the same entry: that the data are the app's is read from data:
     assert own["latency"] == {"model": "rpi_gaussian"}  # no latency given: the measured Raspberry Pi devices
     bare = flwr_app.app_scenario(dataclasses.replace(app, federation={}), {}, {}, {})  # Flower's own defaults
-    assert bare["data"]["partition"]["clients"] == 2 and bare["executor"]["threads"] == 2
+    assert bare["data"]["partition"]["clients"] == 2 and bare["executor"] == {"threads": 2}  # calls one at a time
+    wide = flwr_app.app_scenario(app, {}, {}, flwr_app.parse_pairs(["backend.init-args.num-cpus=4"], "--federation"))
+    assert wide["executor"] == {"threads": 1, "kind": "process", "workers": 4}  # as Flower's engine: 4 CPUs // 1
 
 
 @pytest.mark.parametrize(("argv", "words"), [
