@@ -67,7 +67,7 @@ def flower_engine(config: dict[str, Any], nodes: int, cpus: int = 1, app: Path =
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
     script = _ENGINE.format(app=str(app), config=config, nodes=nodes, cpus=cpus)
     with tempfile.TemporaryDirectory() as work:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=env,
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=1800, env=env,
                               cwd=work)
     if done.returncode != 0:
         raise RuntimeError(f"Flower's engine failed:\n{done.stderr[-3000:]}")

@@ -286,8 +286,11 @@ class Handoff:
             with flower.saying(self.thread, say):
                 return self.to_sim.get(timeout=self.limit)
         except queue.Empty:
-            raise overran(WHERE, self.what, self.thread, float(self.limit or 0.0),
-                          "algorithms.timeout (a turn of the ServerApp: until it calls the grid or returns)") from None
+            error = overran(WHERE, self.what, self.thread, float(self.limit or 0.0),
+                            "algorithms.timeout (a turn of the ServerApp: until it calls the grid or returns)")
+            self.ended = True  # Python cannot stop the thread: it unwinds if it ever asks the grid again
+            self.to_app.put(_Ended)
+            raise error from None
 
     def end(self) -> None:
         """Unwind an app still waiting on the grid (its thread raises :class:`_Ended` there)."""

@@ -19,6 +19,15 @@ executor. Each job calls the app in this process exactly as Flower's simulation 
   reply (:data:`~simfl.train.message.MEMORY`), so it is the same whichever worker trains the
   round, and checkpoints carry it.
 
+A ServerApp's messages (:mod:`simfl.algorithms.serverapp`) reach the ClientApp as the app sent them: the
+job's message carries the Flower message's protobuf bytes (:data:`SENT`), whatever its type and records, and
+the reply goes back the same way (:data:`REPLY`), so no value changes on the way.
+
+Every call runs with Python's, NumPy's and torch's global generators set from the run's stream for that call
+(``(seed, "clientapp", client, round)``; :func:`simfl.rng.global_generators`) and put back after, so an app that
+draws from them (an unseeded ``DataLoader``, ``Net()``, dropout) gives the same numbers in any process; an app
+that leaves a thread of its own running after its call is said so once per process (:func:`left_running`).
+
 A Flower app loads its own data; offline, inside simfl, :func:`client_data` gives it the
 client's partition, and :func:`batch_generator` the stream simfl's own trainer shuffles with
 (``(seed, "train", client, round)``), so an app that reproduces simfl's local SGD gives its
