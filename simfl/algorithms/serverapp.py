@@ -20,10 +20,10 @@ the app's ``main(grid, context)`` once per run, in a thread of the simulating pr
    is left of the budget; the app's code after its rounds (saving its model) has run.
 
 ``main`` starts once per run: what simfl needs from the app is taken as the run goes. The app's model is the app's:
-simfl never reads it as weights (its flat state is the version of the model the app sent last, :func:`held`);
-simfl's evaluation grid (``metrics.csv``) scores the arrays of the app's latest train message with the
-``evaluate_fn`` the app gave ``Strategy.start`` (NaN without one), or, when the scenario names a model of its own,
-those arrays as that model on simfl's test set.
+simfl never reads it as weights (its flat state is the version of the model the app sent last,
+:func:`simfl.models.arrays.held`); simfl's evaluation grid (``metrics.csv``) scores the arrays of the app's latest
+train message with the ``evaluate_fn`` the app gave ``Strategy.start`` (or its legacy strategy's ``evaluate``; NaN
+without either), or, when the scenario names a model of its own, those arrays as that model on simfl's test set.
 
 Records, however the app is written: a :class:`Watch` (a trace function in the app's thread only: no class of
 Flower's is changed) sees each ``Strategy.start`` the app calls, an override's included (its ``evaluate_fn``, the
