@@ -1,14 +1,24 @@
-"""A Flower App under ``simfl flwr run`` and under Flower's own simulation engine: wall seconds of each.
+"""A Flower App under ``simfl flwr run`` and under Flower's own simulation engine: wall seconds, and agreement.
 
-The app is ``examples/flower/app`` (a quickstart-style ServerApp with FedAvg and a server-side
-evaluation, a ClientApp loading and partitioning scikit-learn's digits itself), 6 nodes, one CPU (one
-torch thread) per ClientApp on both sides. Flower's engine is run as ``flwr run``'s simulation process runs
-it (``flwr.simulation.run_simulation._run_simulation`` with the app folder, its Ray backend), in a fresh
-process; ``simfl flwr run`` too, with one worker. Each side's wall time includes its start (imports, Ray),
-medians of ``--repeat`` runs, the sides alternating. Both save the app's final model and per-round metrics
-(the app's ``save-to``), which :func:`flower_engine` returns for the comparison in
-``tests/flower/test_flwr_run.py``. Prints ``name=value`` lines, the last ``flower_vs_simfl`` (Flower's wall
-time over simfl's).
+The app is ``examples/flower/app`` (a quickstart-style ServerApp with FedAvg and a server-side evaluation, a
+ClientApp loading and partitioning scikit-learn's digits itself and shuffling through an unseeded DataLoader), 6
+nodes, one CPU (one torch thread) per ClientApp on both sides. Flower's engine is run as ``flwr run``'s simulation
+process runs it (``flwr.simulation.run_simulation._run_simulation`` with the app folder, its Ray backend), in a fresh
+process; ``simfl flwr run`` too (its defaults: the ClientApp calls one at a time in the simulating process).
+
+Two measures:
+
+- wall time (default): each side's wall time includes its start (imports, Ray), medians of ``--repeat`` runs, the
+  sides alternating. Prints ``name=value`` lines, the last ``flower_vs_simfl`` (Flower's wall time over simfl's).
+- ``--agreement N``: the app, unseeded, for N seeds under simfl (seeds 0 to N-1) and N runs of Flower's engine
+  (Flower seeds nothing: each run draws its own initial model and shuffles). For each round, the server-side test
+  accuracy of the two engines' runs is compared by Welch's t-test (SciPy's ``ttest_ind``, unequal variances): the
+  engines agree when no round's p-value falls below 0.05 divided by the number of rounds compared (Bonferroni: a
+  5% chance over all rounds of calling two engines with the same distribution different). Prints each round's means,
+  standard deviations and p-value, then ``agree=yes`` or ``agree=no``.
+
+Both sides save the app's final model and per-round metrics (the app's ``save-to``), which :func:`flower_engine`
+returns for the comparison in ``tests/flower/test_flwr_run.py``.
 """
 
 from __future__ import annotations
@@ -57,45 +67,86 @@ def flower_engine(config: dict[str, Any], nodes: int, cpus: int = 1, app: Path =
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
     script = _ENGINE.format(app=str(app), config=config, nodes=nodes, cpus=cpus)
     with tempfile.TemporaryDirectory() as work:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=env,
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=1800, env=env,
                               cwd=work)
     if done.returncode != 0:
         raise RuntimeError(f"Flower's engine failed:\n{done.stderr[-3000:]}")
     return torch.load(config["save-to"])  # type: ignore[no-any-return]
 
 
-def simfl_flwr_run(out: Path, save_to: Path, rounds: int) -> None:
-    """``simfl flwr run`` of the app (constant latencies, 6 nodes, one worker) in a fresh process."""
+def simfl_flwr_run(out: Path, rounds: int, seeds: int = 1, save_to: Path | None = None) -> None:
+    """``simfl flwr run`` of the app (constant latencies, 6 nodes, seeds 0 to ``seeds`` - 1) in a fresh process."""
+    config = f"num-server-rounds={rounds}" + (f" save-to='{save_to}'" if save_to is not None else "")
     subprocess.run([sys.executable, "-m", "simfl", "flwr", "run", str(APP), "--scenario", str(APP / "scenario.yaml"),
-                    "--out", str(out), "--force", "--quiet", "--workers", "1", "--run-config",
-                    f"save-to='{save_to}' num-server-rounds={rounds}"],
+                    "--out", str(out), "--force", "--quiet", "--workers", "1", "--seeds",
+                    ",".join(map(str, range(seeds))), "--run-config", config],
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def walls(rounds: int, repeat: int) -> dict[str, float]:
+    """Median wall seconds of each side over ``repeat`` runs of ``rounds`` rounds, the sides alternating."""
+    from simfl.launch.flwr_app import read_app
+
+    taken: dict[str, list[float]] = {"simfl": [], "flower": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        config = {**read_app(APP).config, "num-server-rounds": rounds, "save-to": str(work / "flower.pt")}
+        for _ in range(repeat):
+            start = time.perf_counter()
+            simfl_flwr_run(work / "out", rounds, save_to=work / "simfl.pt")
+            taken["simfl"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            flower_engine(config, 6)
+            taken["flower"].append(time.perf_counter() - start)
+    return {side: statistics.median(values) for side, values in taken.items()}
+
+
+def agreement(seeds: int, rounds: int) -> tuple[list[dict[str, float]], bool]:
+    """Per round, the server-side accuracy of ``seeds`` runs under each engine (mean, standard deviation) and
+    Welch's p-value; whether the engines agree (the module docstring's rule)."""
+    import pandas as pd
+    from scipy.stats import ttest_ind
+
+    from simfl.launch.flwr_app import read_app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        simfl_flwr_run(work / "out", rounds, seeds)
+        ours = [pd.read_csv(work / "out" / "serverapp" / f"seed{k}" / "server.csv").set_index("round")["accuracy"]
+                for k in range(seeds)]
+        theirs = []
+        for k in range(seeds):
+            config = {**read_app(APP).config, "num-server-rounds": rounds, "save-to": str(work / f"flower{k}.pt")}
+            saved = flower_engine(config, 6)["server"]
+            theirs.append({r: float(m["accuracy"]) for r, m in saved.items()})
+    rows = []
+    for r in range(1, rounds + 1):
+        a, b = [float(s[r]) for s in ours], [t[r] for t in theirs]
+        test = ttest_ind(a, b, equal_var=False)
+        rows.append({"round": r, "simfl_mean": statistics.mean(a), "simfl_sd": statistics.stdev(a),
+                     "flower_mean": statistics.mean(b), "flower_sd": statistics.stdev(b), "p": float(test.pvalue)})
+    return rows, all(not (row["p"] < 0.05 / rounds) for row in rows)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="num-server-rounds of each run")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each side (medians)")
+    parser.add_argument("--agreement", type=int, default=0, metavar="N",
+                        help="compare the accuracy of N seeds under each engine instead of the wall time")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(APP))
-    from simfl.launch.flwr_app import read_app
-
-    walls: dict[str, list[float]] = {"simfl": [], "flower": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        config = {**read_app(APP).config, "num-server-rounds": args.rounds, "save-to": str(work / "flower.pt")}
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            simfl_flwr_run(work / "out", work / "simfl.pt", args.rounds)
-            walls["simfl"].append(time.perf_counter() - start)
-            start = time.perf_counter()
-            flower_engine(config, 6)
-            walls["flower"].append(time.perf_counter() - start)
-    simfl_s, flower_s = statistics.median(walls["simfl"]), statistics.median(walls["flower"])
     print(f"rounds={args.rounds}")
-    print(f"simfl_flwr_run_seconds={simfl_s:.2f}")
-    print(f"flower_engine_seconds={flower_s:.2f}")
-    print(f"flower_vs_simfl={flower_s / simfl_s:.2f}")
+    if args.agreement:
+        rows, agree = agreement(args.agreement, args.rounds)
+        for row in rows:
+            print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+        print(f"agree={'yes' if agree else 'no'}")
+        return
+    taken = walls(args.rounds, args.repeat)
+    print(f"simfl_flwr_run_seconds={taken['simfl']:.2f}")
+    print(f"flower_engine_seconds={taken['flower']:.2f}")
+    print(f"flower_vs_simfl={taken['flower'] / taken['simfl']:.2f}")
 
 
 if __name__ == "__main__":

@@ -475,6 +475,8 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
     where = str(args.scenario) if args.scenario is not None else str(args.app_dir)
     with names.allowing_imports(True):  # running the app's code is what the command is for, as with flwr run
         raw = flwr_app.app_scenario(app, base, run_config, federation)
+        if "latency" not in base and not args.quiet:
+            print(f"simfl: {flwr_app.LATENCY_NOTE}", file=sys.stderr, flush=True)
         scn = scenario_mod.validate(raw, where=where)
         if args.scenario is not None:
             scn = scenario_mod.resolve_paths(scn, args.scenario.parent)

@@ -140,15 +140,20 @@ def _within(where: str, what: str, call: Callable[[], T], seconds: float, limit:
     worker = threading.Thread(target=run, name="simfl-user-call", daemon=True)
     worker.start()
     if not done.wait(seconds):
-        frame = sys._current_frames().get(worker.ident or -1)
-        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(its stack is gone)\n"
-        raise UserCodeFailed(where, f"{what} was still running after {seconds:g} s, the limit {limit} sets "
-                             "(raise it for slower code)",
-                             f"{what} was still running after {seconds:g} s, here:\n{stack}")
+        raise overran(where, what, worker, seconds, limit)
     if "error" in box:
         error = box.pop("error")
         raise error
     return box["value"]  # type: ignore[no-any-return]
+
+
+def overran(where: str, what: str, thread: threading.Thread, seconds: float, limit: str) -> UserCodeFailed:
+    """The :class:`UserCodeFailed` of user code still running in ``thread`` after ``seconds``, the limit the option
+    ``limit`` sets; the thread's stack as details."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    stack = "".join(traceback.format_stack(frame)) if frame is not None else "(its stack is gone)\n"
+    return UserCodeFailed(where, f"{what} was still running after {seconds:g} s, the limit {limit} sets "
+                          "(raise it for slower code)", f"{what} was still running after {seconds:g} s, here:\n{stack}")
 
 
 def _text(show: Callable[[Any], str], value: Any) -> str:

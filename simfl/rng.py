@@ -4,11 +4,13 @@ Every random decision draws from a stream named by the scenario seed and a
 path of names, e.g. ``stream(seed, "latency", client)``. A stream depends on
 nothing but its name, so adding a draw in one place never shifts another
 (the k-th latency of client m is the same for every algorithm compared), and
-no code touches the global NumPy or torch generators.
+simfl's own code never draws from the global Python, NumPy or torch generators; user code that does (a
+Flower app) runs with them set from a stream and put back after (:func:`global_generators`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
@@ -59,6 +61,44 @@ def torch_generator(seed: int, *names: Name, device: str = "cpu") -> torch.Gener
     gen = torch.Generator(device=device)
     gen.manual_seed(torch_seed(seed, *names))
     return gen
+
+
+@contextlib.contextmanager
+def global_generators(seed: int, *names: Name) -> Iterator[None]:
+    """The process's global generators set from the stream ``names`` within, put back as they were after.
+
+    simfl itself draws only from named streams; user code (a Flower ClientApp, a ServerApp, a strategy) draws
+    from the globals: Python's ``random``, NumPy's legacy ``np.random`` and torch's default CPU generator, from
+    which a ``DataLoader`` draws its shuffles and its workers' seeds. Seeded here per call (the call's seed, node,
+    round and message in ``names``), such code gives the same numbers for the same seed in any process and after
+    a resume, and the caller's own draws are untouched. torch is seeded only when imported: it starts from its
+    fixed default seed when something imports it later.
+    """
+    import random
+    import sys
+
+    loaded: Any = sys.modules.get("torch")
+    py_state, np_state = random.getstate(), np.random.get_state()
+    torch_state = None if loaded is None else loaded.random.get_rng_state()
+    draw = stream(seed, *names)
+    random.seed(int(draw.integers(2**63)))
+    np.random.seed(int(draw.integers(2**32)))
+    torch_value = int(draw.integers(2**63))
+    if loaded is not None:
+        loaded.random.default_generator.manual_seed(torch_value)
+    try:
+        yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        if torch_state is not None:
+            loaded.random.set_rng_state(torch_state)
+
+
+def importing() -> contextlib.AbstractContextManager[None]:
+    """:func:`global_generators` for importing user code: what its modules draw at import is the same in every
+    process (a module is imported once per process, whatever seeds the process then runs, so the key is fixed)."""
+    return global_generators(0, "import")
 
 
 def generator_state(gen: np.random.Generator) -> dict[str, object]:

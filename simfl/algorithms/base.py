@@ -20,6 +20,7 @@ import torch
 from simfl.algorithms.configs import AlgorithmConfig, StoreSpec
 from simfl.algorithms.store import ClientVectors, vectors
 from simfl.models.flat import Layout
+from simfl.train.evaluate import Scores
 from simfl.train.message import NO_MESSAGE, Message
 
 ConfigT = TypeVar("ConfigT", bound=AlgorithmConfig)
@@ -112,6 +113,11 @@ class Algorithm(ABC, Generic[ConfigT]):
     @abstractmethod
     def global_weights(self) -> torch.Tensor:
         """The flat weights of the model that is evaluated (not to be modified)."""
+
+    def scoring(self) -> Callable[[torch.Tensor], Scores] | None:
+        """How the global model is scored when the algorithm holds a model that is not simfl's to score (a Flower
+        ServerApp's own model, scored by the app's ``evaluate_fn``); None (default): the run's own scoring."""
+        return None
 
     def close(self) -> None:
         """Release what the algorithm holds outside its state when its run ends, however it ends (a ServerApp's

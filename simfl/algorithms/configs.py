@@ -23,7 +23,7 @@ from simfl.errors import InputError, as_field_error
 from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section, UnitHalfOpen, UnitOpen
 from simfl.names import is_import_path, short_name
 from simfl.registry import Builtin
-from simfl.train.configs import EntryTrainConfig
+from simfl.train.configs import DEFAULT_TIMEOUT, EntryTrainConfig, wall_limit
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -442,6 +442,16 @@ class ServerAppConfig(AlgorithmConfig):
         default_factory=dict, description="The ServerApp's context.run_config ([tool.flwr.app.config] of the app's "
         "pyproject.toml, with --run-config applied)."
     )
+    timeout: float | None = Field(
+        DEFAULT_TIMEOUT, description="Wall-clock seconds one turn of the ServerApp may run (from the grid's answer to "
+        "its next call of the grid, or to main's end: its strategy, its evaluate_fn, its own code), at most 1e6; a "
+        "turn still running then ends the run in one line naming the app and this limit (exit 2). null: no limit."
+    )
+
+    @field_validator("timeout")
+    @classmethod
+    def _seconds(cls, value: float | None) -> float | None:
+        return wall_limit(value)
 
     @field_validator("app")
     @classmethod

@@ -8,9 +8,10 @@ as its own ``Strategy.start`` loop does, through a simfl-side grid:
    ``get_node_ids()`` answers the idle, present clients (node id = client + 1), and
    ``configure_train(r, arrays, ConfigRecord(train_config), grid)`` picks the nodes and their
    config (:meth:`FlowerStrategy.choose`). Flower's node sampling draws from Python's global
-   ``random`` (and its DP strategies from NumPy's global generator): both are seeded from the
-   stream ``(seed, "flower", r)`` for the call and put back after, so the same seed samples
-   the same nodes and the user's own global generators are untouched.
+   ``random`` (and its DP strategies from NumPy's global generator): every call of the strategy
+   runs with Python's, NumPy's and torch's global generators seeded from the stream
+   ``(seed, "flower", r)`` and put back after (:func:`simfl.rng.global_generators`), so the same
+   seed samples the same nodes and the user's own global generators are untouched.
 2. simfl dispatches those clients with their latencies, deadlines and failures; each trains
    from the strategy's arrays with its config (simfl's trainer turns FedProx's ``proximal-mu``
    into its proximal term; a Flower ClientApp gets the config as it is, see
@@ -58,9 +59,7 @@ one line naming the strategy, the method, the round and the exception.
 
 from __future__ import annotations
 
-import contextlib
-import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -87,20 +86,6 @@ from simfl.train import flower
 from simfl.train.message import Message
 
 T = TypeVar("T")
-
-
-@contextlib.contextmanager
-def seeded(seed: int, round_: int, what: str = "flower") -> Iterator[None]:
-    """Python's and NumPy's global generators seeded from ``(seed, what, round_)`` within, restored after."""
-    py_state, np_state = random.getstate(), np.random.get_state()
-    draw = rng.stream(seed, what, round_)
-    random.seed(int(draw.integers(2**63)))
-    np.random.seed(int(draw.integers(2**32)))
-    try:
-        yield
-    finally:
-        random.setstate(py_state)
-        np.random.set_state(np_state)
 
 
 # -- the strategy's state as plain data ---------------------------------------------------------------------------
@@ -192,7 +177,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
         """``call()``, the strategy's ``method`` for the open round, as user code (:func:`simfl.errors.user_call`),
         seeded as the module docstring says (evaluation calls from their own stream)."""
         what = "flower-evaluate" if "evaluate" in method else "flower"
-        with seeded(self.setup.seed, self.server_round, what):
+        with rng.global_generators(self.setup.seed, what, self.server_round):
             return user_call("algorithms.strategy", f"{self.config.strategy}.{method} in round {self.server_round}",
                              call, returns, expected)
 

@@ -23,6 +23,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from simfl.errors import InputError, user_call
 from simfl.names import import_object, is_import_path
+from simfl.rng import importing
 
 FLOWER_MODULES = ("flwr.serverapp.strategy", "flwr.server.strategy")
 """Flower's own strategy modules: named without --allow-imports (Flower is installed, and imported anyway)."""
@@ -369,7 +370,8 @@ def load_server_app(path: str, where: str = "algorithms.app") -> Any:
         from flwr.serverapp import ServerApp
     except ImportError:
         raise InputError(where, "needs Flower (flwr), which is not installed: pip install 'simfl[flower]'") from None
-    app = import_object(path, where)
+    with importing():
+        app = import_object(path, where)
     if not isinstance(app, ServerApp):
         raise InputError(where, f"'{path}' is a {type(app).__name__}, not a Flower ServerApp (flwr.serverapp.ServerApp)")
     return app

@@ -1,60 +1,73 @@
-"""A Flower ServerApp run as written, its messages delivered in virtual time.
+"""A Flower ServerApp run as written, its messages delivered in virtual time, as they are.
 
-``algorithms: [{name: serverapp, app: "my_app.server_app:app"}]`` (what ``simfl flwr run APP_DIR``
-writes) calls the app's ``main(grid, context)`` once per run, in a thread of the simulating process,
-with a simfl :class:`SimGrid`. The app and the simulation take turns, never both at once:
+``algorithms: [{name: serverapp, app: "my_app.server_app:app"}]`` (what ``simfl flwr run APP_DIR`` writes) calls
+the app's ``main(grid, context)`` once per run, in a thread of the simulating process, with a simfl Grid
+(:func:`sim_grid`). The app and the simulation take turns, never both at once (:class:`Handoff`):
 
-1. The simulation opens a round when clients are free (:meth:`ServerAppRounds.choose`) and hands over
-   to the app, whose ``grid.get_node_ids()`` answers those clients (node id = client + 1), as the
-   :mod:`simfl.algorithms.flower` bridge's grid does.
-2. The app runs (Flower's ``Strategy.start`` or a loop of its own: ``configure_train``, the server-side
-   ``evaluate_fn``, logging) until it asks the grid for replies (``send_and_receive``, or
-   ``push_messages`` then ``pull_messages``). Its ``train`` messages open the round on their nodes;
-   simfl dispatches those clients with their latencies, deadlines and failures, each trained by the
-   scenario's ClientApp from the message's arrays with the message's config.
-3. When the round closes, the replies of the clients that delivered (their trained arrays and a
-   MetricRecord, as :mod:`simfl.algorithms.flower` builds them) are what the app's call returns, at the
-   next opening. ``evaluate`` messages are answered at once, costing no virtual time (the latency
-   model times training rounds), by the ClientApp's ``evaluate`` handler
-   (:mod:`simfl.train.client_eval`).
-4. When ``main`` returns, no round opens again and the run ends there (:attr:`ServerAppRounds.finished`),
-   whatever is left of the budget; the app's code after its rounds (saving its model) has run.
+1. The simulation opens a round when clients are free (:meth:`ServerAppRounds.choose`) and hands over to the app,
+   whose ``grid.get_node_ids()`` answers those clients (node id = client + 1).
+2. The app runs (Flower's ``Strategy.start``, a workflow such as ``DefaultWorkflow`` with ``SecAggPlusWorkflow``,
+   or a loop of its own) until it asks the grid for replies (``send_and_receive``, or ``push_messages`` then
+   ``pull_messages``). Every message it pushed, of any type (``train``, ``evaluate``, ``query``, a custom
+   ``train.x``), with or without arrays, is one client round of its node: simfl dispatches those clients with
+   their latencies (each message costs its node's next latency draw, whatever its type), deadlines, failures and
+   departures, and hands each ClientApp the message exactly as the app sent it (Flower's own serialisation:
+   float64 arrays stay float64, integer arrays integer, lists lists; :data:`simfl.train.flower.SENT`).
+3. When the round closes (every node replied, failed or left, or ``rounds.deadline`` passed), the replies of the
+   clients that delivered, as their ClientApps gave them, in the order they arrived, are what the app's call
+   returns.
+4. When ``main`` returns, no round opens again and the run ends there (:attr:`ServerAppRounds.finished`), whatever
+   is left of the budget; the app's code after its rounds (saving its model) has run.
 
-What the app's ``Strategy.start`` returns (Flower's ``Result``) is kept: its final arrays are the
-run's final model (the evaluation of the last row), and its per-round metrics are three
-tables beside ``metrics.csv``: ``train.csv`` (``train_metrics_clientapp``), ``federated.csv``
-(``evaluate_metrics_clientapp``) and ``server.csv`` (``evaluate_metrics_serverapp``), each a row per round
-(Flower's numbering, from 1; the server's round 0 is its evaluation of the initial model). Between
-rounds simfl's evaluation grid scores the model the app sent last. An app with a loop of its own
-(no ``Strategy.start``) writes none of the three.
+``main`` starts once per run: what simfl needs from the app is taken as the run goes. The app's model is the app's:
+simfl never reads it as weights (its flat state is the version of the model the app sent last,
+:func:`simfl.models.arrays.held`); simfl's evaluation grid (``metrics.csv``) scores the arrays of the app's latest
+train message with the ``evaluate_fn`` the app gave ``Strategy.start`` (or its legacy strategy's ``evaluate``; NaN
+without either), or, when the scenario names a model of its own, those arrays as that model on simfl's test set.
 
-Same seed, same numbers: while the app runs, Python's, NumPy's and torch's global generators are seeded
-from ``(seed, "serverapp", r)`` for its r-th turn and put back after, so Flower's node sampling and an
-app's ``Net()`` are the same each time. A ``pull_messages`` returns when the round of its messages
-closed (the replies of the clients that delivered by then), not as soon as any reply is in: simfl has
-no wall-clock polling, and this is what ``send_and_receive`` does.
+Records, however the app is written: a :class:`Watch` (a trace function in the app's thread only: no class of
+Flower's is changed) sees each ``Strategy.start`` the app calls, an override's included (its ``evaluate_fn``, the
+``Result`` it returns) and each ``DefaultWorkflow`` it runs (its ``History``). ``train.csv``, ``federated.csv`` and
+``server.csv`` are the last Result's per-round metrics (a workflow's History), values as Flower keeps them (lists
+as lists); an app with a loop of its own, which returns neither, gets ``train.csv`` and ``federated.csv`` from the
+replies of its train and evaluate messages, each round's MetricRecords aggregated as Flower's FedAvg aggregates
+them (weighted by ``num-examples``, Flower's own ``aggregate_metricrecords``).
 
-The app's ``main`` raising, or its messages going where they cannot (a node that is not free, arrays
-other than the model's), is one line naming the app, exit 2 (:func:`simfl.errors.user_call`). The app's
-thread holds Python state that no checkpoint can carry, so such a run is not checkpointed.
+Same seed, same files: each turn of the app runs with the global generators (Python's, NumPy's, torch's) seeded
+from ``(seed, "serverapp", turn)`` and put back after (:func:`simfl.rng.global_generators`), and each ClientApp call
+from its client's and message's stream, so Flower's node sampling, an app's ``Net()`` and a ClientApp's unseeded
+``DataLoader`` shuffle alike in every run of the seed, on any number of workers. Each run has its own run id
+(``context.run_id`` and its messages'), drawn from the seed and the run's name.
 
-The app's own model and evaluation (``model: flower_app``): :func:`probe` runs ``main`` until its first
-train message, as the run's first turn does, and returns that message's config and arrays and the
-``evaluate_fn`` the app gave ``Strategy.start`` (:func:`_tap`); :class:`AppEvaluation` scores simfl's
-evaluation grid with that ``evaluate_fn``.
+Bounded and loud: a turn of the app (from the grid's answer to its next call, or to ``main``'s end) may last
+``timeout`` wall-clock seconds; a turn still running then ends the run in one line with the app's stack in
+``crash.txt``. Only the thread that runs ``main`` may send: a thread of the app's own calling ``push_messages``,
+``pull_messages`` or ``send_and_receive`` ends the run in one line (its ``get_node_ids`` is answered, as
+``DefaultWorkflow``'s node-registration thread asks). Flower's log lines from the app's thread (its ``[ROUND 1/3]``,
+aggregation and final summary lines) are said with the virtual time (:attr:`Setup.say`, not under ``--quiet``).
+
+A ``pull_messages`` returns when the round of its messages closed (the replies of the clients that delivered by
+then), not as soon as any reply is in: simfl has no wall-clock polling, and this is what ``send_and_receive`` does.
+The app's ``main`` raising, or its messages going where they cannot (a node that is not free, two messages to one
+node at once), is one line naming the app, exit 2 (:func:`simfl.errors.user_call`). The app's thread holds Python
+state that no checkpoint can carry, so such a run is not checkpointed; resumed, it starts again, with the same
+numbers.
+
+simfl's own algorithms over the app's ClientApp need the app's model as weights before they start: :func:`probe`
+runs ``main`` until its first train message (the one start of ``main`` in such a run) and keeps its arrays and
+config, and the ``evaluate_fn`` it gave ``Strategy.start``, which :class:`AppEvaluation` scores the grid with.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
-import inspect
+import json
 import queue
-import random
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -62,10 +75,10 @@ import torch
 
 from simfl import rng
 from simfl.algorithms.base import Arrival, Setup, SyncAlgorithm
-from simfl.algorithms.configs import ServerAppConfig
-from simfl.algorithms.flower import train_metrics
+from simfl.algorithms.configs import ServerAppConfig, run_name
 from simfl.algorithms.flower_strategies import load_server_app
-from simfl.errors import InputError, UserCodeFailed, user_call
+from simfl.errors import InputError, UserCodeFailed, overran, user_call
+from simfl.models.arrays import HELD
 from simfl.models.flat import Layout
 from simfl.train import flower
 from simfl.train.configs import require
@@ -79,44 +92,132 @@ WHERE = "algorithms.app"
 MAX_POLLS = 5
 """Asks for the nodes in a row, with every client free, after which an app waiting for more nodes is refused (each
 costs the app's own wait between asks: Flower's sample_nodes sleeps 1 s)."""
+APP_THREAD = "simfl-serverapp"
+"""The name of the thread that runs an app's ``main``."""
 
 
-class _Ended(BaseException):
-    """The run ended while the app waited on the grid: unwinds the app's thread."""
+class _Ended(SystemExit):
+    """The run ended while the app waited on the grid: unwinds the app's thread (a SystemExit, which a thread ends
+    on without a traceback)."""
 
 
-_RUN: contextvars.ContextVar[Handoff | None] = contextvars.ContextVar("simfl_serverapp_run", default=None)
-"""The ServerApp's run whose thread this is: where ``Strategy.start`` puts its Result and evaluate_fn (:func:`_tap`)."""
+class _Refused(SystemExit):
+    """Ends a thread of the app's own that called the grid (the run ends in one line, in the simulation's thread)."""
 
 
-def _tap() -> None:
-    """Make ``flwr.serverapp.strategy.Strategy.start`` hand its ``evaluate_fn`` and its Result to the ServerApp's run
-    that called it (once per process; elsewhere it behaves as before)."""
-    from flwr.serverapp.strategy import Strategy
-
-    original = Strategy.start
-    if getattr(original, "_simfl_tap", False):
-        return
-    signature = inspect.signature(original)
-
-    @functools.wraps(original)
-    def start(self: Any, *args: Any, **kwargs: Any) -> Any:
-        run = _RUN.get()
-        if run is not None:
-            with contextlib.suppress(TypeError):  # a call Flower refuses is Flower's to report
-                run.evaluate_fn = signature.bind(self, *args, **kwargs).arguments.get("evaluate_fn")
-        result = original(self, *args, **kwargs)
-        if run is not None:
-            run.results.append(result)
-        return result
-
-    start._simfl_tap = True  # type: ignore[attr-defined]
-    Strategy.start = start  # type: ignore[method-assign]
+# -- what the app's main does, seen from its thread --------------------------------------------------------------
 
 
-def result_rows(metrics: Mapping[int, Any]) -> list[dict[str, Any]]:
-    """A Result's per-round MetricRecords as rows: ``round``, then the numbers."""
-    return [{"round": int(r), **flower.scalar_metrics(m)} for r, m in sorted(metrics.items())]
+class Watch:
+    """What the app's ``main`` does that simfl records, seen by a trace function in the app's thread only (Python's
+    ``sys.settrace``, chained to one already there, a debugger's or coverage's): each ``start`` of a Flower strategy
+    it calls, Flower's own or an override, gives its ``evaluate_fn`` and, when it returns, its ``Result``; each
+    ``DefaultWorkflow`` it runs gives its context's ``History`` when it returns."""
+
+    def __init__(self) -> None:
+        from flwr.serverapp.strategy import Result, Strategy
+
+        self.evaluate_fn: Callable[[int, Any], Any] | None = None
+        """The ``evaluate_fn`` the app gave a strategy's ``start`` last, if any."""
+        self.results: list[Any] = []
+        """What the app's ``start`` calls returned (Flower's ``Result``), in order."""
+        self.histories: list[Any] = []
+        """The ``History`` of each ``DefaultWorkflow`` the app ran, in order."""
+        self.legacy: Any = None
+        """The legacy strategy of the ``DefaultWorkflow`` the app ran last (its ``evaluate`` scores a model)."""
+        self.final: Any = None
+        """The parameters (an ArrayRecord) the ``DefaultWorkflow`` the app ran last ended with."""
+        self._strategy, self._result = Strategy, Result
+        self._workflow: type | None = None
+        try:
+            from flwr.server.workflow import DefaultWorkflow
+
+            self._workflow = DefaultWorkflow
+        except ImportError:  # pragma: no cover - a Flower without the legacy workflows
+            pass
+        self._previous: Any = None
+
+    def install(self) -> None:
+        """Watch the calling thread (the app's)."""
+        self._previous = sys.gettrace()
+        sys.settrace(self._call)
+
+    def _call(self, frame: FrameType, event: str, arg: Any) -> Any:
+        local = self._previous(frame, event, arg) if self._previous is not None else None
+        name = frame.f_code.co_name
+        if name == "start":
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, self._strategy):
+                if "evaluate_fn" in frame.f_locals:
+                    self.evaluate_fn = frame.f_locals["evaluate_fn"]
+                return self._returning(frame, local, self._started)
+        elif name == "__call__" and self._workflow is not None:
+            if isinstance(frame.f_locals.get("self"), self._workflow):
+                self.legacy = getattr(frame.f_locals.get("context"), "strategy", None)
+                return self._returning(frame, local, lambda _: self._ran(frame))
+        return local
+
+    def _returning(self, frame: FrameType, local: Any, then: Callable[[Any], None]) -> Any:
+        """A local trace function for ``frame`` that calls ``then`` with its return value."""
+        if local is None:
+            frame.f_trace_lines = False
+
+        def trace(f: FrameType, event: str, arg: Any) -> Any:
+            nonlocal local
+            if local is not None:
+                local = local(f, event, arg)
+            if event == "return":
+                then(arg)
+            return trace
+
+        return trace
+
+    def scorer(self) -> Callable[[int, Any], Mapping[str, Any] | None] | None:
+        """What scores a model the app sent (an ArrayRecord) in a server round, as the app's own server-side
+        evaluation would: the ``evaluate_fn`` it gave ``Strategy.start`` (its MetricRecord), else its legacy
+        strategy's ``evaluate`` (its loss as ``loss``, and its metrics); None: neither."""
+        if self.evaluate_fn is not None:
+            return self.evaluate_fn
+        legacy = self.legacy
+        if legacy is None:
+            return None
+
+        def evaluate(server_round: int, arrays: Any) -> Mapping[str, Any] | None:
+            from flwr.compat.common.recorddict_compat import arrayrecord_to_parameters
+
+            found = legacy.evaluate(server_round, arrayrecord_to_parameters(arrays, keep_input=True))
+            if found is None:
+                return None
+            if not (isinstance(found, tuple) and len(found) == 2 and isinstance(found[1], Mapping)):
+                return found  # type: ignore[no-any-return]  # refused by the caller, in one line
+            return {**found[1], "loss": found[0]}
+
+        return evaluate
+
+    def _started(self, value: Any) -> None:
+        if isinstance(value, self._result):
+            self.results.append(value)
+
+    def _ran(self, frame: FrameType) -> None:
+        from flwr.server.workflow.constant import MAIN_PARAMS_RECORD
+
+        context = frame.f_locals.get("context")
+        history = getattr(context, "history", None)
+        if history is not None:
+            self.histories.append(history)
+        state = getattr(context, "state", None)
+        if state is not None and MAIN_PARAMS_RECORD in state.array_records:
+            self.final = state.array_records[MAIN_PARAMS_RECORD]
+
+    def final_arrays(self) -> Any:
+        """The final model of what the app ran last: its last Result's arrays, or its workflow's last parameters;
+        None: neither."""
+        if self.results and self.results[-1].arrays is not None and len(self.results[-1].arrays):
+            return self.results[-1].arrays
+        return self.final
+
+
+# -- the two threads ------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -128,45 +229,34 @@ class _Turn:
     error: BaseException | None = None
 
 
-@contextlib.contextmanager
-def seeded(seed: int, *key: int | str) -> Iterator[None]:
-    """Python's, NumPy's and torch's global generators seeded from ``(seed, "serverapp", *key)`` (``key``: the app's
-    turn), restored after."""
-    py_state, np_state, torch_state = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
-    draw = rng.stream(seed, "serverapp", *key)
-    random.seed(int(draw.integers(2**63)))
-    np.random.seed(int(draw.integers(2**32)))
-    torch.manual_seed(int(draw.integers(2**63)))
-    try:
-        yield
-    finally:
-        random.setstate(py_state)
-        np.random.set_state(np_state)
-        torch.random.set_rng_state(torch_state)
-
-
 class Handoff:
-    """The app's thread and the simulation's, taking turns through two queues."""
+    """The app's thread and the simulation's, taking turns through two queues; a turn of the app lasts at most
+    ``limit`` wall-clock seconds (None: no limit)."""
 
-    def __init__(self, main: Any, what: str) -> None:
+    def __init__(self, main: Callable[[], Any], what: str, limit: float | None) -> None:
+        self.what = what
+        self.limit = limit
         self.to_sim: queue.Queue[_Turn] = queue.Queue()
         self.to_app: queue.Queue[Any] = queue.Queue()
         self.ended = False
-        self.results: list[Any] = []
-        """What the app's ``Strategy.start`` calls returned, in order."""
-        self.evaluate_fn: Callable[[int, Any], Any] | None = None
-        """The ``evaluate_fn`` the app gave ``Strategy.start`` last (its server-side evaluation), if any."""
-        self.thread = threading.Thread(target=self._run, args=(main, what), name="simfl-serverapp", daemon=True)
+        self.watch = Watch()
+        self.thread = threading.Thread(target=self._run, args=(main,), name=APP_THREAD, daemon=True)
 
-    def _run(self, main: Any, what: str) -> None:
-        _RUN.set(self)
+    def _run(self, main: Callable[[], Any]) -> None:
+        self.watch.install()
         try:
-            user_call(WHERE, what, main)
+            user_call(WHERE, self.what, main)
         except (UserCodeFailed, InputError, KeyboardInterrupt) as exc:
             if not self.ended:
                 self.to_sim.put(_Turn("failed", error=exc))
             return
+        finally:
+            sys.settrace(None)
         self.to_sim.put(_Turn("done"))
+
+    def in_app(self) -> bool:
+        """Whether the calling thread runs the app's ``main``."""
+        return threading.get_ident() == self.thread.ident
 
     def ask(self, messages: list[Any], kind: Literal["messages", "wait"] = "messages") -> list[Any]:
         """In the app's thread: hand ``messages`` over and wait for their replies (``wait``: for more nodes)."""
@@ -176,13 +266,31 @@ class Handoff:
             raise _Ended()
         return answer  # type: ignore[no-any-return]
 
-    def turn(self, answer: list[Any] | None) -> _Turn:
-        """In the simulation's thread: give the app ``answer`` (None: start it) and wait for its next turn."""
+    def refuse(self, method: str) -> None:
+        """A thread of the app's own called the grid's ``method``: the run ends in one line, that thread here."""
+        name = threading.current_thread().name
+        if not self.ended:
+            self.to_sim.put(_Turn("failed", error=InputError(
+                WHERE, f"{self.what} called grid.{method} from a thread of its own ({name!r}); simfl delivers the "
+                "messages of the thread that runs main: send them from there")))
+        raise _Refused()
+
+    def turn(self, answer: list[Any] | None, say: Callable[[str], None] | None = None) -> _Turn:
+        """In the simulation's thread: give the app ``answer`` (None: start it) and wait for its next turn, at most
+        :attr:`limit` seconds; the app's Flower log lines go to ``say`` meanwhile."""
         if answer is None:
             self.thread.start()
         else:
             self.to_app.put(answer)
-        return self.to_sim.get()
+        try:
+            with flower.saying(self.thread, say):
+                return self.to_sim.get(timeout=self.limit)
+        except queue.Empty:
+            error = overran(WHERE, self.what, self.thread, float(self.limit or 0.0),
+                            "algorithms.timeout (a turn of the ServerApp: until it calls the grid or returns)")
+            self.ended = True  # Python cannot stop the thread: it unwinds if it ever asks the grid again
+            self.to_app.put(_Ended)
+            raise error from None
 
     def end(self) -> None:
         """Unwind an app still waiting on the grid (its thread raises :class:`_Ended` there)."""
@@ -192,7 +300,7 @@ class Handoff:
             self.thread.join(10.0)
 
 
-def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
+def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
     """A Flower Grid whose messages the simulation delivers: ``get_node_ids()`` is ``nodes`` (kept up to date
     by the caller), ``push_messages`` queues, ``pull_messages`` hands the queue over and waits for the round."""
     from flwr.app import Message as FlowerMessage
@@ -201,7 +309,7 @@ def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
 
     class SimGrid(Grid):
         def __init__(self) -> None:
-            self._run = Run.create_empty(1)
+            self._run = Run.create_empty(run_id)
             self.pushed: dict[str, Any] = {}
             self.replies: dict[str, Any] = {}
             self.count = 0
@@ -220,17 +328,22 @@ def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
             return FlowerMessage(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
         def get_node_ids(self) -> list[int]:
+            if not handoff.in_app():  # a thread of the app's own (DefaultWorkflow's registration): the nodes now
+                return list(nodes)
             self.polls += 1
             if self.polls > 1:  # asked again without sending: the app waits for nodes to connect
                 handoff.ask([], "wait")
             return list(nodes)
 
         def push_messages(self, messages: Iterable[Any]) -> list[str]:
+            if not handoff.in_app():
+                handoff.refuse("push_messages")
             ids: list[str] = []
             self.polls = 0
             for message in messages:
                 if not isinstance(message, FlowerMessage):
-                    raise InputError(WHERE, f"the ServerApp pushed a {type(message).__name__}, not a flwr.app.Message")
+                    raise InputError(WHERE, f"{handoff.what} pushed a {type(message).__name__}, not a "
+                                     "flwr.app.Message")
                 self.count += 1
                 message.metadata.__dict__["_message_id"] = str(self.count)
                 self.pushed[str(self.count)] = message
@@ -239,6 +352,8 @@ def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
 
         def pull_messages(self, message_ids: Iterable[str]) -> list[Any]:
             """The replies to ``message_ids`` in the order they arrived (virtual time, then dispatch order)."""
+            if not handoff.in_app():
+                handoff.refuse("pull_messages")
             wanted = {str(i) for i in message_ids}
             if wanted & set(self.pushed):
                 sent, self.pushed = list(self.pushed.values()), {}
@@ -248,40 +363,93 @@ def sim_grid(handoff: Handoff, nodes: list[int]) -> Any:
             return [self.replies.pop(i) for i in found]
 
         def send_and_receive(self, messages: Iterable[Any], *, timeout: float | None = None) -> list[Any]:
+            if not handoff.in_app():
+                handoff.refuse("send_and_receive")
             ids = self.push_messages(messages)
             return self.pull_messages(ids) if ids else []
 
     return SimGrid()
 
 
-def with_weights(layout: Layout, weights: torch.Tensor, original: Mapping[str, Any]) -> Any:
-    """The ArrayRecord of ``original``'s entries (Arrays, in its order), the layout's tensors taken from ``weights``:
-    what simfl hands the app, keeping the entries it does not train (integer buffers)."""
-    from flwr.app import ArrayRecord
-
-    trained = flower.to_record(layout, weights)
-    return ArrayRecord({k: trained[k] if k in trained else original[k] for k in original})
-
-
-def launch(path: str, run_config: Mapping[str, Any], nodes: list[int]) -> Handoff:
+def launch(path: str, run_config: Mapping[str, Any], nodes: list[int], run_id: int,
+           limit: float | None) -> Handoff:
     """The ServerApp at ``path``, ready to start on a grid listing ``nodes`` (kept up to date by the caller), with a
-    server context holding ``run_config``; its ``Strategy.start`` results go to the handoff's ``results``."""
+    server context of run ``run_id`` holding ``run_config``."""
     require(WHERE)
     from flwr.app import Context, RecordDict
 
     flower.prepare()
-    _tap()
     app = load_server_app(path, WHERE)
-    context = Context(run_id=1, node_id=flower.SERVER_NODE, node_config={}, state=RecordDict(),
+    context = Context(run_id=run_id, node_id=flower.SERVER_NODE, node_config={}, state=RecordDict(),
                       run_config=dict(run_config))
     grid: Any = None
-    handoff = Handoff(lambda: app(grid, context), f"the ServerApp {path}")
-    grid = sim_grid(handoff, nodes)
+    handoff = Handoff(lambda: app(grid, context), f"the ServerApp {path}", limit)
+    grid = sim_grid(handoff, nodes, run_id)
     return handoff
 
 
+@contextmanager
+def app_turn(seed: int, run_id: int, turn: int | str) -> Iterator[None]:
+    """The global generators seeded for the app's turn ``turn`` (restored after), and Flower's process-wide run id
+    (what the messages the app makes carry) set to the run's."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    TaskIdentity.run_id = run_id
+    with rng.global_generators(seed, "serverapp", turn):
+        yield
+
+
+# -- values as Flower keeps them ----------------------------------------------------------------------------------
+
+
+def cell(value: Any) -> Any:
+    """A metric value as a table cell: a number as it is, a list as JSON text (``[0.5, 0.25]``)."""
+    if isinstance(value, list | tuple):
+        return json.dumps(list(value))
+    return value
+
+
+def result_rows(metrics: Mapping[int, Any]) -> list[dict[str, Any]]:
+    """A Result's per-round MetricRecords as rows: ``round``, then every value as Flower keeps it."""
+    return [{"round": int(r), **{k: cell(v) for k, v in m.items()}} for r, m in sorted(metrics.items())]
+
+
+def history_rows(losses: Iterable[tuple[int, float]], metrics: Mapping[str, Iterable[tuple[int, Any]]]
+                 ) -> list[dict[str, Any]]:
+    """A legacy ``History``'s per-round losses (as ``loss``) and metrics as rows: ``round``, then the values."""
+    rows: dict[int, dict[str, Any]] = {}
+    for r, loss in losses:
+        rows.setdefault(int(r), {"round": int(r)})["loss"] = loss
+    for key, values in metrics.items():
+        for r, value in values:
+            rows.setdefault(int(r), {"round": int(r)})[key] = cell(value)
+    return [rows[r] for r in sorted(rows)]
+
+
+def aggregated(replies: list[Any]) -> dict[str, Any]:
+    """The replies' MetricRecords aggregated as Flower's FedAvg aggregates them (weighted by ``num-examples``, which
+    is left out), when each reply holds one MetricRecord with a number ``num-examples``; otherwise nothing."""
+    from flwr.serverapp.strategy.strategy_utils import aggregate_metricrecords
+
+    contents = [r.content for r in replies if r.has_content()]
+    if not contents or len(contents) < len(replies):
+        return {}
+    for content in contents:
+        records = content.metric_records
+        count = next(iter(records.values())).get("num-examples") if len(records) == 1 else None
+        if not isinstance(count, int | float) or isinstance(count, bool) or count <= 0:
+            return {}
+    try:
+        return {k: cell(v) for k, v in aggregate_metricrecords(contents, "num-examples").items()}
+    except (TypeError, ValueError):  # lists of other lengths: nothing Flower's rule can average
+        return {}
+
+
+# -- the algorithm ------------------------------------------------------------------------------------------------
+
+
 class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
-    """Rounds whose nodes, messages and aggregation are a Flower ServerApp's (module docstring)."""
+    """Rounds whose nodes, messages and replies are a Flower ServerApp's (module docstring)."""
 
     Config = ServerAppConfig
 
@@ -290,23 +458,35 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         self.what = f"the ServerApp {config.app}"
         self.nodes: list[int] = []
         """The node ids the app's grid lists: the clients free at the latest opening, + 1."""
-        self.handoff = launch(config.app, config.run_config, self.nodes)
-        self.exchanged = set(setup.layout.names)
+        self.run_id = flower.run_id(setup.seed, run_name(config))
+        self.handoff = launch(config.app, config.run_config, self.nodes, self.run_id, config.timeout)
+        self.own_model = setup.layout.names == [HELD]
+        """The model is the app's own: simfl holds only its version (:func:`simfl.models.arrays.held`)."""
         self.w = setup.init.clone()
+        self.version = 0
+        """How many models the app has sent (its own model: the flat state)."""
+        self.latest: torch.Tensor | None = None
+        """The app's own model: the message (packed) whose arrays are the model of version :attr:`version`."""
+        self.final: Any = None
+        """The app's own model, once main returned: the last Result's arrays."""
         self.turns = 0
         self.told = False
         """The app was said to train on data of its own (:meth:`_own_data`)."""
         self.rounds = 0
-        """Train rounds opened (Flower's numbering: the first is round 1)."""
+        """Rounds opened (a round: the messages of one call for replies)."""
         self.offered = 0
         """Nodes the open round's app saw free."""
         self.started = False
         self.finished = False
         """``main`` returned: no round opens again."""
-        self.sent: dict[int, Any] = {}
-        """The open round's train message to each client."""
+        self.sent: dict[int, tuple[Any, torch.Tensor]] = {}
+        """The open round's message to each client, and its bytes."""
         self.answer: list[Any] | None = None
         """The replies of the round that closed last, for the app's next turn."""
+        self.counted: dict[str, int] = {}
+        """Rounds of each message type (train, evaluate) recorded from the replies."""
+        self.from_replies: dict[str, list[dict[str, Any]]] = {"train": [], "federated": []}
+        """train.csv and federated.csv from the replies, for an app that returns no Result."""
 
     @property
     def clients_per_round(self) -> int:
@@ -320,14 +500,15 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         answer = (self.answer or []) if self.started else None  # [] after a round with no delivery
         if self.sent and self.setup.say is not None:
             results = len(answer or [])
-            self.setup.say(f"[ROUND {self.rounds}] sampled {len(self.sent)} nodes (out of {self.offered}), received "
-                           f"{results} results and {len(self.sent) - results} failures")
+            kinds = ", ".join(sorted({str(m.metadata.message_type) for m, _ in self.sent.values()}))
+            self.setup.say(f"round {self.rounds} ({kinds}) closed: {len(self.sent)} messages to {len(self.sent)} of "
+                           f"the {self.offered} free nodes, {results} replies, {len(self.sent) - results} lost")
         self.answer, self.started = None, True
         polls = 0
         while True:
             self.turns += 1
-            with seeded(self.setup.seed, self.turns):
-                turn = self.handoff.turn(answer)
+            with app_turn(self.setup.seed, self.run_id, self.turns):
+                turn = self.handoff.turn(answer, self.setup.say)
             if turn.kind == "done":
                 self._finish()
                 return []
@@ -344,30 +525,14 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
             if turn.kind == "failed":
                 assert turn.error is not None
                 raise turn.error
-            kinds = {flower.message_kind(m) for m in turn.messages}
-            if kinds == {"evaluate"}:
-                answer = [self._evaluated(m, free) for m in turn.messages]
-                continue
-            if kinds != {"train"}:
-                raise InputError(WHERE, f"{self.what} sent messages of type {sorted(kinds)} together; simfl delivers "
-                                 "train messages (a round of training) and evaluate messages (answered at once), "
-                                 "each sent on their own")
             return self._open(turn.messages, free)
 
     def _finish(self) -> None:
-        """``main`` returned: its last Result's arrays are the final model."""
+        """``main`` returned: its last Result's arrays (its workflow's last parameters) are the final model."""
         self.finished = True
-        if self.handoff.results and self.handoff.results[-1].arrays is not None:
-            self.w = self._flat(self.handoff.results[-1].arrays)
-
-    def tables(self) -> dict[str, list[dict[str, Any]]]:
-        """The last Result's per-round metrics (module docstring); none before ``main`` returned one."""
-        if not self.handoff.results:
-            return {}
-        result = self.handoff.results[-1]
-        return {"train": result_rows(result.train_metrics_clientapp),
-                "federated": result_rows(result.evaluate_metrics_clientapp),
-                "server": result_rows(result.evaluate_metrics_serverapp)}
+        arrays = self.handoff.watch.final_arrays()
+        if arrays is not None:
+            self._model(arrays, None)
 
     def _client(self, message: FlowerMessage, free: list[int]) -> int:
         client = int(message.metadata.dst_node_id) - 1
@@ -376,73 +541,102 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
                              f"nodes grid.get_node_ids() listed ({len(free)} of them); ask it each round")
         return client
 
-    def _weights(self, message: FlowerMessage) -> tuple[torch.Tensor, dict[str, Any]]:
-        """The message's model arrays as flat weights, and its config (every ConfigRecord's entries)."""
-        records = message.content.array_records
-        if len(records) != 1:
-            raise InputError(WHERE, f"{self.what} sent node {message.metadata.dst_node_id} {len(records)} "
-                             "ArrayRecords; simfl carries one, the model's")
-        (record,) = records.values()
-        return self._flat(record), flower.message_config(message)
-
-    def _flat(self, record: Any) -> torch.Tensor:
-        """An app's ArrayRecord as flat weights: the model's tensors, its integer entries (buffers simfl does not
-        exchange) ignored."""
-        fixed = {k: None for k in record if k not in self.exchanged
-                 and not np.issubdtype(record[k].numpy().dtype, np.floating)}
-        return flower.from_record(self.setup.layout, record, WHERE, fixed)
-
     def _open(self, messages: list[Any], free: list[int]) -> list[int]:
-        """The round of the app's train ``messages``: every node is sent the same model."""
+        """The round of the app's ``messages``: one to each of its nodes, each relayed as it is."""
         self.sent = {}
         self.rounds += 1
         self.offered = len(free)
+        model = None
         for message in messages:
             client = self._client(message, free)
             if client in self.sent:
-                raise InputError(WHERE, f"{self.what} sent node {client + 1} two train messages in one round")
-            weights, config = self._weights(message)
-            if self.sent and not torch.equal(weights, self.w):
-                raise InputError(WHERE, f"{self.what} sent node {client + 1} other arrays than the round's other "
-                                 "nodes; simfl sends one model per round")
-            self.w = weights
-            self.sent[client] = (message, config)
+                raise InputError(WHERE, f"{self.what} sent node {client + 1} two messages in one round; simfl "
+                                 "delivers one message per node until it replies")
+            packed = flower.pack_message(message)
+            self.sent[client] = (message, packed)
+            if model is None and flower.message_kind(message) == "train" and message.has_content() \
+                    and len(message.content.array_records) == 1:
+                model = (next(iter(message.content.array_records.values())), packed)
+        if model is not None:
+            self._model(*model)
         return sorted(self.sent)
 
-    def _evaluated(self, message: FlowerMessage, free: list[int]) -> Any:
-        """The reply of an evaluate message, at once (no virtual time)."""
-        from flwr.app import Message as FlowerMessage
-        from flwr.app import MetricRecord, RecordDict
+    def _model(self, record: Any, packed: torch.Tensor | None) -> None:
+        """The app sent the model ``record`` (in the message ``packed``; None: its Result's arrays): the model simfl
+        evaluates from now on."""
+        self.version += 1
+        if self.own_model:
+            self.w = torch.tensor([float(self.version)])
+            self.latest, self.final = packed, (record if packed is None else None)
+        else:
+            fixed = {k: None for k in record if k not in set(self.setup.layout.names)
+                     and not np.issubdtype(record[k].numpy().dtype, np.floating)}
+            self.w = flower.from_record(self.setup.layout, record, f"{WHERE} ({self.what}'s model)", fixed)
 
-        evaluate = self.setup.evaluate_client
-        if evaluate is None:
-            raise InputError(WHERE, f"{self.what} sent an evaluate message in pure-latency mode (executor: none), "
-                             "where no client evaluates")
-        client = self._client(message, free)
-        weights, config = self._weights(message)
-        metrics = evaluate(client, weights, config)
-        return FlowerMessage(RecordDict({"metrics": MetricRecord(dict(metrics))}), reply_to=message)  # type: ignore[arg-type]
+    def scoring(self) -> Callable[[torch.Tensor], Scores] | None:
+        """The app's own model is scored by its ``evaluate_fn`` (NaN without one); a model of the scenario's, by
+        simfl on its test set."""
+        return self._scores if self.own_model else None
+
+    def _scores(self, weights: torch.Tensor) -> Scores:
+        """The latest model the app sent (version ``weights[0]``) scored by the ``evaluate_fn`` it gave
+        ``Strategy.start``, with the server round Flower would give it (the rounds it trained)."""
+        evaluate_fn = self.handoff.watch.scorer()
+        if evaluate_fn is None or (self.latest is None and self.final is None):
+            return Scores(float("nan"), float("nan"))
+        if self.final is not None:
+            arrays = self.final
+        else:
+            assert self.latest is not None
+            (arrays,) = flower.unpack_message(self.latest).content.array_records.values()
+        return app_scores(evaluate_fn, arrays, self.version - 1, self.setup.seed, self.version)
+
+    def tables(self) -> dict[str, list[dict[str, Any]]]:
+        """The last Result's per-round metrics (a workflow's History), else those taken from the replies."""
+        watch = self.handoff.watch
+        if watch.results:
+            result = watch.results[-1]
+            return {"train": result_rows(result.train_metrics_clientapp),
+                    "federated": result_rows(result.evaluate_metrics_clientapp),
+                    "server": result_rows(result.evaluate_metrics_serverapp)}
+        if watch.histories:
+            history = watch.histories[-1]
+            return {"train": history_rows([], history.metrics_distributed_fit),
+                    "federated": history_rows(history.losses_distributed, history.metrics_distributed),
+                    "server": history_rows(history.losses_centralized, history.metrics_centralized)}
+        return {name: list(rows) for name, rows in self.from_replies.items()}
 
     def round_weights(self) -> torch.Tensor:
         return self.w
 
     def message(self, client: int, round: int) -> Message:
-        return Message(config=dict(self.sent[client][1]))
+        return Message(arrays={flower.SENT: self.sent[client][1]})
 
     def aggregate(self, arrivals: list[Arrival]) -> None:
         """The round's replies wait for the app's next turn (the next opening)."""
-        from flwr.app import Message as FlowerMessage
-        from flwr.app import MetricRecord, RecordDict
-
         replies = []
         for a in arrivals:
             self._own_data(a)
-            sent = self.sent[a.client][0]
-            (original,) = sent.content.array_records.values()
-            arrays = with_weights(self.setup.layout, a.weights, original)
-            content = RecordDict({"arrays": arrays, "metrics": MetricRecord(dict(train_metrics(a)))})  # type: ignore[arg-type]
-            replies.append(FlowerMessage(content, reply_to=sent))
+            packed = a.arrays.get(flower.REPLY)
+            replies.append(flower.unpack_message(packed) if packed is not None else self._echo(a))
+        for kind, table in (("train", "train"), ("evaluate", "federated")):
+            of_kind = [r for r in replies if flower.message_kind(r) == kind]
+            if of_kind:
+                self.counted[kind] = self.counted.get(kind, 0) + 1
+                self.from_replies[table].append({"round": self.counted[kind], "update": arrivals[-1].update,
+                                                 "nodes": len(of_kind), **aggregated(of_kind)})
         self.answer = replies
+
+    def _echo(self, arrival: Arrival) -> Any:
+        """The reply of a client in pure-latency mode (no ClientApp runs): the arrays it was sent, and its sample
+        count as ``num-examples``."""
+        from flwr.app import Message as FlowerMessage
+        from flwr.app import MetricRecord, RecordDict
+
+        sent = self.sent[arrival.client][0]
+        records = dict(sent.content.array_records) if sent.has_content() else {}
+        content = RecordDict({**records, "metrics": MetricRecord({"num-examples": int(arrival.num_samples)})})
+        return FlowerMessage(content, reply_to=sent)
 
     def _own_data(self, arrival: Arrival) -> None:
         """Say once when a reply's ``num-examples`` is not the client's partition size: the app trains on data of
@@ -458,7 +652,7 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
                        "selection read")
 
     def global_weights(self) -> torch.Tensor:
-        """The model the app sent last (its aggregate once it opens the next round)."""
+        """The model the app sent last (its version, when the model is the app's own)."""
         return self.w
 
     def close(self) -> None:
@@ -472,26 +666,42 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         raise InputError("--resume", f"a run of {self.what} cannot be resumed")
 
 
+def app_scores(evaluate_fn: Callable[[int, Any], Any], arrays: Any, server_round: int, seed: int,
+               call: int) -> Scores:
+    """``evaluate_fn(server_round, arrays)`` (its ``call``-th call, seeded from ``(seed, "serverapp-evaluate",
+    call)``): its MetricRecord's ``accuracy`` (or ``acc``) and ``loss``, NaN where it gives no number."""
+    with rng.global_generators(seed, "serverapp-evaluate", call):
+        record = user_call(WHERE, "the ServerApp's evaluate_fn", lambda: evaluate_fn(server_round, arrays),
+                           lambda v: v is None or isinstance(v, Mapping),
+                           "a MetricRecord or None (a legacy strategy's evaluate: a pair (loss, metrics) or None)")
+    scores = flower.scalar_metrics(record) if record is not None else {}
+    accuracy = scores.get("accuracy", scores.get("acc", float("nan")))
+    return Scores(accuracy=float(accuracy), loss=float(scores.get("loss", float("nan"))))
+
+
+# -- simfl's own algorithms over the app's ClientApp ---------------------------------------------------------------
+
+
 @dataclass
 class AppStart:
     """What a ServerApp's ``main`` does before its first round (:func:`probe`)."""
 
     config: dict[str, Any]
     """The config of its first train message (``server-round`` left out): what a train message of simfl's own
-    algorithms carries to the same ClientApp (``client.train_config``); {} when ``main`` sends none."""
+    algorithms carries to the same ClientApp; {} when ``main`` sends none."""
     arrays: dict[str, np.ndarray] | None
     """The arrays of its first train message, by name (the app's initial model); None when it sends none."""
     evaluate_fn: Callable[[int, Any], Any] | None
     """The ``evaluate_fn`` it gave ``Strategy.start`` (its server-side evaluation); None: none."""
 
 
-def probe(path: str, run_config: Mapping[str, Any], nodes: int, seed: int) -> AppStart:
-    """Run the ServerApp at ``path`` on a grid of ``nodes`` free nodes until its first train message, as the
-    run's first turn does (seeded alike, so its initial model is the one a ServerApp run of ``seed`` starts from),
-    then unwind it."""
-    handoff = launch(path, run_config, list(range(1, nodes + 1)))
+def probe(path: str, run_config: Mapping[str, Any], nodes: int, seed: int, limit: float | None) -> AppStart:
+    """Run the ServerApp at ``path`` on a grid of ``nodes`` free nodes until its first train message, seeded as a run
+    of ``seed``'s first turn, then unwind it: the one start of ``main`` in a run of simfl's own algorithms."""
+    run_id = flower.run_id(seed, "probe")
+    handoff = launch(path, run_config, list(range(1, nodes + 1)), run_id, limit)
     try:
-        with seeded(seed, 1):
+        with app_turn(seed, run_id, 1):
             turn = handoff.turn(None)
             for _ in range(MAX_POLLS):
                 if turn.kind != "wait":
@@ -503,22 +713,21 @@ def probe(path: str, run_config: Mapping[str, Any], nodes: int, seed: int) -> Ap
             assert turn.error is not None
             raise turn.error
         for message in turn.messages:
-            if flower.message_kind(message) == "train":
+            if flower.message_kind(message) == "train" and message.has_content():
                 config = flower.message_config(message)
                 config.pop("server-round", None)
                 records = list(message.content.array_records.values())
                 arrays = {k: np.array(v.numpy(), copy=True) for k, v in records[0].items()} if len(records) == 1 else None
-                return AppStart(config, arrays, handoff.evaluate_fn)
-        return AppStart({}, None, handoff.evaluate_fn)
+                return AppStart(config, arrays, handoff.watch.evaluate_fn)
+        return AppStart({}, None, handoff.watch.evaluate_fn)
     finally:
         handoff.end()
 
 
 class AppEvaluation:
     """simfl's evaluation grid scored by the app's own server-side ``evaluate_fn`` (its model is the app's, which
-    simfl cannot run): its MetricRecord's ``accuracy`` (or ``acc``) and ``loss`` are the row's scores, NaN where it
-    gives none. The k-th call is the app's round k - 1 (the first scores the initial model, as Flower's round 0),
-    its global generators seeded from ``(seed, "serverapp", "evaluate", k)``."""
+    simfl cannot run): the k-th call is the app's round k - 1 (the first scores the initial model, as Flower's
+    round 0) (:func:`app_scores`)."""
 
     def __init__(self, layout: Layout, start: AppStart, seed: int) -> None:
         from flwr.app import Array
@@ -529,10 +738,9 @@ class AppEvaluation:
         self.calls = 0
 
     def __call__(self, weights: torch.Tensor) -> Scores:
-        arrays = with_weights(self.layout, weights, self.template)
+        from flwr.app import ArrayRecord
+
+        trained = flower.to_record(self.layout, weights)
+        arrays = ArrayRecord({k: trained[k] if k in trained else self.template[k] for k in self.template})
         self.calls += 1
-        with seeded(self.seed, "evaluate", self.calls):
-            record = user_call(WHERE, "the ServerApp's evaluate_fn", lambda: self.evaluate_fn(self.calls - 1, arrays))
-        scores = flower.scalar_metrics(record) if record is not None else {}
-        accuracy = scores.get("accuracy", scores.get("acc", float("nan")))
-        return Scores(accuracy=float(accuracy), loss=float(scores.get("loss", float("nan"))))
+        return app_scores(self.evaluate_fn, arrays, self.calls - 1, self.seed, self.calls)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -39,7 +40,7 @@ from simfl.sim.pulse import Pulse
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
 from simfl.train.client_eval import ClientEvaluator
-from simfl.train.configs import EntryTrainConfig, TrainConfig
+from simfl.train.configs import DEFAULT_TIMEOUT, ClientConfig, EntryTrainConfig, TrainConfig
 from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, InlineExecutor, NullExecutor
 from simfl.train.trainers import make_trainer
@@ -64,6 +65,16 @@ class Federation:
     evaluate: Callable[[torch.Tensor], Scores] | None = None
     """How the global model is scored, when not by simfl on the test set: a Flower app's model by the app's
     evaluate_fn (:class:`~simfl.algorithms.serverapp.AppEvaluation`), or not at all."""
+    train_config: dict[str, Any] | None = None
+    """The config of the first train message of a Flower app's ServerApp, which the train messages of simfl's own
+    algorithms carry to its ClientApp (``client.train_config``); None: the scenario's."""
+
+    def client(self, scenario: Scenario) -> ClientConfig | None:
+        """The scenario's ``client:``, its ``train_config`` the app's (:attr:`train_config`) when the scenario gives
+        none."""
+        if scenario.client is None or self.train_config is None or scenario.client.train_config:
+            return scenario.client
+        return scenario.client.model_copy(update={"train_config": dict(self.train_config)})
 
     @property
     def client_sizes(self) -> list[int]:
@@ -95,8 +106,12 @@ def build_model(scenario: Scenario, dataset: Dataset, seed: int) -> nn.Module:
         return builder.build(scenario.model, dataset.input_shape, dataset.num_classes)
 
 
-def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
-    """Partition the data and build the initial model for ``seed``."""
+def federation(scenario: Scenario, dataset: Dataset, seed: int, entry: int | None = None) -> Federation:
+    """Partition the data and build the initial model for ``seed``, for the algorithm ``entry`` (None: any).
+
+    A Flower app's own model (``model: flower_app``) is the app's to hold under its ServerApp, which starts in the
+    run itself (:func:`~simfl.models.arrays.held`); simfl's own algorithms need it as weights first
+    (:func:`app_model`)."""
     labels = dataset.y_train.numpy()
     with collector.paused():  # the clients' parts and shards, built at once (simfl/collector.py)
         parts = split(scenario.data.partition, labels, rng.stream(seed, "partition"), dataset.groups_train)
@@ -108,9 +123,16 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
             dataset = dataset.scored_on(held)
         shards = Shards(dataset.x_train, dataset.y_train, parts)
     start = None
+    model: nn.Module
     flops: int | Callable[[], int]
     if isinstance(scenario.model, FlowerAppModelConfig):
-        model, start = app_model(scenario.model, len(parts), seed)
+        entries = scenario.algorithms if entry is None else [scenario.algorithms[entry]]
+        if all(a.name == "serverapp" for a in entries):
+            from simfl.models.arrays import held
+
+            model = held()
+        else:
+            model, start = app_model(scenario.model, len(parts), seed)
         flops = 0  # the app's network is not simfl's to run
     else:
         model = build_model(scenario, dataset, seed)
@@ -123,19 +145,27 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int) -> Federation:
         evaluate = no_evaluation if start.evaluate_fn is None else AppEvaluation(layout, start, seed)
     workload = Workload(model_bytes=exchanged_bytes(layout), flops=flops, samples=sizes,
                         epochs=scenario.train.epochs)
-    return Federation(seed, dataset, shards, model, layout, layout.flatten(model), workload, evaluate)
+    return Federation(seed, dataset, shards, model, layout, layout.flatten(model), workload, evaluate,
+                      None if start is None else start.config)
 
 
 def app_model(config: FlowerAppModelConfig, nodes: int, seed: int) -> tuple[nn.Module, AppStart]:
-    """A Flower app's model: the arrays its ServerApp sends first (on a grid of ``nodes``, as a ServerApp run of
-    ``seed`` starts), with what the app did before (its ``evaluate_fn`` scores the model, NaN without one)."""
+    """A Flower app's model for simfl's own algorithms: the arrays its ServerApp sends first (on a grid of ``nodes``,
+    seeded as a ServerApp run of ``seed`` starts), with what the app did before (its ``evaluate_fn`` scores the model,
+    NaN without one; its message's config is what simfl's train messages carry)."""
     from simfl.algorithms.serverapp import probe
     from simfl.models.arrays import ArraysNet
 
-    start = probe(config.app, config.run_config, nodes, seed)
+    start = probe(config.app, config.run_config, nodes, seed, DEFAULT_TIMEOUT)
     if start.arrays is None:
-        raise InputError("model.name", f"flower_app takes the model from the first train message of the ServerApp "
-                         f"{config.app}, which sent none with one ArrayRecord; name a model")
+        raise InputError("model.name", f"flower_app takes the model of simfl's own algorithms from the first train "
+                         f"message of the ServerApp {config.app}, which sent none with one ArrayRecord; name a model")
+    floating = [k for k, v in start.arrays.items() if np.issubdtype(v.dtype, np.floating)]
+    if not floating:
+        raise InputError("model.name", f"flower_app takes the model of simfl's own algorithms from the first train "
+                         f"message of the ServerApp {config.app}, whose arrays hold no floating-point values "
+                         f"({', '.join(f'{k}: {v.dtype}' for k, v in list(start.arrays.items())[:3])}): nothing "
+                         "to train; name a model, or run the app's ServerApp")
     return ArraysNet(start.arrays), start
 
 
@@ -162,21 +192,22 @@ def make_executor(scenario: Scenario, fed: Federation, train: TrainConfig | None
         return ProcessExecutor(
             fed.model, fed.layout, fed.shards, train, fed.seed,
             workers=config.pool_size(), threads=config.train_threads(), start_method=config.start_method,
-            client=scenario.client,
+            client=fed.client(scenario),
         )
     if config.kind == "ray":
         from simfl.train.ray_executor import RayExecutor
 
         return RayExecutor(
             fed.model, fed.layout, fed.shards, train, fed.seed,
-            workers=config.pool_size(), threads=config.train_threads(), address=config.address, client=scenario.client,
+            workers=config.pool_size(), threads=config.train_threads(), address=config.address,
+            client=fed.client(scenario),
         )
     if config.kind == "cuda":
         from simfl.train.cuda import CudaExecutor
 
         return CudaExecutor(fed.model, fed.layout, fed.shards, train, fed.seed, streams=config.pool_size(),
-                            client=scenario.client)
-    trainer = make_trainer(copy.deepcopy(fed.model), fed.layout, fed.shards, train, fed.seed, scenario.client)
+                            client=fed.client(scenario))
+    trainer = make_trainer(copy.deepcopy(fed.model), fed.layout, fed.shards, train, fed.seed, fed.client(scenario))
     return InlineExecutor(trainer, threads=config.train_threads())
 
 
@@ -243,10 +274,10 @@ def run_one(
     config = scenario.algorithms[algo_index]
     null = scenario.executor.kind == "none"
     sim: Simulation  # built below; the callbacks read it once it runs
-    clients = ClientEvaluator(fed.model, fed.layout, fed.shards, fed.seed, scenario.client,
+    clients = ClientEvaluator(fed.model, fed.layout, fed.shards, fed.seed, fed.client(scenario),
                               lambda m: sim.state.clients[m].memory)  # what m keeps, once the simulation is built
     told = opts.say
-    say = None if told is None else (lambda line: told(sim.state, f"{line}; virtual time {sim.world.clock.now:g} s"))
+    say = None if told is None else (lambda line: told(sim.state, f"[{sim.world.clock.now:g} s] {line}"))
     setup = Setup(fed.layout, fed.init.clone(), len(fed.shards), tuple(fed.client_sizes), fed.seed,
                   store_for(scenario, len(fed.shards), fed.init.numel()), None if null else clients,
                   say, data_held=fed.dataset.name != "flower_app")
@@ -259,7 +290,8 @@ def run_one(
             scenario.availability, len(fed.shards), fed.seed, trace, latency_cls.absence_source(scenario.latency))
     evaluator: Callable[[torch.Tensor], Scores] = (
         no_evaluation if null
-        else fed.evaluate or Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
+        else algorithm.scoring() or fed.evaluate
+        or Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
     )
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     observers = [o for o in (recorder, opts.on_update) if o is not None]

@@ -7,20 +7,24 @@ The folder's ``pyproject.toml`` says what Flower's ``flwr run`` reads:
   ``--run-config "k=v ..."`` (or a ``.toml`` file) applied with Flower's own parser and rule (a key the app
   does not declare is dropped, as ``flwr run`` drops it);
 - ``[tool.flwr.federations]``: the default federation's ``options`` (``num-supernodes``,
-  ``backend.client-resources.num-cpus``), then ``--federation-config "num-supernodes=N ..."``.
+  ``backend.client-resources.num-cpus``, ``backend.init-args.num-cpus``), then ``--federation-config
+  "num-supernodes=N ..."``.
 
-The scenario (``--scenario FILE``) gives what Flower's simulation has no word for: latencies, availability,
-failures, seeds, budget. To it this module adds ``client: {flower_app, run_config}``, the training threads
-(``num-cpus``, Flower's default 2, so that numbers match Flower's engine) and, unless the scenario names its
+The scenario (``--scenario FILE``, none needed) gives what Flower's simulation has no word for: latencies,
+availability, failures, seeds, budget. To it this module adds ``client: {flower_app, run_config}``, the training
+threads (``num-cpus``, Flower's default 2, so that numbers match Flower's engine; with ``backend.init-args.num-cpus``,
+as many ClientApp calls side by side in worker processes as Flower's engine would run, its CPUs over each
+ClientApp's) and, unless the scenario names its
 own algorithms (an asynchronous rule over the same ClientApp, ``--set 'algorithms=[{name: orthofl}]'``), the
 entry ``{name: serverapp}`` (:mod:`simfl.algorithms.serverapp`): the app's ServerApp as written. Without a
-``model:`` section the model is the app's (``{name: flower_app}``: the arrays its ServerApp sends first, scored
-by its ``evaluate_fn``, :mod:`simfl.models.arrays`); without ``data:`` the data are the ClientApp's own
-(``{dataset: flower_app}``, :mod:`simfl.data.app`), ``num-supernodes`` clients. A ``data:`` section (simfl's
-partition, which ``simfl.train.flower.client_data`` hands an app that asks) takes ``num-supernodes`` as its
-client count. A run of the ServerApp ends when its
-``main`` returns, so the budget defaults to one no app reaches (100,000 periods of ``eval.every``, whose
-default is 60 virtual seconds).
+``latency:`` section the nodes are the measured Raspberry Pi devices (:data:`DEFAULT_LATENCY`, said in one line).
+Without a ``model:`` section the model is the app's (``{name: flower_app}``: the app's ServerApp holds it, simfl
+relays its messages; simfl's own algorithms take the arrays it sends first, :mod:`simfl.models.arrays`); without
+``data:`` the data are the ClientApp's own (``{dataset: flower_app}``, :mod:`simfl.data.app`), ``num-supernodes``
+clients (the default federation's, else Flower's default, 2). A ``data:`` section (simfl's partition, which
+``simfl.train.flower.client_data`` hands an app that asks) takes ``num-supernodes`` as its client count. A run of
+the ServerApp ends when its ``main`` returns, so the budget defaults to one no app reaches (100,000 periods of
+``eval.every``, whose default is 60 virtual seconds).
 """
 
 from __future__ import annotations
@@ -36,7 +40,26 @@ from typing import Any
 from simfl.errors import InputError
 
 DEFAULT_CPUS = 2
-"""Flower's simulation gives each ClientApp 2 CPUs unless told otherwise."""
+"""Flower's simulation gives each ClientApp 2 CPUs unless told otherwise (``flower_default`` reads Flower's own)."""
+DEFAULT_NODES = 2
+"""The supernodes of Flower's default simulation (``flower_default`` reads Flower's own)."""
+DEFAULT_LATENCY = {"model": "rpi_gaussian"}
+"""The latencies of an app run without a scenario that gives them: each node a Raspberry Pi measured in the paper's
+testbed (one of its nine device profiles at random), each round a Gaussian draw of that device's round time."""
+LATENCY_NOTE = ("no latency given: each node is one of the paper's measured Raspberry Pi devices, each round a draw "
+                "of its round time (latency: {model: rpi_gaussian}); --scenario FILE with latency: sets others")
+"""What ``simfl flwr run`` says when it uses :data:`DEFAULT_LATENCY`."""
+
+
+def flower_default(name: str, fallback: int) -> int:
+    """A value of Flower's default simulation (``num_supernodes``, ``client_resources_num_cpus``), as the installed
+    Flower states it (1.42: ``flwr.supercore.constant.DEFAULT_SIMULATION_CONFIG``), else ``fallback``."""
+    try:
+        from flwr.supercore.constant import DEFAULT_SIMULATION_CONFIG
+    except ImportError:  # pragma: no cover - a Flower that states none
+        return fallback
+    value = getattr(DEFAULT_SIMULATION_CONFIG, name, fallback)
+    return int(value) if isinstance(value, int | float) and value >= 1 else fallback
 OPEN_PERIODS = 100_000
 """The default budget, in evaluation periods: a ServerApp's run ends when its main returns, long before."""
 DEFAULT_EVAL = 60.0
@@ -139,11 +162,10 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
         raw.setdefault("budget", {"time": float(every) * OPEN_PERIODS})
     nodes = _whole(options["num-supernodes"], "--federation-config: num-supernodes") if "num-supernodes" in options \
         else None
+    raw.setdefault("latency", dict(DEFAULT_LATENCY))
     if "data" not in raw:
-        if nodes is None:
-            raise InputError("--federation-config: num-supernodes", "is needed: the app loads its own data, so "
-                             "simfl learns the number of nodes from the federation (or from a data: section)")
-        raw["data"] = {"dataset": "flower_app", "partition": {"kind": "iid", "clients": nodes}}
+        count = nodes if nodes is not None else flower_default("num_supernodes", DEFAULT_NODES)
+        raw["data"] = {"dataset": "flower_app", "partition": {"kind": "iid", "clients": count}}
     elif nodes is not None:
         data = dict(raw["data"])
         partition = dict(data.get("partition", {}))
@@ -154,25 +176,17 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
         data["partition"] = partition
         raw["data"] = data
     raw.setdefault("model", {"name": "flower_app", "app": app.serverapp, "run_config": config})
-    if any(not (isinstance(a, Mapping) and a.get("name") == "serverapp") for a in raw["algorithms"]):
-        raw["client"]["train_config"] = _probe(app, config, raw)
-    cpus = options.get("backend.client-resources.num-cpus", DEFAULT_CPUS)
+    cpus = options.get("backend.client-resources.num-cpus", flower_default("client_resources_num_cpus", DEFAULT_CPUS))
     executor = dict(raw.get("executor", {}))
-    executor.setdefault("threads", _whole(cpus, "--federation-config: backend.client-resources.num-cpus"))
+    threads = executor.setdefault("threads", _whole(cpus, "--federation-config: backend.client-resources.num-cpus"))
+    if "backend.init-args.num-cpus" in options and "kind" not in executor and isinstance(threads, int):
+        # Flower's engine runs (its CPUs // each ClientApp's CPUs) ClientApps side by side: so does simfl, in processes
+        side = _whole(options["backend.init-args.num-cpus"], "--federation-config: backend.init-args.num-cpus") \
+            // max(threads, 1)
+        if side >= 2:
+            executor.update({"kind": "process", "workers": side})
     raw["executor"] = executor
     return raw
-
-
-def _probe(app: FlowerApp, config: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The config the app's ServerApp sends with its first train message, for simfl's own algorithms' messages."""
-    from simfl.algorithms.serverapp import probe
-
-    partition = raw.get("data", {}).get("partition", {}) if isinstance(raw.get("data"), Mapping) else {}
-    nodes = partition.get("clients") if isinstance(partition, Mapping) else None
-    seeds = raw.get("seeds", [0])
-    seed = seeds[0] if isinstance(seeds, list) and seeds and isinstance(seeds[0], int) else 0
-    importable(app.folder)
-    return probe(app.serverapp, config, nodes if isinstance(nodes, int) and nodes > 0 else 1, seed).config
 
 
 def importable(folder: Path) -> None:

@@ -254,7 +254,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
     before = torch.get_num_threads()
     torch.set_num_threads(unit.threads)
     try:
-        fed = federation(scn, dataset_for(scn, fallback), unit.seed)
+        fed = federation(scn, dataset_for(scn, fallback), unit.seed, unit.index)
         feeds = _Feeds(unit, scn, emit)
         tracker = None if scn.tracking is None else Tracking(scn.tracking, scn.name, unit.scenario, Path(unit.out))
         resume = unit.resume

@@ -66,6 +66,18 @@ class ArraysNet(nn.Module):
                          "ClientApp trains it and the ServerApp's evaluate_fn scores it)")
 
 
+HELD = "held_by_the_serverapp"
+"""The one value of :func:`held`."""
+
+
+def held() -> ArraysNet:
+    """The stand-in of a model a Flower ServerApp holds itself (``simfl flwr run`` with the app's model): simfl
+    relays the app's messages as they are and never reads the model as weights, so its flat state is one number,
+    the version of the model the app sent last (:class:`simfl.algorithms.serverapp.ServerAppRounds`), which tells
+    simfl's evaluation grid when the model changed."""
+    return ArraysNet({HELD: np.zeros(1, dtype=np.float32)})
+
+
 class FromApp:
     """``model: {name: flower_app}``: built by the run from the app's ServerApp (:mod:`simfl.launch.experiment`),
     not from a config alone."""

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from simfl.errors import InputError, as_field_error
 from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section
 from simfl.names import import_object
+from simfl.rng import importing
 
 INSTALL = "pip install 'simfl[flower]'"
 """What installs Flower (named when it is missing)."""
@@ -25,6 +26,13 @@ DEFAULT_TIMEOUT = 600.0
 """Seconds one call of a ClientApp may run by default (``client.timeout``)."""
 MAX_TIMEOUT = 1e6
 """The longest ``client.timeout`` (about 11.6 days; longer waits overflow the platform's timers)."""
+
+
+def wall_limit(value: float | None) -> float | None:
+    """A limit of wall-clock seconds on user code (``client.timeout``, a ServerApp's ``timeout``), checked."""
+    if value is not None and not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise ValueError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}] or null (no limit), got {value}")
+    return value
 
 
 class TrainConfig(Section):
@@ -130,8 +138,8 @@ class ClientConfig(Section):
     train_config: dict[str, Scalar] = Field(
         default_factory=dict, description="flower_app only: the ConfigRecord a train message of simfl's own "
         "algorithms carries (a Flower strategy or ServerApp sends its own), with server-round, the client's "
-        "round from 1, e.g. {lr: 0.01}. simfl flwr run takes it from the first train message of the app's "
-        "ServerApp when the algorithms are simfl's.",
+        "round from 1, e.g. {lr: 0.01}. With the app's own model (model: flower_app), each run of simfl's own "
+        "algorithms takes it from the first train message of the app's ServerApp instead.",
     )
     timeout: float | None = Field(
         DEFAULT_TIMEOUT, description="flower_app only: wall-clock seconds one call of the app (one client's train "
@@ -152,9 +160,7 @@ class ClientConfig(Section):
     @field_validator("timeout")
     @classmethod
     def _seconds(cls, value: float | None) -> float | None:
-        if value is not None and not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
-            raise ValueError(f"must be a number of seconds in (0, {MAX_TIMEOUT:g}] or null (no limit), got {value}")
-        return value
+        return wall_limit(value)
 
     @field_validator("run_config")
     @classmethod
@@ -178,7 +184,8 @@ def load_app(path: str) -> Any:
     require("client.flower_app")
     from flwr.clientapp import ClientApp
 
-    app = import_object(path, "client.flower_app")
+    with importing():
+        app = import_object(path, "client.flower_app")
     if not isinstance(app, ClientApp):
         raise InputError("client.flower_app", f"'{path}' is a {type(app).__name__}, not a Flower ClientApp "
                          "(flwr.clientapp.ClientApp)")

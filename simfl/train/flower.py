@@ -19,6 +19,15 @@ executor. Each job calls the app in this process exactly as Flower's simulation 
   reply (:data:`~simfl.train.message.MEMORY`), so it is the same whichever worker trains the
   round, and checkpoints carry it.
 
+A ServerApp's messages (:mod:`simfl.algorithms.serverapp`) reach the ClientApp as the app sent them: the
+job's message carries the Flower message's protobuf bytes (:data:`SENT`), whatever its type and records, and
+the reply goes back the same way (:data:`REPLY`), so no value changes on the way.
+
+Every call runs with Python's, NumPy's and torch's global generators set from the run's stream for that call
+(``(seed, "clientapp", client, round)``; :func:`simfl.rng.global_generators`) and put back after, so an app that
+draws from them (an unseeded ``DataLoader``, ``Net()``, dropout) gives the same numbers in any process; an app
+that leaves a thread of its own running after its call is said so once per process (:func:`left_running`).
+
 A Flower app loads its own data; offline, inside simfl, :func:`client_data` gives it the
 client's partition, and :func:`batch_generator` the stream simfl's own trainer shuffles with
 (``(seed, "train", client, round)``), so an app that reproduces simfl's local SGD gives its
@@ -38,12 +47,15 @@ inside functions.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import math
 import os
+import sys
+import threading
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,15 +79,23 @@ SERVER_NODE = 0
 PROX_KEY = "proximal-mu"
 """The config key of Flower's FedProx, which simfl's ``prox_mu`` hook becomes for a ClientApp."""
 
+SENT = "flower.message"
+"""The array key of a Flower message relayed as the ServerApp sent it (its protobuf bytes, Flower's own
+serialisation): a ClientApp gets exactly that message, whatever its type and records (:meth:`ClientAppTrainer.run`)."""
+REPLY = "flower.reply"
+"""The array key of the ClientApp's reply to a relayed message, as it gave it (protobuf bytes)."""
+
 LEGACY_SCALARS = (bool, bytes, int, float, str)
 """The metric values a legacy client may return (Flower's ``common.Scalar``); simfl keeps the numbers."""
 
 
 def prepare() -> None:
-    """Set what Flower's Messages read and quiet its logger (once per process; idempotent).
+    """Set what Flower's Messages read and Flower's log (once per process; idempotent).
 
     ``Message(...)`` takes its sender from Flower's process-wide task identity, which
-    Flower's own runtimes set; here this process plays the server (node 0) of run 1.
+    Flower's own runtimes set; here this process plays the server (node 0). Flower's log
+    shows its warnings and errors as before; its lines from a thread that :func:`saying`
+    names (a ServerApp's) go to that thread's run instead, INFO ones included.
     """
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     from flwr.supercore.task_identity import TaskIdentity
@@ -84,7 +104,43 @@ def prepare() -> None:
         TaskIdentity.task_id = 1
         TaskIdentity.run_id = 1
         TaskIdentity.node_id = SERVER_NODE
-    logging.getLogger("flwr").setLevel(logging.WARNING)
+    flwr_log = logging.getLogger("flwr")
+    if not any(isinstance(f, _Said) for f in flwr_log.filters):
+        flwr_log.addFilter(_Said())
+    flwr_log.setLevel(logging.INFO)
+
+
+_SAYS: dict[int, Callable[[str], None]] = {}
+"""Where Flower's log lines of a thread go, by thread id (:func:`saying`)."""
+_LINE = logging.Formatter("%(levelname)s :      %(message)s")
+"""Flower's console format, without its colours."""
+
+
+class _Said(logging.Filter):
+    """On Flower's logger: a line of a thread :func:`saying` names goes to its run, one line per line of text, as
+    Flower's console shows it; other threads' lines pass from WARNING up, as Flower's log showed them before."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        say = _SAYS.get(record.thread or -1)
+        if say is None:
+            return record.levelno >= logging.WARNING
+        for line in record.getMessage().splitlines() or [""]:
+            say(_LINE.format(logging.makeLogRecord({**record.__dict__, "msg": line, "args": None})))
+        return False
+
+
+@contextlib.contextmanager
+def saying(thread: threading.Thread, say: Callable[[str], None] | None) -> Iterator[None]:
+    """Within, Flower's log lines from ``thread`` go to ``say`` (None: nowhere)."""
+    if say is None:
+        yield
+        return
+    ident = thread.ident or -1
+    _SAYS[ident] = say
+    try:
+        yield
+    finally:
+        _SAYS.pop(ident, None)
 
 
 @dataclass(frozen=True)
@@ -171,6 +227,27 @@ def pack(record: RecordDict) -> torch.Tensor | None:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8).clone()
 
 
+def pack_message(message: Any) -> torch.Tensor:
+    """A Flower Message (metadata, content or error) as bytes in a uint8 tensor (Flower's protobuf serialisation):
+    every value as it is, float64 arrays, integer arrays and lists included."""
+    from flwr.common.serde import message_to_proto
+
+    return torch.frombuffer(bytearray(message_to_proto(message).SerializeToString()), dtype=torch.uint8).clone()
+
+
+def unpack_message(data: torch.Tensor) -> Any:
+    """The Flower Message of :func:`pack_message` output (no code runs)."""
+    from flwr.common.serde import message_from_proto
+    from flwr.proto.message_pb2 import Message as ProtoMessage
+
+    return message_from_proto(ProtoMessage.FromString(data.numpy().tobytes()))
+
+
+def run_id(seed: int, *names: str | int) -> int:
+    """A Flower run id (a positive 63-bit number, as Flower's are random ones) of the run ``names`` under ``seed``."""
+    return int(rng.stream(seed, "flower-run", *names).integers(1, 2**63))
+
+
 def unpack(data: torch.Tensor | None) -> RecordDict:
     """The RecordDict of :func:`pack` output (an empty one for None). Protobuf and np.save bytes: no code runs."""
     from flwr.app import RecordDict
@@ -242,12 +319,14 @@ class AppCaller:
         self.names = Names.of(model, layout)
         self.shards = shards
         self.seed = seed
+        self.run_id = run_id(seed, "clientapp")
+        """The run id of the messages simfl itself builds (a ServerApp's messages carry their run's)."""
 
     def call(self, kind: str, client: int, weights: torch.Tensor, config: Mapping[str, Any],
              state: torch.Tensor | None, job: Job | None, message_id: str, where: str) -> tuple[Any, Context]:
         """Send ``kind`` (``train``/``evaluate``) with ``weights`` and ``config`` to ``client``, whose context
         holds ``state``; its reply and the context after the call."""
-        from flwr.app import ConfigRecord, Context, Message, RecordDict
+        from flwr.app import ConfigRecord, Message, RecordDict
 
         arrays = to_record(self.layout, weights, self.names)
         if self.legacy:
@@ -256,7 +335,18 @@ class AppCaller:
             content = RecordDict({"arrays": arrays, "config": ConfigRecord(dict(config))})
         message = Message(content, dst_node_id=client + 1, message_type=kind)
         message.metadata.__dict__["_message_id"] = message_id
-        context = Context(run_id=1, node_id=client + 1,
+        message.metadata.__dict__["_run_id"] = self.run_id
+        key = ("clientapp", client, job.round) if job is not None else ("clientapp-evaluate", client, message_id)
+        return self.deliver(message, client, state, job, key, where)
+
+    def deliver(self, message: Any, client: int, state: torch.Tensor | None, job: Job | None,
+                key: tuple[str | int, ...], where: str) -> tuple[Any, Context]:
+        """Call the app on ``message`` to ``client``, whose context holds ``state`` (its run id the message's), with
+        the global generators seeded from ``(seed, *key)`` (:func:`simfl.rng.global_generators`); its reply (checked
+        to be a message without an error) and the context after the call."""
+        from flwr.app import Context, Message, RecordDict
+
+        context = Context(run_id=int(message.metadata.run_id), node_id=client + 1,
                           node_config={"partition-id": client, "num-partitions": len(self.shards)},
                           state=unpack(state), run_config=dict(self.run_config))
         grad = torch.is_grad_enabled()  # thread-local in torch: the app's thread gets the caller's
@@ -266,10 +356,13 @@ class AppCaller:
                 return self.app(message, context)
 
         token = _CURRENT.set(_Current(self.shards, self.seed, job))
+        before = set(threading.enumerate())
         try:
-            reply = user_call(where, self.what, answer, seconds=self.timeout, limit="client.timeout")
+            with rng.global_generators(self.seed, *key):
+                reply = user_call(where, self.what, answer, seconds=self.timeout, limit="client.timeout")
         finally:
             _CURRENT.reset(token)
+        left_running(before, where, self.what)
         if not isinstance(reply, Message):
             raise InputError(where, f"the ClientApp returned a {type(reply).__name__}, not a flwr.app.Message")
         if not isinstance(context.state, RecordDict):
@@ -279,6 +372,22 @@ class AppCaller:
             error = reply.error
             raise UserCodeFailed(where, f"the ClientApp replied with error {error.code}: {error.reason}", "")
         return reply, context
+
+
+_TOLD: set[str] = set()
+"""What this process has already said about an app's threads (once each)."""
+
+
+def left_running(before: set[threading.Thread], where: str, what: str) -> None:
+    """Say once per process, on stderr, that ``what`` left a thread of its own running after its call: what that
+    thread draws or does is not seeded per call nor bounded by a time limit, so its numbers may differ from run to
+    run (simfl cannot stop it)."""
+    new = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("simfl-")]
+    if new and what not in _TOLD:
+        _TOLD.add(what)
+        print(f"simfl: {where}: {what} left the thread {new[0].name!r} running after its call; what it draws or "
+              "does there is not seeded per call, so the same seed may give other numbers", file=sys.stderr,
+              flush=True)
 
 
 class ClientAppTrainer(AppCaller):
@@ -305,18 +414,42 @@ class ClientAppTrainer(AppCaller):
         """Call the app on ``job``: its trained weights, its metrics and the client's new state."""
         from flwr.app import MessageType
 
+        sent = job.message.arrays.get(SENT)
+        if sent is not None:
+            return self._relay(job, sent)
         where = f"client.flower_app (client {job.client}, node {job.client + 1}, its round {job.round + 1})"
         reply, context = self.call(MessageType.TRAIN, job.client, job.start, self._config(job),
                                    job.message.arrays.get(MEMORY), job, f"{job.client}.{job.round}", where)
         return self._reply(reply, context, where)
 
-    def _reply(self, reply: Any, context: Context, where: str) -> Reply:
+    def _relay(self, job: Job, sent: torch.Tensor) -> Reply:
+        """A ServerApp's message, delivered as it was sent (:data:`SENT`); its reply as the app gave it
+        (:data:`REPLY`), the start weights unchanged, and the scalars of its MetricRecord, when it has one."""
+        message = unpack_message(sent)
+        where = (f"client.flower_app (client {job.client}, node {job.client + 1}, its message {job.round + 1}, "
+                 f"{message.metadata.message_type})")
+        reply, context = self.deliver(message, job.client, job.message.arrays.get(MEMORY), job,
+                                      ("clientapp", job.client, job.round), where)
+        try:
+            packed = pack_message(reply)
+        except Exception as exc:  # a value Flower's records took but its serialisation refuses
+            raise UserCodeFailed(where, f"{self.what}'s reply cannot be sent: {type(exc).__name__}: {exc}",
+                                 traceback.format_exc()) from None
+        records = reply.content.metric_records if reply.has_content() else {}
+        metrics = scalar_metrics(next(iter(records.values()))) if len(records) == 1 else {}
+        return Reply(job.start, {REPLY: packed, **self._memory(context, where)}, metrics)
+
+    def _memory(self, context: Context, where: str) -> dict[str, torch.Tensor]:
+        """The client's ``context.state`` as the arrays its next message carries (none when empty)."""
         try:
             state = pack(context.state)
         except Exception as exc:  # a record the app put there that Flower cannot serialise
             raise UserCodeFailed(where, f"{self.what} left a context.state that cannot be kept: "
                                  f"{type(exc).__name__}: {exc}", traceback.format_exc()) from None
-        memory = {} if state is None else {MEMORY: state}
+        return {} if state is None else {MEMORY: state}
+
+    def _reply(self, reply: Any, context: Context, where: str) -> Reply:
+        memory = self._memory(context, where)
         if self.legacy:
             from flwr.app import Array, ArrayRecord
             from flwr.common import Code, parameters_to_ndarrays

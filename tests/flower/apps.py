@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.client import NumPyClient
 from flwr.clientapp import ClientApp
 from torch import nn
@@ -140,3 +140,68 @@ class LegacySGD(NumPyClient):
 
 legacy_sgd_app = ClientApp(client_fn=lambda context: LegacySGD(context).to_client())
 """A legacy ClientApp (client_fn), the way Flower's NumPyClient examples are written."""
+
+
+every_type_app = ClientApp()
+"""Answers every message type a ServerApp may send, telling what it received: the dtypes and values of its arrays
+(sent back as they came, floats plus one), the type of the message, and list- and int-valued metrics."""
+
+
+def _told(msg: Message, context: Context) -> Message:
+    arrays = msg.content.array_records
+    record = next(iter(arrays.values())) if arrays else ArrayRecord()
+    back = ArrayRecord({k: Array(v.numpy() + 1 if np.issubdtype(v.numpy().dtype, np.floating) else v.numpy())
+                        for k, v in record.items()})
+    config = {k: v for c in msg.content.config_records.values() for k, v in c.items()}
+    told = MetricRecord({"num-examples": 10 + int(context.node_config["partition-id"]),
+                         "histogram": [1.0, 2.0, float(context.node_config["partition-id"])],
+                         "run-id-low": int(context.run_id) % 1000,
+                         "list-sent": list(config.get("list", [])) if isinstance(config.get("list"), list) else []})
+    seen = ConfigRecord({"type": msg.metadata.message_type,
+                         "dtypes": [str(v.numpy().dtype) for v in record.values()]})
+    content = RecordDict({"arrays": back, "metrics": told, "seen": seen})
+    return Message(content, reply_to=msg)
+
+
+for _kind in ("train", "evaluate", "query"):
+    getattr(every_type_app, _kind)()(_told)
+every_type_app.query("histogram")(_told)
+every_type_app.train("custom")(_told)
+
+
+loader_app = ClientApp()
+"""Trains simfl's mlp on the client's partition with an unseeded, shuffling DataLoader and an unseeded dropout draw:
+its numbers come from the global generators only."""
+
+
+@loader_app.train()
+def loader_train(msg: Message, context: Context) -> Message:
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model = mlp()
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    x, y = client_data(context)
+    loader = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    total = 0.0
+    for xb, yb in loader:
+        loss = nn.functional.cross_entropy(model(torch.nn.functional.dropout(xb, 0.1)), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        total += float(loss)
+    metrics = MetricRecord({"train_loss": total, "num-examples": len(y), "noise": float(np.random.rand())})
+    return Message(RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=msg)
+
+
+lingering_app = ClientApp()
+"""simfl's SGD, and a thread of its own left running after each call (it waits a second, then ends)."""
+
+
+@lingering_app.train()
+def lingering_train(msg: Message, context: Context) -> Message:
+    import threading
+    import time
+
+    threading.Thread(target=time.sleep, args=(1.0,), name="left-behind", daemon=True).start()
+    return sgd_train(msg, context)

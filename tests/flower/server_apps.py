@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, MetricRecord
@@ -24,8 +26,16 @@ def initial_model() -> torch.nn.Module:
         return mlp()
 
 
+def started(context: Context) -> None:
+    """Count a start of main in the file the run config's ``starts`` names, if any."""
+    if context.run_config.get("starts"):
+        with open(str(context.run_config["starts"]), "a") as fh:
+            fh.write(f"{context.run_id}\n")
+
+
 @fedavg_app.main()
 def fedavg_main(grid: Grid, context: Context) -> None:
+    started(context)
     rounds = int(context.run_config["num-server-rounds"])
     strategy = FedAvg(fraction_train=float(context.run_config.get("fraction-train", 1.0)),
                       fraction_evaluate=float(context.run_config.get("fraction-evaluate", 0.0)),
@@ -35,7 +45,8 @@ def fedavg_main(grid: Grid, context: Context) -> None:
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         evaluated.append(server_round)
         weight = next(iter(arrays.values())).numpy()  # the first layer's weights
-        return MetricRecord({"norm": float((weight.astype("float64") ** 2).sum()), "calls": len(evaluated)})
+        norm = float((weight.astype("float64") ** 2).sum())
+        return MetricRecord({"norm": norm, "calls": len(evaluated), "pair": [norm, float(server_round)]})
 
     result = strategy.start(grid=grid, initial_arrays=ArrayRecord(initial_model().state_dict()),
                             train_config=ConfigRecord({"lr": float(context.run_config["lr"])}), num_rounds=rounds,
@@ -66,3 +77,139 @@ def mixed_main(grid: Grid, context: Context) -> None:
     messages = [Message(RecordDict({"arrays": arrays, "config": ConfigRecord({})}), dst_node_id=n,
                         message_type=MessageType.TRAIN if i else MessageType.EVALUATE) for i, n in enumerate(nodes)]
     grid.send_and_receive(messages)
+
+
+typed_app = ServerApp()
+"""A loop of its own (no strategy): two rounds, each one message of every type to six nodes (train with float64,
+int32 and float32 arrays, evaluate, query, query.histogram, train.custom, and a train message with a config only);
+saves what the replies held to ``save-to`` (JSON)."""
+
+
+@typed_app.main()
+def typed_main(grid: Grid, context: Context) -> None:
+    import json
+
+    import numpy as np
+    from flwr.app import Array, Message, RecordDict
+
+    started(context)
+    seen = []
+    for _ in range(2):
+        nodes = sorted(grid.get_node_ids())
+        arrays = ArrayRecord({"w64": Array(np.array([1.5, 2.5], dtype=np.float64)),
+                              "i32": Array(np.array([1, 2, 3], dtype=np.int32)),
+                              "w32": Array(np.array([0.25], dtype=np.float32))})
+        config = ConfigRecord({"list": [1, 2, 3], "blob": b"xy", "name": "n"})
+        kinds = ["train", "evaluate", "query", "query.histogram", "train.custom", "train"]
+        messages = [Message(RecordDict({"arrays": arrays, "config": config} if i < 5 else {"config": config}),
+                            dst_node_id=n, message_type=k) for i, (n, k) in enumerate(zip(nodes, kinds, strict=True))]
+        for reply in grid.send_and_receive(messages):
+            back = reply.content["arrays"]
+            seen.append({"type": reply.metadata.message_type, "node": reply.metadata.src_node_id,
+                         "seen": reply.content["seen"]["type"], "dtypes": reply.content["seen"]["dtypes"],
+                         "arrays": {k: [str(v.numpy().dtype), v.numpy().tolist()] for k, v in back.items()},
+                         "metrics": dict(reply.content["metrics"])})
+    with open(str(context.run_config["save-to"]), "w") as fh:
+        json.dump({"replies": seen, "run_id": context.run_id}, fh)
+
+
+class OwnStart(FedAvg):
+    """A FedAvg whose ``start`` is its own (as Flower's advanced-pytorch example writes one): its loop, its lines."""
+
+    def start(self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3, timeout: float = 3600,
+              train_config: ConfigRecord | None = None, evaluate_config: ConfigRecord | None = None,
+              evaluate_fn: Any = None) -> Any:
+        from flwr.common import log
+        from flwr.serverapp.strategy import Result
+
+        result = Result()
+        arrays = initial_arrays
+        result.evaluate_metrics_serverapp[0] = evaluate_fn(0, arrays)
+        for current in range(1, num_rounds + 1):
+            log(logging.INFO, "own loop, round %s", current)
+            replies = grid.send_and_receive(self.configure_train(current, arrays, train_config or ConfigRecord(),
+                                                                 grid), timeout=timeout)
+            new_arrays, metrics = self.aggregate_train(current, replies)
+            if new_arrays is not None:
+                result.arrays = arrays = new_arrays
+            if metrics is not None:
+                result.train_metrics_clientapp[current] = metrics
+            result.evaluate_metrics_serverapp[current] = evaluate_fn(current, arrays)
+        return result
+
+
+override_app = ServerApp()
+"""FedAvg through an override of ``Strategy.start``; its evaluate_fn gives an accuracy (its call count over 100)
+and a loss (the first layer's squared norm)."""
+
+
+@override_app.main()
+def override_main(grid: Grid, context: Context) -> None:
+    calls: list[int] = []
+
+    def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        calls.append(server_round)
+        weight = next(iter(arrays.values())).numpy()
+        return MetricRecord({"accuracy": len(calls) / 100, "loss": float((weight.astype("float64") ** 2).sum())})
+
+    strategy = OwnStart(fraction_evaluate=0.0)
+    strategy.start(grid=grid, initial_arrays=ArrayRecord(initial_model().state_dict()), num_rounds=2,
+                   train_config=ConfigRecord({"lr": 0.05}), evaluate_fn=evaluate)
+
+
+sleeping_app = ServerApp()
+"""Sleeps ``sleep`` seconds before it sends anything."""
+
+
+@sleeping_app.main()
+def sleeping_main(grid: Grid, context: Context) -> None:
+    import time
+
+    time.sleep(float(context.run_config["sleep"]))
+    list(grid.get_node_ids())
+
+
+threaded_app = ServerApp()
+"""Sends its messages from a thread of its own, which main waits for."""
+
+
+@threaded_app.main()
+def threaded_main(grid: Grid, context: Context) -> None:
+    import threading
+
+    from flwr.app import Message, MessageType, RecordDict
+
+    nodes = list(grid.get_node_ids())
+
+    def send() -> None:
+        arrays = ArrayRecord(initial_model().state_dict())
+        grid.send_and_receive([Message(RecordDict({"arrays": arrays, "config": ConfigRecord({})}), dst_node_id=n,
+                                       message_type=MessageType.TRAIN) for n in nodes])
+
+    worker = threading.Thread(target=send, name="my-sender")
+    worker.start()
+    worker.join()
+
+
+worded_app = ServerApp()
+"""FedAvg whose evaluate_fn returns a str."""
+
+
+@worded_app.main()
+def worded_main(grid: Grid, context: Context) -> None:
+    FedAvg(fraction_evaluate=0.0).start(grid=grid, initial_arrays=ArrayRecord(initial_model().state_dict()),
+                                        num_rounds=1, evaluate_fn=lambda r, a: "fine")
+
+
+integer_app = ServerApp()
+"""Sends integer arrays only (as a model), then stops."""
+
+
+@integer_app.main()
+def integer_main(grid: Grid, context: Context) -> None:
+    import numpy as np
+    from flwr.app import Array, Message, MessageType, RecordDict
+
+    arrays = ArrayRecord({"counts": Array(np.arange(4, dtype=np.int64))})
+    grid.send_and_receive([Message(RecordDict({"arrays": arrays, "config": ConfigRecord({"lr": 0.1})}),
+                                   dst_node_id=n, message_type=MessageType.TRAIN) for n in grid.get_node_ids()])

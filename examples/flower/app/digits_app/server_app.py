@@ -14,7 +14,9 @@ app = ServerApp()
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    torch.manual_seed(0)
+    seed = int(context.run_config.get("app-seed", -1))
+    if seed >= 0:  # the app seeds its own initial model (by default, as the quickstart, it does not)
+        torch.manual_seed(seed)
     net = Net()
     strategy = FedAvg(fraction_train=float(context.run_config["fraction-train"]),
                       fraction_evaluate=float(context.run_config["fraction-evaluate"]))

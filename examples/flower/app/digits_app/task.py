@@ -1,11 +1,21 @@
-"""The model, data and training of a small Flower App: scikit-learn's digits, loaded and partitioned by the app."""
+"""The model, data and training of a small Flower App: scikit-learn's digits, loaded and partitioned by the app.
+
+Written as Flower's PyTorch quickstart writes its task: the data cached once per process (the quickstart caches its
+FederatedDataset), a DataLoader that shuffles with torch's global generator, plain SGD. With ``app-seed`` at -1 (the
+default) nothing here is seeded, as in the quickstart: under ``simfl flwr run`` each call still gives the same
+numbers for the same seed, since simfl seeds the global generators around it. With ``app-seed`` >= 0 the app seeds
+its initial model and each round's shuffle itself, so that any engine (Flower's own too) gives the same numbers.
+"""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 
 class Net(nn.Module):
@@ -20,17 +30,20 @@ class Net(nn.Module):
         return self.fc2(torch.relu(self.fc1(x.flatten(1))))
 
 
+@functools.cache
 def _digits() -> tuple[torch.Tensor, torch.Tensor]:
     x, y = load_digits(return_X_y=True)
     return torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y, dtype=torch.int64)
 
 
-def load_data(partition_id: int, num_partitions: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The partition's training rows: the first 1,500 digits, shuffled once, split evenly."""
+def load_data(partition_id: int, num_partitions: int, batch_size: int, seed: int | None = None) -> DataLoader:
+    """The partition's training rows (the first 1,500 digits, shuffled once, split evenly) in a shuffling
+    DataLoader: from torch's global generator, or from ``seed`` when given."""
     x, y = _digits()
     order = np.random.default_rng(42).permutation(1500)
     rows = torch.from_numpy(np.array_split(order, num_partitions)[partition_id])
-    return x[rows], y[rows]
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    return DataLoader(TensorDataset(x[rows], y[rows]), batch_size=batch_size, shuffle=True, generator=generator)
 
 
 def test_data() -> tuple[torch.Tensor, torch.Tensor]:
@@ -38,18 +51,15 @@ def test_data() -> tuple[torch.Tensor, torch.Tensor]:
     return x[1500:], y[1500:]
 
 
-def train(net: Net, x: torch.Tensor, y: torch.Tensor, epochs: int, batch: int, lr: float, seed: int) -> float:
-    """Local SGD; the mean training loss. Batches are shuffled from ``seed``."""
-    gen = torch.Generator().manual_seed(seed)
+def train(net: Net, loader: DataLoader, epochs: int, lr: float) -> float:
+    """Local SGD over the loader's batches; the mean training loss."""
     opt = torch.optim.SGD(net.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
     net.train()
     total, steps = 0.0, 0
     for _ in range(epochs):
-        order = torch.randperm(len(y), generator=gen)
-        for i in range(0, len(y), batch):
-            idx = order[i : i + batch]
-            loss = loss_fn(net(x[idx]), y[idx])
+        for xb, yb in loader:
+            loss = loss_fn(net(xb), yb)
             opt.zero_grad()
             loss.backward()
             opt.step()
