@@ -33,7 +33,7 @@ from simfl.models import Layout
 from simfl.models.configs import FlowerAppModelConfig
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
 from simfl.output.recording import LayerRecorder
-from simfl.schema import estimate, plugins
+from simfl.schema import costs, plugins
 from simfl.schema.scenario import Scenario
 from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
 from simfl.sim.state import SimState
@@ -205,8 +205,8 @@ class RunOptions:
 
 
 def store_for(scenario: Scenario, clients: int, params: int) -> StoreSpec:
-    """Where this run keeps its per-client vectors (``client_state``; see :func:`estimate.store_spec`)."""
-    spec = estimate.store_spec(scenario, clients * params * 4 * estimate.store_rows(scenario))
+    """Where this run keeps its per-client vectors (``client_state``; see :func:`costs.store_spec`)."""
+    spec = costs.store_spec(scenario, clients * params * 4 * costs.store_rows(scenario))
     if spec.kind == "disk" and spec.dir is not None and not os.path.isdir(spec.dir):
         raise InputError("client_state.dir", f"{spec.dir} is not a folder on this machine; give an existing folder "
                          "or leave it out (the system's temporary folder)")

@@ -13,6 +13,7 @@ from simfl.algorithms import Arrival, AsyncAlgorithm, Setup
 from simfl.algorithms.base import AlgorithmConfig, SingleModel
 from simfl.algorithms.fedprox import FedProx
 from simfl.data import DataConfigBase, Dataset
+from simfl.data.configs import DataFacts
 from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
 from simfl.latency import LatencyModel
 from simfl.train.hooks import Penalty, proximal
@@ -78,12 +79,17 @@ class Line:
         return Dataset("line", x[:n], y[:n], x[n:], y[n:], num_classes=2)
 
 
-class SizedLine(Line):
-    """The line data, stating its shape ahead so that the estimate can use it."""
+class SizedLineConfig(LineConfig):
+    """The line data's config, stating its shape and sizes ahead so that the estimate can use them."""
 
-    @staticmethod
-    def shape(config: LineConfig) -> tuple[tuple[int, ...], int, int, int]:
-        return (4,), 2, config.size, config.size // 2
+    def facts(self) -> DataFacts:
+        return DataFacts((4,), 2, self.size, self.size // 2)
+
+
+class SizedLine(Line):
+    """The line data, its config stating its shape."""
+
+    Config = SizedLineConfig  # type: ignore[assignment]
 
 
 class TinyConfig(Section):
