@@ -90,7 +90,8 @@ class Extent:
     empty: float = 0.0
     """Synchronous rounds that closed with no update."""
     absences: float = 0.0
-    """Absences that began within the horizon (a departure, a fleet window's end)."""
+    """Rows absences write within the horizon: a ``leave`` for a departure after the start, a ``join`` for a return
+    (a departure, a fleet window's end and start)."""
     in_flight: float = 0.0
     """Clients training at once, on average."""
     endless: str | None = None
@@ -292,14 +293,18 @@ def sync_rounds(world: World, k: int) -> Rounds:
     size = min(size, world.clients)
     deadline = math.inf if world.deadline is None else world.deadline
     busy = np.zeros((PATHS, len(rows))) if rows is not None else None  # when each client is free again
+    straggling = np.zeros((PATHS, len(rows)), dtype=bool) if rows is not None else None  # its update will be late
     now = np.zeros(PATHS)
     shape = (PATHS, ROUNDS)
     close, delivered, late, failed, selected = (np.zeros(shape) for _ in range(5))
     lanes = np.arange(PATHS)[:, None]
     for r in range(ROUNDS):
-        if busy is not None and rows is not None:
+        if busy is not None and rows is not None and straggling is not None:
             now = np.maximum(now, busy.min(axis=1))  # none free: the first straggler's end
             free = busy <= now[:, None]
+            if r:  # a late update is written when it ends: within the round before this opening
+                late[:, r - 1] = (straggling & free).sum(axis=1)
+            straggling &= ~free
             take = np.minimum(free.sum(axis=1), size)
             keys = np.where(free, gen.random(busy.shape), np.inf)
             order = np.argsort(keys, axis=1)[:, :size]
@@ -320,12 +325,13 @@ def sync_rounds(world: World, k: int) -> Rounds:
         at = np.minimum(np.where(np.isfinite(kth), kth, ends), deadline)
         close[:, r] = now + at
         delivered[:, r] = (good <= at[:, None]).sum(axis=1)
-        late[:, r] = (np.isfinite(good) & (good > at[:, None])).sum(axis=1)
         failed[:, r] = fails.sum(axis=1)
         selected[:, r] = take
-        if busy is not None:
-            busy[lanes, chosen] = np.where(taken, now[:, None] + np.where(np.isfinite(draws), draws, 0.0),
-                                           busy[lanes, chosen])
+        if busy is not None and straggling is not None:
+            busy[lanes, chosen] = np.where(taken, now[:, None] + draws, busy[lanes, chosen])
+            straggling[lanes, chosen] |= taken & ~fails & (draws > at[:, None])
+        else:
+            late[:, r] = (np.isfinite(good) & (good > at[:, None])).sum(axis=1)
         now = now + at + world.server_time
     return Rounds(close, delivered, late, failed, selected, world.server_time)
 
@@ -340,12 +346,14 @@ def extent(world: World, k: int | None, budget: Budget) -> Extent:
 
 
 def _absences_within(world: World, horizon: float) -> float:
-    """Absences that begin before ``horizon``: the scenario's departures and the trace's own, per client."""
-    count = sum(1 for leave, _ in world.departures if leave < horizon)
+    """Rows of events.csv that absences write within ``horizon``: a ``leave`` for each departure after the start
+    (the client was in a round), a ``join`` for each return."""
+    moves = [(leave, back) for leave, back in world.departures]
+    count = float(sum((0 < leave < horizon) + (back is not None and back <= horizon) for leave, back in moves))
     if world.times.absences is not None:
         for weight, away in zip(world.times.weight, world.times.absences, strict=True):
-            count += weight * sum(1 for leave, _ in away if leave < horizon)
-    return float(count)
+            count += weight * sum((0 < leave < horizon) + (back is not None and back <= horizon) for leave, back in away)
+    return count
 
 
 def _async_extent(world: World, budget: Budget) -> Extent:
@@ -435,7 +443,7 @@ def check_deadline(world: World, budget: Budget, where: str, model: str) -> None
         return
     shortest = float(t.low[present].min())
     if shortest > deadline:
-        raise InputError(where, f"rounds.deadline {deadline:g} s is below every client's shortest round "
+        raise InputError(where, f"{deadline:g} s is below every client's shortest round "
                          f"({shortest:g} s, as latency.model {model} states it), so every round closes empty and "
                          f"budget.updates {budget.updates:,} is never reached: raise rounds.deadline or set "
                          "budget.time")

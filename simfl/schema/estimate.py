@@ -463,7 +463,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
         aggs = (ext.aggregations if ext is not None else done) or 0.0
         grid = math.floor(horizon / every) + 1 if horizon is not None and math.isfinite(horizon) else None
         evals = None if grid is None else grid + (aggs if scenario.eval.after_each_update else 0.0)
-        events = (done or 0.0) if ext is None else ext.arrivals + ext.failed + ext.late + 2 * ext.absences
+        events = (done or 0.0) if ext is None else ext.arrivals + ext.failed + ext.late + ext.absences
         wall = None
         if ext is not None and math.isfinite(ext.horizon):
             if null:

@@ -15,7 +15,8 @@ from simfl.algorithms.fedprox import FedProx
 from simfl.data import DataConfigBase, Dataset
 from simfl.data.configs import DataFacts
 from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
-from simfl.latency import LatencyModel
+from simfl.latency import LatencyModel, Workload
+from simfl.latency.base import RoundTimes
 from simfl.train.hooks import Penalty, proximal
 
 
@@ -56,6 +57,15 @@ class Steps(LatencyModel[StepsConfig]):
 
     def draw(self, client: int, gen: np.random.Generator) -> float:
         return self.config.base * (client + 1)
+
+
+class StatedSteps(Steps):
+    """The same latencies, stated for the estimate: client m's every round lasts base * (m + 1)."""
+
+    @classmethod
+    def round_times(cls, config: StepsConfig, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        seconds = [config.base * (m + 1) for m in range(num_clients)]
+        return RoundTimes.of(seconds, 0.0, seconds)
 
 
 class LineConfig(DataConfigBase):
