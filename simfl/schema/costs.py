@@ -54,6 +54,10 @@ CHECKPOINT_CLIENT_BYTES = 512
 """One client's record in a checkpoint without its weights (phase, times, counters)."""
 CHECKPOINT_TUPLE_BYTES = 120
 """Memory of one event turned into a tuple while a checkpoint is made."""
+WORKER_BYTES = 720 << 20
+"""Memory of one executor worker process (``process`` workers, Ray actors) beside its model's copies: Python with
+PyTorch and the trainer loaded; the clients' data is shared, not copied (the quickstart with two process workers:
+peaks of 686 and 759 MiB, ``VmHWM``)."""
 CPU_FLOPS = 7e9
 """Training FLOPs per second of one thread under the portable kernels (``SIMFL_NUMERICS``'s default) for a model
 of :data:`REFERENCE_FLOPS` per sample: LeNet5 on MNIST, batches of 128, ran at 5.5e9 and 7.4e9 in two runs of
@@ -186,3 +190,9 @@ def machine_memory() -> int:
 def count(x: float) -> int:
     """A count of items as an integer that stays finite (at most 10^18)."""
     return int(min(max(x, 0.0), 1e18)) if x == x else 0
+
+
+def executor_bytes(processes: int, model_bytes: int) -> int:
+    """Memory of the executor's worker processes: :data:`WORKER_BYTES` each and four copies of the model (its
+    weights, the job's start and trained weights, the gradients)."""
+    return processes * (WORKER_BYTES + 4 * model_bytes)

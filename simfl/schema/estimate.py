@@ -136,6 +136,10 @@ class Estimate:
     """Folder of the disk store's scratch file (None: the system's temporary folder)."""
     runtime_bytes: int = RUNTIME_BYTES
     """The process before the scenario's stores (:data:`~simfl.schema.costs.RUNTIME_BYTES`)."""
+    executor_bytes: int = 0
+    """The executor's worker processes (:func:`simfl.schema.costs.executor_bytes`)."""
+    workers: int = 0
+    """The executor's worker processes, as it states them."""
     entries: list[Run] = field(default_factory=list)
     """Each algorithm entry's run (the same for every seed: the stated seeds' average)."""
     seeds: int = 1
@@ -168,10 +172,11 @@ class Estimate:
 
     @property
     def memory(self) -> int:
-        """Bytes one run's process holds at its peak: runtime, dataset and client records, four model copies, client
-        state, events and metrics, the recording's copies and a checkpoint being made."""
+        """Bytes one run's processes hold at their peak: runtime, dataset and client records, four model copies,
+        client state, events and metrics, the recording's copies and a checkpoint being made, and the executor's
+        worker processes."""
         return (self.runtime_bytes + self.dataset_bytes + 4 * self.model_bytes + self.client_state_bytes
-                + self.rows_bytes + self.record_ram + self.checkpoint_ram)
+                + self.rows_bytes + self.record_ram + self.checkpoint_ram + self.executor_bytes)
 
     def kept_checkpoints(self, workers: int = 1) -> int:
         """Checkpoint files on disk at once: one per run under way, and one more while one is replaced."""
@@ -203,6 +208,8 @@ class Estimate:
                        f"{bytes_text(self.recording_bytes)} written)")
         if self.checkpoints:
             out.append(f"#   checkpoint:    {bytes_text(self.checkpoint_ram)} in RAM while one is made")
+        if self.executor_bytes:
+            out.append(f"#   executor:      {bytes_text(self.executor_bytes)} in {self.workers} worker processes")
         out += [
             f"#   runtime:       {bytes_text(self.runtime_bytes)} (Python, PyTorch and simfl loaded)",
             f"#   memory:        {bytes_text(self.memory)} in all per run (--max-memory)",
@@ -521,4 +528,6 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
                     recording_bytes=max(recordings), results_bytes=results, record_disk_bytes=record_disk,
                     checkpoint_bytes=checkpoint, checkpoints=checkpoints, store_dir=store.dir, entries=runs,
                     seeds=n_seeds, unstated=unstated, late=0.0 if top is None else top.late,
-                    empty=0.0 if top is None else top.empty, endless=endless)
+                    empty=0.0 if top is None else top.empty, endless=endless,
+                    executor_bytes=costs.executor_bytes(scenario.executor.processes(), model.bytes),
+                    workers=scenario.executor.processes())

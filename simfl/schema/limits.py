@@ -63,6 +63,7 @@ _MEMORY_HOW = {
     "model and client state": "use a smaller model or fewer clients (server.concurrency), or client_state.store: disk",
     "checkpoint": "checkpoint a smaller run",
     "runtime": "raise the limit",
+    "executor workers": "use fewer executor.workers",
 }
 
 
@@ -86,9 +87,10 @@ def check(est: Estimate, max_memory: int, where: str = "estimate", max_hours: fl
         parts = {"runtime": est.runtime_bytes, "dataset": est.dataset_bytes,
                  "model and client state": 4 * est.model_bytes + est.client_state_bytes,
                  "events and metrics": est.rows_bytes, "record": est.record_ram,
-                 "checkpoint": est.checkpoint_ram}
+                 "checkpoint": est.checkpoint_ram, "executor workers": est.executor_bytes}
         largest = max(parts, key=lambda k: parts[k])
-        shown = ", ".join(f"{k} {bytes_text(v)}" for k, v in parts.items() if v or k != "record" and k != "checkpoint")
+        shown = ", ".join(f"{k} {bytes_text(v)}" for k, v in parts.items()
+                          if v or k not in ("record", "checkpoint", "executor workers"))
         raise InputError(where, f"needs about {bytes_text(est.memory)} of memory per run ({shown}); the limit is "
                          f"{bytes_text(max_memory)} (--max-memory): {_MEMORY_HOW[largest]}")
     hours = DEFAULT_MAX_HOURS if max_hours is None else max_hours

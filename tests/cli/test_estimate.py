@@ -18,7 +18,7 @@ from simfl.cli import main
 from simfl.data.configs import BUILTINS as DATASETS
 from simfl.latency import LATENCY_MODELS
 from simfl.models.configs import BUILTINS as MODELS
-from simfl.schema import estimate
+from simfl.schema import costs, estimate
 from simfl.schema.scenario import validate
 from simfl.train.configs import ExecutorKind
 from tests.conftest import tiny_scenario
@@ -163,3 +163,17 @@ def test_statements_are_averaged_over_seeds() -> None:
     assert mean is not None and None not in one
     assert mean == pytest.approx(sum(a for a in one if a is not None) / 3)
     assert len(set(one)) == 3 and not math.isnan(mean)
+
+
+def test_the_executor_states_its_workers_and_jobs() -> None:
+    """Two process workers: their memory is counted, and two jobs train at once (three clients in flight). (The
+    quickstart's model and data, whose cost is listed: no torch to import.)"""
+    listed = {"data": {"dataset": "digits", "partition": {"kind": "iid", "clients": 3}},
+              "model": {"name": "smallcnn", "channels": 8}}
+    inline = estimate.estimate(validate(tiny_scenario(executor={"kind": "inline", "threads": 1}, **listed)))
+    pooled = estimate.estimate(validate(tiny_scenario(executor={"kind": "process", "workers": 2, "threads": 1},
+                                                      **listed)))
+    assert pooled.memory - inline.memory == 2 * (costs.WORKER_BYTES + 4 * inline.model_bytes) == pooled.executor_bytes
+    assert any(line.startswith("#   executor:") and "2 worker processes" in line for line in pooled.lines())
+    assert inline.wall_seconds is not None and pooled.wall_seconds is not None
+    assert pooled.wall_seconds < inline.wall_seconds
