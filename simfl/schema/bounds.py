@@ -61,6 +61,11 @@ class World:
         """The rows' stretches of presence."""
         return Stretches.of(self.times)
 
+    @functools.cached_property
+    def drawn(self) -> dict[int, Rounds]:
+        """Synchronous rounds drawn in this world, by round size (entries of one size share them)."""
+        return {}
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -402,7 +407,7 @@ def _meet(count: Callable[[float], float], target: float, most: float) -> float:
 
 
 def _sync_extent(world: World, k: int, budget: Budget) -> Extent:
-    drawn = sync_rounds(world, k)
+    drawn = world.drawn.get(k) or world.drawn.setdefault(k, sync_rounds(world, k))
     per_round = drawn.per_round(drawn.delivered)
     if budget.time is not None:
         horizon = budget.time
