@@ -207,7 +207,8 @@ def _sampled(world: World, horizon: float) -> tuple[float, float]:
     dispatches = float(rate.sum()) * horizon
     mix = rate / rate.sum()
     mean = float((mix * t.mean).sum())
-    c2 = float((mix * (np.where(ok, t.std, 0.0) ** 2 + t.mean ** 2)).sum()) / mean ** 2 - 1 if mean > 0 else 0.0
+    c2 = float((mix * ((np.where(ok, t.std, 0.0) / mean) ** 2 + (t.mean / mean) ** 2)).sum()) - 1 if mean > 0 else 0.0
+    c2 = c2 if math.isfinite(c2) else 0.0
     return (1 - world.p) * max(dispatches + slots * (c2 - 1) / 2, 0.0), slots
 
 
@@ -326,7 +327,7 @@ def sync_rounds(world: World, k: int) -> Rounds:
         good = np.sort(np.where(taken & ~fails, draws, np.inf), axis=1)
         needed = np.minimum(k, take)
         kth = good[np.arange(PATHS), np.maximum(needed - 1, 0)]
-        ends = np.nanmax(np.where(taken, draws, np.nan), axis=1)
+        ends = np.where(take > 0, np.where(taken, draws, -np.inf).max(axis=1), 0.0)
         at = np.minimum(np.where(np.isfinite(kth), kth, ends), deadline)
         close[:, r] = now + at
         delivered[:, r] = (good <= at[:, None]).sum(axis=1)

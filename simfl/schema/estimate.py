@@ -468,7 +468,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
         aggs = (ext.aggregations if ext is not None else done) or 0.0
-        grid = math.floor(horizon / every) + 1 if horizon is not None and math.isfinite(horizon) else None
+        points = None if horizon is None or not math.isfinite(horizon) else horizon / every
+        grid = None if points is None else math.floor(points) + 1.0 if math.isfinite(points) else math.inf
         evals = None if grid is None else grid + (aggs if scenario.eval.after_each_update else 0.0)
         events = (done or 0.0) if ext is None else ext.arrivals + ext.failed + ext.late + ext.absences
         wall = None
