@@ -216,8 +216,8 @@ def _fedscale(folder: Path) -> dict[str, Any]:
                 {"time": 86_400.0}, clients=500, seeds=1, train={"epochs": 50}, server={"concurrency": 50})
 
 
-def child(argv: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak resident bytes) of ``python -m simfl ARGV`` in a fresh process."""
+def child(argv: list[str]) -> tuple[float, int, float]:
+    """(wall seconds, peak resident bytes, CPU seconds) of ``python -m simfl ARGV`` in a fresh process."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "simfl", *argv], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env={**os.environ, "SIMFL_DATA": DATA})
@@ -226,7 +226,7 @@ def child(argv: list[str]) -> tuple[float, int]:
     if os.waitstatus_to_exitcode(status) != 0:
         err = proc.stderr.read().decode() if proc.stderr else ""
         raise SystemExit(f"simfl {' '.join(argv)} failed (exit {os.waitstatus_to_exitcode(status)}): {err.strip()}")
-    return wall, usage.ru_maxrss * 1024
+    return wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 def summary(out: Path) -> dict[str, tuple[float, float]]:
@@ -259,17 +259,17 @@ def measure(name: str, raw: dict[str, Any], folder: Path, only_counts: bool) -> 
     path = folder / "s.yaml"
     path.write_text(yaml.safe_dump(raw))
     est = estimate(validate(raw))
-    checked, _ = child(["validate", str(path)])
+    checked, _, checked_cpu = child(["validate", str(path)])
     out = folder / "out"
-    ran, peak = child(["run", str(path), "--out", str(out), "--quiet", "--workers", "1", "--force"])
+    ran, peak, cpu = child(["run", str(path), "--out", str(out), "--quiet", "--workers", "1", "--force"])
     ratios = counts(raw, est, out)
     if not only_counts:
         assert est.wall_total is not None, f"{name}: no wall time estimated"
         wall = est.wall_total + LAUNCH_SECONDS
         memory = est.memory + est.disk_bytes
         ratios += [("wall", (ran - checked) / wall), ("memory", peak / memory)]
-        print(f"{name}_measured=wall {ran - checked:.1f} s, memory {peak / 2**30:.2f} GiB; estimated wall "
-              f"{wall:.1f} s, memory {memory / 2**30:.2f} GiB", flush=True)
+        print(f"{name}_measured=wall {ran - checked:.1f} s (CPU {cpu - checked_cpu:.1f} s), memory {peak / 2**30:.2f} "
+              f"GiB; estimated wall {wall:.1f} s, memory {memory / 2**30:.2f} GiB", flush=True)
     for what, ratio in ratios:
         print(f"{name}_{what}={ratio:.2f}", flush=True)
     return ratios

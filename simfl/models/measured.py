@@ -34,20 +34,20 @@ weights); a larger one on the meta device, whose kernels import about 1.5 s of P
 @dataclass(frozen=True)
 class ModelCost:
     """What one model costs: parameters, bytes (4 per parameter and floating-point buffer), training FLOPs per
-    sample (or a function counting them, called only where an estimate needs them; 0: unknown), and the values of
-    each exchanged tensor by name (in the layout's order). ``unknown``: why the model cannot be sized ahead (its
-    figures are then None and 0)."""
+    sample (or a function counting them, called only where an estimate needs them; 0: none a run can know, a
+    Flower app's arrays; None: known once the run starts), and the values of each exchanged tensor by name (in
+    the layout's order). ``unknown``: why the model cannot be sized ahead (its figures are then None and 0)."""
 
     params: int | None
     bytes: int
-    flops: int | Callable[[], int]
+    flops: int | Callable[[], int] | None
     tensors: dict[str, int] | None
     unknown: str | None = None
 
     @classmethod
-    def not_ahead(cls, why: str) -> ModelCost:
-        """A model sized only when the run starts, for the reason ``why``."""
-        return cls(None, 0, 0, None, why)
+    def not_ahead(cls, why: str, flops: int | None = None) -> ModelCost:
+        """A model sized only when the run starts, for the reason ``why`` (``flops`` 0: not even then)."""
+        return cls(None, 0, flops, None, why)
 
 
 def key(model: BaseModel, shape: Sequence[int], classes: int) -> str:

@@ -341,11 +341,12 @@ def model_cost(scenario: Any, data: DataFacts | None) -> ModelCost:
 
 
 class _Unknown(Exception):
-    """A latency model asked for the model's FLOPs, which are known only once the data is loaded."""
+    """A latency model asked for the model's FLOPs, which are known only once the run starts."""
 
 
-def round_times(scenario: Any, clients: int, seed: int, workload: Workload) -> RoundTimes | None:
-    """What the scenario's latency model states of its clients' round times under ``seed`` (None: nothing)."""
+def round_times(scenario: Any, clients: int, seed: int, workload: Workload) -> RoundTimes | str:
+    """What the scenario's latency model states of its clients' round times under ``seed``, or why it states
+    nothing."""
     from simfl.schema import plugins
 
     name = scenario.latency.model
@@ -356,20 +357,23 @@ def round_times(scenario: Any, clients: int, seed: int, workload: Workload) -> R
             warnings.simplefilter("ignore")
             stated = cls.round_times(scenario.latency, clients, seed, workload)
     except _Unknown:
-        return None
+        return "it scales with the model's FLOPs, known once the run starts"
     except (OverflowError, ZeroDivisionError, ValueError, FloatingPointError) as exc:
         raise InputError(f"latency.model {name}", "its parameters overflow or state no usable round times "
                          f"({type(exc).__name__}: {exc}); use values of a sane size") from None
-    if stated is not None and not isinstance(stated, RoundTimes):
+    if stated is None:
+        return "it states no round times"
+    if not isinstance(stated, RoundTimes):
         raise InputError(f"latency.model {name}", f"round_times returned a {type(stated).__name__}, not "
                          "simfl.latency.base.RoundTimes (or None)")
     return stated
 
 
 def _flops(cost: ModelCost) -> int | Callable[[], int]:
-    """The model's FLOPs as a latency model's workload reads them: counted when asked; 0 where the model says
-    they are known only to the run (a Flower app's arrays, whose delay then fails as the run would)."""
-    if cost.params is not None or cost.unknown != "the dataset states no shape":
+    """The model's FLOPs as a latency model's workload reads them: counted when asked; 0 where no run can know them
+    (a Flower app's arrays: a delay that scales with them fails as the run would); where they are known only once
+    the run starts, a latency model that asks states nothing."""
+    if cost.flops is not None:
         return cost.flops
 
     def unknown() -> int:
@@ -437,10 +441,11 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
                         epochs=scenario.train.epochs)
     seeds = list(scenario.seeds)[:STATED_SEEDS]
     stated = [round_times(scenario, clients, seed, workload) for seed in seeds]
-    times = [t for t in stated if t is not None]
-    if len(times) < len(stated):
+    times = [t for t in stated if isinstance(t, RoundTimes)]
+    why = next((t for t in stated if isinstance(t, str)), None)
+    if why is not None:
         times = []
-        unstated.append(f"latency.model {scenario.latency.model} states no round times: the updates within "
+        unstated.append(f"latency.model {scenario.latency.model}: {why}; the updates within "
                         "budget.time, the horizon of budget.updates and the wall time are not counted")
     worlds = [world_of(scenario, t, clients) for t in times]
     budget = scenario.budget
@@ -461,7 +466,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     every = scenario.eval.every
     runs: list[Run] = []
     per_run: list[tuple[float, float, float, float, int]] = []  # arrivals, aggregations, events, evaluations, csv
-    flops = 0 if null or model.params is None else counted(model.flops)
+    flops = 0 if null or model.params is None or model.flops is None else counted(model.flops)
     threads = scenario.executor.cpu_threads()
     client = getattr(scenario, "client", None)
     for name, algo, ext in entries:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simfl.latency.base import counted
-from simfl.models.measured import TABLE, key, measure
+from simfl.models.measured import TABLE, key, measure, stated
 from simfl.schema import plugins
 from simfl.schema.estimate import data_facts
 from simfl.schema.scenario import load
@@ -21,10 +21,14 @@ def measured(paths: Sequence[str]) -> dict[str, list[Any]]:
     for path in paths:
         scenario = load(path)
         data = data_facts(scenario.data)
-        if data is None or data.kind != "values" or plugins.is_plugin("model", scenario.model.name):
-            continue  # data of unknown shape, token ids (a model read from files), a plugin: nothing to list
+        if data is None or plugins.is_plugin("model", scenario.model.name):
+            continue  # data of unknown shape, a plugin: nothing to list
+        said = stated(scenario.model, data.shape, data.classes)
+        if said is not None and said.params is None:
+            continue  # sized only when the run starts (a model read from files)
         cost = measure(plugins.lookup("model", scenario.model.name).build, scenario.model, data.shape, data.classes)
-        out[key(scenario.model, data.shape, data.classes)] = [cost.params, cost.bytes, counted(cost.flops), cost.tensors]
+        out[key(scenario.model, data.shape, data.classes)] = [cost.params, cost.bytes, counted(cost.flops or 0),
+                                                               cost.tensors]
     return out
 
 

