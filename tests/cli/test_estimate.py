@@ -15,8 +15,8 @@ import yaml
 import simfl
 from simfl.algorithms.configs import BUILTINS as ALGORITHMS
 from simfl.cli import main
-from simfl.errors import InputError
 from simfl.data.configs import BUILTINS as DATASETS
+from simfl.errors import InputError
 from simfl.latency import LATENCY_MODELS
 from simfl.models.configs import BUILTINS as MODELS
 from simfl.schema import costs, estimate
