@@ -16,10 +16,11 @@ budget is reached where the expected count of updates meets it.
   own rate (C = N).
 - Synchronous rounds: a round selects ``ceil(K (1 + over_select))`` free clients and closes once K delivered,
   every selected client ended, or the ``deadline`` passed; stragglers stay busy until their round ends and their
-  update is late. The expected duration, deliveries, late updates and empty rounds of a round are averaged over
-  :data:`ROUNDS` rounds drawn from lognormal round times of each client's stated mean and spread (a fixed
-  seed: the same answer each time). A deadline below every present client's shortest round (``low``) lets no
-  update arrive: with only an update budget such a run has no end and is refused here, in one line.
+  update is late when it ends. Rounds are drawn (:func:`sync_rounds`: :data:`PATHS` runs of :data:`ROUNDS`
+  rounds, lognormal round times of each client's stated mean and spread, never below its shortest round, from a
+  fixed seed: the same answer each time), and the budget counts the rounds that closed within it, past the drawn
+  ones at their long-run mean. A deadline below every present client's shortest round (``low``) lets no update
+  arrive: with only an update budget such a run has no end and is refused here (:func:`check_deadline`).
 - ``availability``: a round fails with probability p (it costs its time, delivers nothing); a departure takes a
   client's presence away (its average client's rate); a trace's own absences (fleet windows) are the stated rows'.
 """
@@ -30,6 +31,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,6 +40,10 @@ from simfl.latency.base import STATED_ROWS, RoundTimes
 
 RATE_STEPS = 80
 """Bisection steps of the horizon at which the expected updates meet an update budget."""
+ROUNDS = 64
+"""Synchronous rounds drawn along each run (:func:`sync_rounds`)."""
+PATHS = 16
+"""Independent runs of :data:`ROUNDS` synchronous rounds drawn to average over."""
 
 
 @dataclass(frozen=True)
@@ -246,7 +252,6 @@ class Rounds:
     late: np.ndarray
     failed: np.ndarray
     selected: np.ndarray
-    server_time: float
 
     @property
     def period(self) -> float:
@@ -259,26 +264,27 @@ class Rounds:
         """The long-run mean of ``values`` per round (the later half of each run)."""
         return float(values[:, values.shape[1] // 2:].mean())
 
-    def until(self, horizon: float) -> tuple[float, np.ndarray]:
-        """(rounds closed by ``horizon``, and for each run the number of its drawn rounds closed by then), averaged
-        over the runs; rounds past the drawn ones at the long-run :attr:`period`."""
+    def until(self, horizon: float) -> Closed:
+        """The rounds closed by ``horizon``; past the drawn ones, at the long-run :attr:`period`."""
         done = (self.close <= horizon).sum(axis=1)
         beyond = np.where(done == self.close.shape[1],
                           np.maximum(horizon - self.close[:, -1], 0.0) / max(self.period, 1e-300), 0.0)
-        return float((done + beyond).mean()), done
+        return Closed(float((done + beyond).mean()), done)
 
-    def total(self, values: np.ndarray, done: np.ndarray, rounds: float) -> float:
-        """The mean over the runs of ``values`` summed over each run's closed rounds, and past the drawn ones at
-        their long-run mean (``rounds``: the mean rounds closed)."""
-        drawn = np.array([values[i, :d].sum() for i, d in enumerate(done.tolist())])
-        extra = max(rounds - float(done.mean()), 0.0)
+    def total(self, values: np.ndarray, closed: Closed) -> float:
+        """The mean over the runs of ``values`` summed over the rounds ``closed``, past the drawn ones at their
+        long-run mean."""
+        drawn = np.array([values[i, :d].sum() for i, d in enumerate(closed.drawn.tolist())])
+        extra = max(closed.rounds - float(closed.drawn.mean()), 0.0)
         return float(drawn.mean()) + extra * self.per_round(values)
 
 
-ROUNDS = 64
-"""Synchronous rounds drawn along each run (:class:`Rounds`)."""
-PATHS = 16
-"""Independent runs of :data:`ROUNDS` synchronous rounds drawn to average over."""
+class Closed(NamedTuple):
+    """Synchronous rounds closed by some time: their mean number over the runs, and each run's drawn rounds among
+    them."""
+
+    rounds: float
+    drawn: np.ndarray
 
 
 def sync_rounds(world: World, k: int) -> Rounds:
@@ -339,7 +345,7 @@ def sync_rounds(world: World, k: int) -> Rounds:
         else:
             late[:, r] = (np.isfinite(good) & (good > at[:, None])).sum(axis=1)
         now = now + at + world.server_time
-    return Rounds(close, delivered, late, failed, selected, world.server_time)
+    return Rounds(close, delivered, late, failed, selected)
 
 
 def extent(world: World, k: int | None, budget: Budget) -> Extent:
@@ -413,27 +419,22 @@ def _sync_extent(world: World, k: int, budget: Budget) -> Extent:
     if budget.time is not None:
         horizon = budget.time
     elif per_round > 0 or drawn.delivered.sum() >= PATHS * (budget.updates or 0):
-        horizon = _meet(lambda h: drawn.total(drawn.delivered, *_swap(drawn.until(h))), float(budget.updates or 0),
-                        math.inf)
+        horizon = _meet(lambda h: drawn.total(drawn.delivered, drawn.until(h)), float(budget.updates or 0), math.inf)
     else:
         why = ("no client update is expected within rounds.deadline: the latency model states rounds that almost "
                "never end in time" if world.deadline is not None else "no client update is expected to arrive")
         return Extent(math.inf, float(budget.updates or 0), 0.0, endless=why)
     if budget.rounds is not None:  # the entry ends its run after its rounds
-        horizon = min(horizon, _meet(lambda h: drawn.until(h)[0], float(budget.rounds), horizon))
-    rounds, done = drawn.until(horizon)
-    arrivals = drawn.total(drawn.delivered, done, rounds)
+        horizon = min(horizon, _meet(lambda h: drawn.until(h).rounds, float(budget.rounds), horizon))
+    closed = drawn.until(horizon)
+    rounds = closed.rounds
+    arrivals = drawn.total(drawn.delivered, closed)
     if budget.updates is not None:
         arrivals = min(arrivals, float(budget.updates))
-    empty = drawn.total((drawn.delivered == 0).astype(np.float64), done, rounds)
-    return Extent(horizon, arrivals, rounds - empty, rounds=rounds, failed=drawn.total(drawn.failed, done, rounds),
-                  late=drawn.total(drawn.late, done, rounds), empty=empty, absences=_absences_within(world, horizon),
+    empty = drawn.total((drawn.delivered == 0).astype(np.float64), closed)
+    return Extent(horizon, arrivals, rounds - empty, rounds=rounds, failed=drawn.total(drawn.failed, closed),
+                  late=drawn.total(drawn.late, closed), empty=empty, absences=_absences_within(world, horizon),
                   in_flight=drawn.per_round(drawn.selected))
-
-
-def _swap(pair: tuple[float, np.ndarray]) -> tuple[np.ndarray, float]:
-    """``Rounds.until``'s (rounds, done) as ``Rounds.total``'s (done, rounds)."""
-    return pair[1], pair[0]
 
 
 def check_deadline(world: World, budget: Budget, where: str, model: str) -> None:
