@@ -142,6 +142,22 @@ def null_update_seconds(rows: int, model_bytes: int, on_disk: bool) -> float:
     return NULL_ARRIVAL_SECONDS + stored * (DISK_STORE_FACTOR if on_disk else 1.0)
 
 
+def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, on_disk: bool) -> float:
+    """Wall seconds of one run's ``steps`` rounds (updates, failed and late rounds) without training: each
+    :data:`NULL_ARRIVAL_SECONDS`, and each of its ``updates`` the reading and writing of ``rows`` per-client
+    vectors (:func:`null_update_seconds`)."""
+    return steps * NULL_ARRIVAL_SECONDS + updates * (null_update_seconds(rows, model_bytes, on_disk)
+                                                     - NULL_ARRIVAL_SECONDS)
+
+
+def training_run_seconds(updates: float, evaluations: float, flops: int, samples: int, epochs: int, batch_size: int,
+                         test: int, parallel: float) -> float:
+    """Wall seconds of one run's ``updates`` trained ``parallel`` at a time (:func:`update_seconds`) and its
+    ``evaluations`` (:func:`eval_seconds`)."""
+    return (updates * update_seconds(flops, samples, epochs, batch_size) / max(parallel, 1.0)
+            + evaluations * eval_seconds(flops, test))
+
+
 def rows_bytes(events: float, evaluations: float, csv_bytes: float) -> int:
     """Events and metrics of one run in RAM: :data:`EVENT_BYTES` per event and :data:`METRIC_BYTES` per evaluation,
     plus :data:`CSV_COPIES` of their CSV text (``csv_bytes``) when the files are made."""

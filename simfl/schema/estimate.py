@@ -478,17 +478,15 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
         evals = None if grid is None else grid + (aggs if scenario.eval.after_each_update else 0.0)
         events = (done or 0.0) if ext is None else ext.arrivals + ext.failed + ext.late + ext.absences
         wall = None
+        trained = not (algo.replaces_training or client is not None and client.replaces_training)
         if ext is not None and math.isfinite(ext.horizon):
             if null:
-                steps = ext.arrivals + ext.failed + ext.late
-                wall = (steps * costs.NULL_ARRIVAL_SECONDS + ext.arrivals
-                        * (costs.null_update_seconds(rows, model.bytes, on_disk) - costs.NULL_ARRIVAL_SECONDS))
-            elif model.params is not None and threads is not None and not algo.replaces_training and not (
-                    client is not None and client.replaces_training):
-                parallel = max(1.0, min(float(scenario.executor.jobs()), ext.in_flight))
-                train = ext.arrivals * costs.update_seconds(flops, samples, scenario.train.epochs,
-                                                            scenario.train.batch_size) / parallel
-                wall = train + (evals or 0.0) * costs.eval_seconds(flops, data.test)
+                wall = costs.null_run_seconds(ext.arrivals + ext.failed + ext.late, ext.arrivals, rows, model.bytes,
+                                              on_disk)
+            elif model.params is not None and threads is not None and trained:
+                wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, flops, samples, scenario.train.epochs,
+                                                  scenario.train.batch_size, data.test,
+                                                  min(float(scenario.executor.jobs()), ext.in_flight))
             if wall is not None:
                 wall += clients * CLIENT_SECONDS
         runs.append(Run(name, ext, wall, events, evals))
