@@ -20,7 +20,7 @@ budget is reached where the expected count of updates meets it.
   rounds, lognormal round times of each client's stated mean and spread, never below its shortest round, from a
   fixed seed: the same answer each time), and the budget counts the rounds that closed within it, past the drawn
   ones at their long-run mean. A deadline below every present client's shortest round (``low``) lets no update
-  arrive: with only an update budget such a run has no end and is refused here (:func:`check_deadline`).
+  arrive: with only an update budget such a run has no end (:attr:`Extent.endless`, which the limits refuse).
 - ``availability``: a round fails with probability p (it costs its time, delivers nothing); a departure takes a
   client's presence away (its average client's rate); a trace's own absences (fleet windows) are the stated rows'.
 """
@@ -35,7 +35,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simfl.errors import InputError
 from simfl.latency.base import STATED_ROWS, RoundTimes
 
 RATE_STEPS = 80
@@ -61,6 +60,8 @@ class World:
     server_time: float = 0.0
     deadline: float | None = None
     over_select: float = 0.0
+    model: str = "?"
+    """The latency model's name, for messages."""
 
     @functools.cached_property
     def stretches(self) -> Stretches:
@@ -379,8 +380,8 @@ def _async_extent(world: World, budget: Budget) -> Extent:
         else:
             horizon = _meet(lambda h: async_updates(world, h)[0], budget.updates, reach)
             if not math.isfinite(horizon):
-                endless = (f"budget.updates {budget.updates:,} is never reached (the latency model states mean round "
-                           f"times of {float(world.times.mean.min()):.3g} s and more)")
+                endless = (f"budget.updates {budget.updates:,} is never reached: latency.model {world.model} states "
+                           f"mean round times of {float(world.times.mean.min()):.3g} s and more; set budget.time")
     if not math.isfinite(horizon):
         return Extent(horizon, float(budget.updates or 0), float(budget.updates or 0), endless=endless)
     arrivals, in_flight = async_updates(world, horizon)
@@ -414,6 +415,8 @@ def _meet(count: Callable[[float], float], target: float, most: float) -> float:
 
 
 def _sync_extent(world: World, k: int, budget: Budget) -> Extent:
+    if budget.time is None and (why := _never_in_time(world, budget)) is not None:
+        return Extent(math.inf, float(budget.updates or 0), 0.0, endless=why)
     drawn = world.drawn.get(k) or world.drawn.setdefault(k, sync_rounds(world, k))
     per_round = drawn.per_round(drawn.delivered)
     if budget.time is not None:
@@ -421,8 +424,10 @@ def _sync_extent(world: World, k: int, budget: Budget) -> Extent:
     elif per_round > 0 or drawn.delivered.sum() >= PATHS * (budget.updates or 0):
         horizon = _meet(lambda h: drawn.total(drawn.delivered, drawn.until(h)), float(budget.updates or 0), math.inf)
     else:
-        why = ("no client update is expected within rounds.deadline: the latency model states rounds that almost "
-               "never end in time" if world.deadline is not None else "no client update is expected to arrive")
+        within = "" if world.deadline is None else f" within rounds.deadline {world.deadline:g} s"
+        why = (f"budget.updates {budget.updates:,} is never reached: no client update is expected{within} (the round "
+               f"times latency.model {world.model} states almost never end in time); "
+               + ("raise rounds.deadline or set budget.time" if within else "set budget.time"))
         return Extent(math.inf, float(budget.updates or 0), 0.0, endless=why)
     if budget.rounds is not None:  # the entry ends its run after its rounds
         horizon = min(horizon, _meet(lambda h: drawn.until(h).rounds, float(budget.rounds), horizon))
@@ -437,20 +442,19 @@ def _sync_extent(world: World, k: int, budget: Budget) -> Extent:
                   in_flight=drawn.per_round(drawn.selected))
 
 
-def check_deadline(world: World, budget: Budget, where: str, model: str) -> None:
-    """Refuse a synchronous run that can never make progress: every present client's shortest round (as the
-    latency model ``model`` states it) is longer than ``rounds.deadline``, so every round closes empty, and only an
-    update budget would end it."""
+def _never_in_time(world: World, budget: Budget) -> str | None:
+    """Why a synchronous run never makes progress where the stated bounds prove it: every present client's shortest
+    round is longer than ``rounds.deadline``, so every round closes empty (None: they do not prove it)."""
     deadline, t = world.deadline, world.times
-    if deadline is None or budget.time is not None:
-        return
+    if deadline is None:
+        return None
     present = np.array([not away or away[0][0] > 0 or away[0][1] is not None for away in t.absences]) \
         if t.absences is not None else np.ones(len(t.low), dtype=bool)
     if not present.any():
-        return
+        return None
     shortest = float(t.low[present].min())
-    if shortest > deadline:
-        raise InputError(where, f"{deadline:g} s is below every client's shortest round "
-                         f"({shortest:g} s, as latency.model {model} states it), so every round closes empty and "
-                         f"budget.updates {budget.updates:,} is never reached: raise rounds.deadline or set "
-                         "budget.time")
+    if shortest <= deadline:
+        return None
+    return (f"rounds.deadline {deadline:g} s is below every client's shortest round ({shortest:g} s, as "
+            f"latency.model {world.model} states it), so every round closes empty and budget.updates "
+            f"{budget.updates:,} is never reached: raise rounds.deadline or set budget.time")

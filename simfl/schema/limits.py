@@ -75,7 +75,7 @@ def check(est: Estimate, max_memory: int, where: str = "estimate", max_hours: fl
     budget no update is expected to meet (:attr:`Estimate.endless`).
     """
     if est.endless is not None:
-        raise InputError(where, f"no run would reach its budget: {est.endless}; set budget.time")
+        raise InputError(where, est.endless)
     if est.evaluations is not None and est.evaluations > MAX_EVALUATIONS:
         raise InputError(where, f"would evaluate about {count_text(est.evaluations)} times per run (horizon "
                          f"{count_text(est.horizon)} s of virtual time); the limit is {MAX_EVALUATIONS:,}: raise eval.every "

@@ -121,10 +121,9 @@ def test_a_deadline_below_every_round_is_refused_with_only_an_update_budget(tmp_
     for argv in (["validate", str(path)], ["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and err.startswith("simfl: ") and err.endswith(
-            "rounds.deadline: 5 s is below every client's shortest round (10 s, as latency.model constant states it), "
-            "so every round closes empty and budget.updates 10 is never reached: raise rounds.deadline or set "
-            "budget.time"), err
+        assert err == (f"simfl: {path}: estimate: rounds.deadline 5 s is below every client's shortest round (10 s, "
+                       "as latency.model constant states it), so every round closes empty and budget.updates 10 is never "
+                       "reached: raise rounds.deadline or set budget.time"), err
     assert not list(tmp_path.glob("out*"))
 
 
