@@ -47,7 +47,7 @@ def test_the_estimate_names_no_builtin_component() -> None:
     assert found == []
 
 
-def test_the_check_finds_a_component_named(tmp_path: Path) -> None:
+def test_the_check_finds_a_component_named() -> None:
     """The check above would see a name written in a comparison or a call."""
     tree = ast.parse('if scenario.executor.kind == "none" or name in ("mnist",): pass')
     seen = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
@@ -147,7 +147,7 @@ def test_the_estimate_counts_what_a_deadline_allows(tmp_path: Path) -> None:
     assert est.late == (run.events["event"] == "late").sum() == 2
 
 
-def test_a_plugin_datasets_stated_facts_size_the_model() -> None:
+def test_a_dataset_stating_nothing_is_said_so() -> None:
     """A dataset whose config states nothing leaves its memory and the model unsized, and says so."""
     est = estimate.estimate(validate(pure(data={"dataset": "hf", "features": "x", "partition":
                                                 {"kind": "iid", "clients": 3}})))
