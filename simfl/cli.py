@@ -54,7 +54,7 @@ def _seeds(text: str) -> list[int]:
 
 
 def _size(text: str) -> int:
-    from simfl.schema.estimate import parse_size
+    from simfl.schema.limits import parse_size
 
     try:
         return parse_size(text)
@@ -84,7 +84,7 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     """The scenario's estimate as comment lines, after refusing it if it exceeds a limit (memory, then the disk
     of the output folder, ``--out`` or what ``simfl run`` would use)."""
     from simfl import outdir
-    from simfl.schema import estimate
+    from simfl.schema import limits
 
     clients = scn.stated_clients()
     if clients is not None:
@@ -95,11 +95,11 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     if scn.client_state is not None and (scn.client_state.store == "disk" or est.disk_bytes):
         scn.client_state.check_dir()  # as every run storing on disk does
     where = f"{args.file}: estimate"
-    estimate.check(est, args.max_memory or estimate.default_max_memory(), where, args.max_hours)
+    limits.check(est, args.max_memory or limits.default_max_memory(), where, args.max_hours)
     workers = workers_for(None, [scn], est.runs * est.cells)
     out = args.out if args.out is not None else outdir.default_out(scn.name, sweep=bool(scn.sweep))
     _check_out(est, out, where, workers)
-    return est.lines(workers, estimate.free_lines(est, out, workers))
+    return est.lines(workers, limits.free_lines(est, out, workers))
 
 
 def _estimate(scn: Scenario, every: Every | None, wall: float | None, cells: int = 1) -> Estimate:
@@ -120,10 +120,10 @@ def _check_out(est: Estimate, out: Path, where: str, workers: int) -> None:
     """Refuse an output folder that must not be written (as such, not for its disk), then one whose filesystem
     lacks the disk the estimate needs."""
     from simfl import outdir
-    from simfl.schema import estimate
+    from simfl.schema import limits
 
     outdir.check_path(out, str(out))
-    estimate.check_disk(est, out, where, workers)
+    limits.check_disk(est, out, where, workers)
 
 
 def _checkpoint_wall(parser: argparse.ArgumentParser) -> None:
@@ -327,7 +327,7 @@ def _only(scn: Scenario, text: str) -> list[object]:
 def cmd_validate(args: argparse.Namespace) -> int:
     from simfl.output.tracking import check_installed
     from simfl.schema import scenario as scenario_mod
-    from simfl.schema.estimate import check_cells
+    from simfl.schema.limits import check_cells
 
     scn = _load(args)
     check_installed(scn.tracking)  # what run would refuse, validate refuses too
@@ -438,12 +438,12 @@ def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, wal
                workers: int) -> None:
     """Refuse a run whose estimate exceeds a limit (memory, evaluations, checkpoints, the disk of ``out``),
     before anything is written."""
-    from simfl.schema import estimate
+    from simfl.schema import limits
 
     est = _estimate(scn, every, wall)
-    estimate.check(est, args.max_memory or estimate.default_max_memory(), f"{args.file}: estimate", args.max_hours)
+    limits.check(est, args.max_memory or limits.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:
-        estimate.check_checkpoints(est, every.updates, every.seconds)
+        limits.check_checkpoints(est, every.updates, every.seconds)
     _check_out(est, out, f"{args.file}: estimate", workers)
 
 
@@ -578,7 +578,7 @@ def cmd_traces_import(args: argparse.Namespace) -> int:
 
 def cmd_traces_show(args: argparse.Namespace) -> int:
     from simfl.latency.plots import show
-    from simfl.schema.estimate import check_draws, default_max_memory
+    from simfl.schema.limits import check_draws, default_max_memory
 
     for name in ("clients", "rounds"):
         if getattr(args, name) < 1:

@@ -50,6 +50,9 @@ class AlgorithmConfig(Section):
     checkpointable: ClassVar[bool] = True
     """False when a run of it cannot be checkpointed (its state is more than data: a ServerApp's ``main`` under
     way); such runs take no default checkpoints and refuse ``--checkpoint-every``."""
+    replaces_training: ClassVar[bool] = False
+    """True when the entry's clients do not run simfl's local training (``train:``): the estimate then states no
+    training cost for its updates, and says so."""
 
     label: Label | None = Field(
         None,
@@ -73,6 +76,19 @@ class AlgorithmConfig(Section):
         """Refuse, in one InputError naming ``where`` (the entry's YAML path), an entry that cannot run on
         ``num_clients`` clients (trained by a Flower ClientApp when ``client_app``). ``simfl validate`` and
         every run call it before any training (``Scenario.check_clients``). Default: no such rule."""
+
+    def round_clients(self, num_clients: int) -> int | None:
+        """For the estimate: K, the clients whose updates each round of a synchronous entry waits for, on
+        ``num_clients`` clients; None: asynchronous (each arrival is aggregated on its own). Default: the config's
+        ``clients_per_round`` where it has one (the built-in synchronous rules), else None."""
+        k = getattr(self, "clients_per_round", None)
+        return k if isinstance(k, int) and not isinstance(k, bool) and k > 0 else None
+
+    @property
+    def max_rounds(self) -> int | None:
+        """For the estimate: the rounds after which the entry ends its run whatever is left of the budget (None:
+        the budget bounds it). Default: None."""
+        return None
 
 
 def run_name(config: Section) -> str:
@@ -409,6 +425,15 @@ class FlowerConfig(AlgorithmConfig):
             config_record(config)
         return config
 
+    def round_clients(self, num_clients: int) -> int:
+        """Flower's sample size with every client free (the strategy decides each round)."""
+        from simfl.algorithms.flower_strategies import build, quiet, round_size, strategy_class
+
+        found, _ = strategy_class(self.strategy)
+        with quiet():
+            strategy = build(found, self.options, self.strategy)
+        return round_size(strategy, num_clients, self.strategy)
+
     def check_federation(self, num_clients: int, client_app: bool, where: str) -> None:
         """The strategy made as the run makes it, on ``num_clients`` clients: refused when no round could ever
         open, or when simfl's own clients (no ``client_app``) would not reply its ``weighted_by_key``."""
@@ -452,6 +477,17 @@ class ServerAppConfig(AlgorithmConfig):
     @classmethod
     def _seconds(cls, value: float | None) -> float | None:
         return wall_limit(value)
+
+    def round_clients(self, num_clients: int) -> int:
+        """At most every client: the app sends each round to the nodes it picks among the free ones."""
+        return num_clients
+
+    @property
+    def max_rounds(self) -> int | None:
+        """The app's ``num-server-rounds`` (the key of Flower's app templates) where its run config gives one: its
+        ``main`` ends the run then, whatever the budget (``simfl flwr run`` sets one no app reaches)."""
+        value = self.run_config.get("num-server-rounds")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
     @field_validator("app")
     @classmethod

@@ -78,7 +78,7 @@ from simfl.algorithms.flower_strategies import (
     needed_nodes,
     never_opens,
     node_grid,
-    sample_size,
+    round_size,
     strategy_class,
 )
 from simfl.errors import InputError, user_call
@@ -192,8 +192,7 @@ class FlowerStrategy(SyncAlgorithm[FlowerConfig]):
     @property
     def clients_per_round(self) -> int:
         """Flower's sample size with every client free (the estimate's K; Flower decides each round)."""
-        return max(1, min(sample_size(self.strategy, self.setup.num_clients, self.config.strategy),
-                          self.setup.num_clients))
+        return round_size(self.strategy, self.setup.num_clients, self.config.strategy)
 
     # -- a round ----------------------------------------------------------------------------------------------
 

@@ -309,6 +309,12 @@ def sample_size(strategy: Any, available: int, name: str = "the strategy") -> in
     return max(int(available * fraction), int(_number(strategy, least, 1, name)))
 
 
+def round_size(strategy: Any, available: int, name: str = "the strategy") -> int:
+    """The clients a round of the strategy waits for with ``available`` free: its sample size, at least one and
+    at most every client."""
+    return max(1, min(sample_size(strategy, available, name), available))
+
+
 def evaluation_nodes(strategy: Any, available: int) -> int:
     """How many nodes a strategy's federated evaluation needs connected when ``available`` are (0: it does not
     evaluate). Flower's rule: ``max(min_available_nodes, max(int(available * fraction_evaluate),

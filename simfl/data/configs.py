@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,26 @@ from pydantic import Field, field_validator
 from simfl.data.partition import PartitionConfig
 from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
 from simfl.registry import Builtin
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What a dataset states of itself before it is loaded (:meth:`DataConfigBase.facts`): the shape of one sample,
+    the classes, the training and test sizes, the bytes of one value, and what the values are (``values``, or
+    ``tokens``: token ids, which only a model that takes them reads)."""
+
+    shape: tuple[int, ...]
+    classes: int
+    train: int
+    test: int
+    item_bytes: int = 4
+    kind: str = "values"
+
+    @property
+    def described(self) -> str:
+        """The samples as a message names them: ``1x28x28``, ``token ids of length 512``."""
+        size = "x".join(map(str, self.shape))
+        return f"token ids of length {size}" if self.kind == "tokens" else size
 
 
 class DataConfigBase(Section):
@@ -38,11 +59,19 @@ class DataConfigBase(Section):
         "latency and weighting, so the run's schedule is the one without it (default: none).",
     )
 
+    def facts(self) -> DataFacts | None:
+        """The dataset's shape and sizes as this config gives them, without loading it (None: known only once
+        loaded; the estimate says so and builds no model ahead)."""
+        return None
+
 
 class DigitsConfig(DataConfigBase):
     """sklearn digits: 10 classes, 1x8x8 images scaled to [0, 1]."""
 
     dataset: Literal["digits"] = Field("digits", description="Dataset name.")
+
+    def facts(self) -> DataFacts:
+        return DataFacts((1, 8, 8), 10, 1500, 297)
 
 
 class SyntheticConfig(DataConfigBase):
@@ -56,12 +85,18 @@ class SyntheticConfig(DataConfigBase):
     spread: PositiveFloat = Field(1.0, description="Standard deviation around each class mean.")
     seed: int = Field(0, description="Seed of the data itself (independent of the scenario seed).")
 
+    def facts(self) -> DataFacts:
+        return DataFacts((self.features,), self.classes, self.train_size, self.test_size)
+
 
 class MnistConfig(DataConfigBase):
     """MNIST: 60,000 training and 10,000 test 1x28x28 digits, 10 classes."""
 
     dataset: Literal["mnist"] = Field("mnist", description="Dataset name.")
     normalize: bool = Field(True, description="Standardise pixels with the MNIST mean/std (else scale to [0, 1]).")
+
+    def facts(self) -> DataFacts:
+        return DataFacts((1, 28, 28), 10, 60_000, 10_000)
 
 
 class Cifar10Config(DataConfigBase):
@@ -70,12 +105,18 @@ class Cifar10Config(DataConfigBase):
     dataset: Literal["cifar10"] = Field("cifar10", description="Dataset name.")
     normalize: bool = Field(True, description="Standardise channels with the CIFAR-10 mean/std (else [0, 1]).")
 
+    def facts(self) -> DataFacts:
+        return DataFacts((3, 32, 32), 10, 50_000, 10_000)
+
 
 class Cifar100Config(DataConfigBase):
     """CIFAR-100: 50,000 training and 10,000 test 3x32x32 images, 100 fine classes."""
 
     dataset: Literal["cifar100"] = Field("cifar100", description="Dataset name.")
     normalize: bool = Field(True, description="Standardise channels with the CIFAR-100 mean/std (else [0, 1]).")
+
+    def facts(self) -> DataFacts:
+        return DataFacts((3, 32, 32), 100, 50_000, 10_000)
 
 
 class NewsgroupsConfig(DataConfigBase):
@@ -91,12 +132,21 @@ class NewsgroupsConfig(DataConfigBase):
     remove_headers: bool = Field(True, description="Drop each post's header block (up to the first blank line).")
     cache_dir: Path | None = Field(None, description="Folder for the token cache (default: see module docs).")
 
+    def facts(self) -> DataFacts:
+        """The bydate split's posts, in the share of the categories kept, as token ids."""
+        share = len(self.categories) / 20 if self.categories else 1.0
+        return DataFacts((self.max_length,), len(self.categories) if self.categories else 20, int(11_314 * share),
+                         int(7_532 * share), item_bytes=8, kind="tokens")
+
 
 class HarConfig(DataConfigBase):
     """UCI HAR: 7,352 training and 2,947 test windows of 9 channels x 128 steps, 6 activities, 30 subjects."""
 
     dataset: Literal["har"] = Field("har", description="Dataset name.")
     standardize: bool = Field(True, description="Standardise each channel with training-set mean/std.")
+
+    def facts(self) -> DataFacts:
+        return DataFacts((9, 128), 6, 7352, 2947)
 
 
 class HaptConfig(DataConfigBase):
@@ -107,6 +157,11 @@ class HaptConfig(DataConfigBase):
     window: PositiveInt = Field(128, description="Window length in samples (128 = 2.56 s at 50 Hz).")
     step: PositiveInt = Field(64, description="Hop between window starts (64 = 50% overlap).")
     standardize: bool = Field(True, description="Standardise each channel with training-set mean/std.")
+
+    def facts(self) -> DataFacts:
+        """About 20 h of recordings at 50 Hz in windows ``step`` apart, split 70/30 by subject."""
+        windows = 1_200_000 // self.step
+        return DataFacts((6, self.window), 6, int(0.7 * windows), int(0.3 * windows))
 
 
 class HfConfig(DataConfigBase):
@@ -148,6 +203,10 @@ class FlowerAppDataConfig(DataConfigBase):
             raise ValueError("the flower_app dataset is the ClientApp's own data, so simfl only counts its clients: "
                              "use {kind: iid, clients: N}")
         return partition
+
+    def facts(self) -> DataFacts:
+        """One placeholder row per sample counted (:mod:`simfl.data.app`), nothing to test on."""
+        return DataFacts((1,), 1, int(getattr(self.partition, "clients", 1)) * self.samples, 0)
 
 
 BUILTINS: dict[str, Builtin] = {

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, Generic, TypeVar
@@ -77,6 +77,66 @@ def counted(flops: int | Callable[[], int]) -> int:
     return flops if isinstance(flops, int) else int(flops())
 
 
+Absence = tuple[float, float | None]
+"""An interval ``(leave, rejoin)`` a client is away (``rejoin`` None: for good)."""
+
+STATED_ROWS = 4096
+"""Clients a delay model states one by one at most; a larger population is stated by groups of clients alike, or by
+the first :data:`STATED_ROWS` clients standing for the rest (:class:`RoundTimes`)."""
+
+
+@dataclass(frozen=True)
+class RoundTimes:
+    """What a delay model states of its clients' round times, for the estimate (:meth:`LatencyModel.round_times`).
+
+    Row ``i`` stands for ``weight[i]`` clients alike (the weights add up to the population): their rounds last
+    ``mean[i]`` seconds on average with standard deviation ``std[i]`` (0: every round the same), and never less
+    than ``low[i]`` (0 where nothing bounds them from below: a deadline below every row's ``low`` lets no update
+    arrive in time). ``absences``, where the model's own trace takes clients away (a fleet's presence windows):
+    per row, the intervals its clients are away, sorted.
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    low: np.ndarray
+    weight: np.ndarray
+    absences: tuple[tuple[Absence, ...], ...] | None = None
+
+    @classmethod
+    def of(cls, mean: Any, std: Any, low: Any, weight: Any = 1.0,
+           absences: Sequence[Sequence[Absence]] | None = None) -> RoundTimes:
+        """Rows from numbers or sequences (a number is the same for every row), checked: means > 0 (inf: a round
+        that never ends), spreads and bounds >= 0, weights > 0, one absence list per row."""
+        mean = np.atleast_1d(np.asarray(mean, dtype=np.float64))
+        rows = len(mean)
+        std, low, weight = (np.broadcast_to(np.asarray(v, dtype=np.float64), (rows,)).copy() for v in (std, low, weight))
+        if not (rows and (mean > 0).all() and (std >= 0).all() and (low >= 0).all() and (low <= mean).all()
+                and (weight > 0).all() and np.isfinite(weight).all()):
+            raise ValueError("round times need means > 0, spreads >= 0, 0 <= low <= mean and weights > 0 per row")
+        if absences is not None and len(absences) != rows:
+            raise ValueError(f"{len(absences)} absence lists for {rows} rows")
+        held = None if absences is None else tuple(tuple(a) for a in absences)
+        return cls(mean, std, low, weight, held)
+
+    @property
+    def clients(self) -> float:
+        """The clients the rows stand for."""
+        return float(self.weight.sum())
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> RoundTimes:
+        """The rows ``rows`` of this statement (the same weights)."""
+        index = np.asarray(rows, dtype=np.int64)
+        absences = None if self.absences is None else tuple(self.absences[i] for i in index.tolist())
+        return RoundTimes(self.mean[index], self.std[index], self.low[index], self.weight[index], absences)
+
+
+def grouped(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows, counts)``: the distinct rows of ``values`` (one row per client, shape (clients, k)) and how many
+    clients share each (a statement of a population of few kinds of clients needs one row per kind)."""
+    rows, counts = np.unique(np.asarray(values, dtype=np.float64).reshape(len(values), -1), axis=0, return_counts=True)
+    return rows, counts.astype(np.float64)
+
+
 class LatencyModel(ABC, Generic[ConfigT]):
     """Draws client round latencies in virtual seconds (> 0)."""
 
@@ -125,6 +185,13 @@ class LatencyModel(ABC, Generic[ConfigT]):
     @classmethod
     def check(cls, config: ConfigT, num_clients: int) -> None:
         """Raise :class:`simfl.errors.InputError` if ``config`` does not fit ``num_clients`` clients."""
+
+    @classmethod
+    def round_times(cls, config: ConfigT, num_clients: int, seed: int, workload: Workload) -> RoundTimes | None:
+        """What the model's round times are for ``num_clients`` clients under ``seed`` (:class:`RoundTimes`), for
+        the estimate; None: the model states nothing (the estimate then says so). Light: no latency is drawn
+        beyond what assigns clients their kinds (devices, speeds)."""
+        return None
 
     def sample(self, client: int) -> float:
         """The next round latency of ``client``."""

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat, Section
-from simfl.latency.base import LatencyModel
+from simfl.latency.base import LatencyModel, RoundTimes, Workload, grouped
 
 
 class ConstantConfig(Section):
@@ -31,6 +31,13 @@ class Constant(LatencyModel[ConstantConfig]):
                 "latency.seconds",
                 f"needs one latency per client ({num_clients}), got {len(config.seconds)}",
             )
+
+    @classmethod
+    def round_times(cls, config: ConstantConfig, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        """Client m: every round ``seconds[m]``."""
+        cls.check(config, num_clients)
+        rows, counts = grouped(np.asarray(config.seconds))
+        return RoundTimes.of(rows[:, 0], 0.0, rows[:, 0], counts)
 
     def draw(self, client: int, gen: np.random.Generator) -> float:
         return self.config.seconds[client]

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from simfl.fields import NonNegFloat, PositiveFloat, Section
-from simfl.latency.base import LatencyModel
+from simfl.latency.base import LatencyModel, RoundTimes, Workload
 
 
 class ExponentialConfig(Section):
@@ -23,6 +23,11 @@ class Exponential(LatencyModel[ExponentialConfig]):
     """Each round draws ``floor + Exp(mean)`` (a zero draw is nudged to the smallest positive float)."""
 
     Config = ExponentialConfig
+
+    @classmethod
+    def round_times(cls, config: ExponentialConfig, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        """Every client alike: mean ``floor + mean``, spread ``mean``, never below ``floor``."""
+        return RoundTimes.of(config.floor + config.mean, config.mean, config.floor, num_clients)
 
     def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
         return np.maximum(self.config.floor + gen.exponential(self.config.mean, n), np.finfo(float).tiny).tolist()

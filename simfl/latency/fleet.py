@@ -29,7 +29,7 @@ from pydantic import Field
 
 from simfl.errors import InputError
 from simfl.fields import PositiveFloat, PositiveInt, Section
-from simfl.latency.base import FlopsUse, LatencyModel, Workload
+from simfl.latency.base import FlopsUse, LatencyModel, RoundTimes, Workload
 
 Absences = list[list[tuple[float, float | None]]]
 """Per client, the intervals ``(leave, rejoin)`` it is away (``rejoin`` None: for good)."""
@@ -142,6 +142,21 @@ class FleetModel(LatencyModel[FleetOptions]):
                 raise InputError(f"latency.path {config.path}", f"its windows repeat every {shortest!r} s, which up to "
                                  f"horizon {config.horizon!r} s unrolls into {unrolled:,} availability windows; the limit "
                                  f"is {MAX_WINDOWS:,}: check the trace's period or lower horizon")
+
+    @classmethod
+    def round_times(cls, config: FleetOptions, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        """One row per device the clients play (clients ``m mod devices``): its round seconds, every round alike,
+        and the intervals its presence windows leave it away (with ``availability``)."""
+        cls.check(config, num_clients)
+        devices = cls.read(config)
+        n = len(devices)
+        used = range(min(n, num_clients))
+        users = [num_clients // n + (1 if index < num_clients % n else 0) for index in used]
+        seconds = [round_seconds(devices[m], workload, m, config.transfers, config.compute_scale) for m in used]
+        away = None
+        if config.availability and any(d.windows for d in devices):
+            away = [absences(devices[m], config.horizon, "latency") for m in used]
+        return RoundTimes.of(seconds, 0.0, seconds, users, away)
 
     def __init__(self, config: FleetOptions, num_clients: int, seed: int, workload: Workload) -> None:
         super().__init__(config, num_clients, seed, workload)

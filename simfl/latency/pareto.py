@@ -57,3 +57,6 @@ class Pareto(PooledModel[ParetoConfig]):
         mean = a * xm / (a - 1) if a > 1 else math.inf
         std = xm / (a - 1) * math.sqrt(a / (a - 2)) if a > 2 else math.inf
         return mean, std
+
+    def least(self) -> float:
+        return self.xm

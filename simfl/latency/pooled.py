@@ -30,7 +30,7 @@ from pydantic import Field
 
 from simfl import rng
 from simfl.fields import NonNegFloat
-from simfl.latency.base import LatencyModel, Workload
+from simfl.latency.base import STATED_ROWS, LatencyModel, RoundTimes, Workload, grouped
 from simfl.latency.normals import exps, first_normals
 from simfl.latency.profiles import PooledStats, load_pooled
 from simfl.latency.scaling import Scaled, TraceOptions, check_workload, factors
@@ -128,6 +128,34 @@ class PooledModel(Scaled, LatencyModel[C]):
     @abstractmethod
     def moments(self) -> tuple[float, float]:
         """Mean and standard deviation the fitted base distribution implies (inf if undefined)."""
+
+    def least(self) -> float:
+        """The smallest value the fitted base distribution can take (0: none above zero)."""
+        return 0.0
+
+    @classmethod
+    def round_times(cls, config: C, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        """``per_round``: every client alike (one row per distinct scale), the fitted moments and lower bound
+        times the client's scale. ``per_client``: the speeds each client draws under ``seed`` (the first
+        :data:`~simfl.latency.base.STATED_ROWS` clients standing for a larger population), spread by ``jitter``
+        around them; a jittered round has no lower bound but zero."""
+        cls.check(config, num_clients)
+        check_workload(config.scaling, workload, num_clients)
+        pooled = load_pooled(config.traces)
+        fitted = cls.__new__(cls)  # the fit alone: no stream is built, no latency drawn
+        fitted.config = config
+        fitted.fit(pooled)
+        comp, comm = factors(config.scaling, workload, num_clients)
+        scale = ((np.asarray(comp) * pooled.compute_mean + np.asarray(comm) * pooled.comm_mean)
+                 / (pooled.compute_mean + pooled.comm_mean))
+        if config.mode == "per_round":
+            mean, std = fitted.moments()
+            rows, counts = grouped(scale)
+            return RoundTimes.of(mean * rows[:, 0], std * rows[:, 0], fitted.least() * rows[:, 0], counts)
+        n = min(num_clients, STATED_ROWS)
+        speeds = scale[:n] * np.asarray(fitted._speeds(rng.Streams(seed, "latency-speed", count=n)))
+        low = speeds if config.jitter == 0 else 0.0
+        return RoundTimes.of(np.maximum(speeds, TINY), config.jitter * speeds, low, num_clients / n)
 
     def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
         x = self.base_draws(gen, n) if self.config.mode == "per_round" else None

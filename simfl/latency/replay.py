@@ -20,7 +20,7 @@ from pydantic import Field
 from simfl import rng
 from simfl.errors import InputError
 from simfl.fields import NonNegInt
-from simfl.latency.base import LatencyModel, Workload
+from simfl.latency.base import LatencyModel, RoundTimes, Workload, grouped
 from simfl.latency.profiles import (
     check_devices,
     client_devices,
@@ -80,6 +80,21 @@ class Replay(Scaled, LatencyModel[ReplayConfig]):
             ]
         else:
             self.positions = [0] * num_clients
+
+    @classmethod
+    def round_times(cls, config: ReplayConfig, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        """One row per (device, scale) of the clients under ``seed``: the mean, spread and shortest of the device's
+        uploads as the client plays them (scaled). Over many rounds a client plays its whole sequence, whatever
+        its starting position."""
+        cls.check(config, num_clients)
+        check_workload(config.scaling, workload, num_clients)
+        uploads = load_uploads(config.traces)
+        devices = client_devices(config.devices, config.profiles, load_devices(config.traces), num_clients, seed)
+        comp, comm = factors(config.scaling, workload, num_clients)
+        rows, counts = grouped(np.column_stack([devices, comp, comm]))
+        played = [np.array([c * a + k * (r - a) for a, r in uploads[int(d)]]) if (c, k) != (1.0, 1.0)
+                  else np.array([r for _, r in uploads[int(d)]]) for d, c, k in rows.tolist()]
+        return RoundTimes.of([p.mean() for p in played], [p.std() for p in played], [p.min() for p in played], counts)
 
     def draw(self, client: int, gen: np.random.Generator) -> float:
         seq = self.sequences[client]

@@ -14,13 +14,14 @@ the coefficient of variation stays the measured one.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
 from simfl.fields import NonNegInt
-from simfl.latency.base import LatencyModel, Workload
+from simfl.latency.base import LatencyModel, RoundTimes, Workload, grouped
 from simfl.latency.profiles import (
     check_devices,
     client_devices,
@@ -75,6 +76,26 @@ class RpiGaussian(Scaled, LatencyModel[RpiGaussianConfig]):
             (comp[m] * p.compute_mean + comm[m] * p.comm_mean) / p.round_mean for m, p in enumerate(self.profiles)
         ]
 
+    @classmethod
+    def round_times(cls, config: RpiGaussianConfig, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        """One row per (device, scale) of the clients under ``seed``: the moments of the device's Gaussian made
+        positive as ``nonpositive`` says, times the client's scale. Any positive round is possible (no lower bound
+        but zero)."""
+        cls.check(config, num_clients)
+        check_workload(config.scaling, workload, num_clients)
+        stats = load_devices(config.traces)
+        devices = client_devices(config.devices, config.profiles, stats, num_clients, seed)
+        comp, comm = factors(config.scaling, workload, num_clients)
+        rows, counts = grouped(np.column_stack([devices, comp, comm]))
+        mean, std = [], []
+        for device, c, k in rows.tolist():
+            p = stats[int(device)]
+            m, sd = positive_normal(p.round_mean, p.round_std, config.nonpositive)
+            scale = (c * p.compute_mean + k * p.comm_mean) / p.round_mean
+            mean.append(scale * m)
+            std.append(scale * sd)
+        return RoundTimes.of(mean, std, 0.0, counts)
+
     def draws(self, client: int, gen: np.random.Generator, n: int) -> list[float]:
         # Resampling a non-positive draw takes the stream's next value, i.e. drops it from the sequence.
         p = self.profiles[client]
@@ -96,3 +117,19 @@ class RpiGaussian(Scaled, LatencyModel[RpiGaussianConfig]):
         elif x <= 0:
             x = p.round_mean
         return float(self.scale[client] * x)
+
+
+def positive_normal(mu: float, sigma: float, nonpositive: str) -> tuple[float, float]:
+    """Mean and standard deviation of a draw of N(mu, sigma) made positive: a draw <= 0 becomes ``mu``
+    (``nonpositive: mean``) or is drawn again (``resample``: the Gaussian truncated to (0, inf))."""
+    if sigma <= 0:
+        return mu, 0.0
+    a = mu / sigma
+    pdf = math.exp(-a * a / 2) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * math.erfc(-a / math.sqrt(2))  # P(X > 0)
+    if nonpositive == "resample":
+        ratio = pdf / cdf
+        return mu + sigma * ratio, sigma * math.sqrt(max(1 - a * ratio - ratio * ratio, 0.0))
+    mean = mu * cdf + sigma * pdf + mu * (1 - cdf)
+    square = (mu * mu + sigma * sigma) * cdf + mu * sigma * pdf + mu * mu * (1 - cdf)
+    return mean, math.sqrt(max(square - mean * mean, 0.0))

@@ -75,3 +75,6 @@ class Uniform(PooledModel[UniformConfig]):
 
     def moments(self) -> tuple[float, float]:
         return (self.low + self.high) / 2, (self.high - self.low) / math.sqrt(12)
+
+    def least(self) -> float:
+        return self.low

@@ -28,7 +28,7 @@ from simfl.errors import InputError
 from simfl.launch import arguments
 from simfl.launch.checkpoint import WALL_DEFAULT
 from simfl.names import allowing_imports
-from simfl.schema import estimate, plugins
+from simfl.schema import estimate, limits, plugins
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
 
@@ -167,9 +167,9 @@ def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | 
     raw.pop("sweep", None)
     scn = scenario_mod.resolve_paths(scenario_mod.validate(raw), base)
     est = estimate.estimate(scn)
-    estimate.check(est, estimate.default_max_memory(), "scenario: estimate")  # as `simfl run`
+    limits.check(est, limits.default_max_memory(), "scenario: estimate")  # as `simfl run`
     count = workers_for(workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=ray is not None)
-    estimate.check_disk(est, Path(out) if out is not None else Path(tempfile.gettempdir()) / scn.name,
+    limits.check_disk(est, Path(out) if out is not None else Path(tempfile.gettempdir()) / scn.name,
                         "scenario: estimate", count)  # before a temporary folder is made
     where = _out(out, scn.name)
     with outdir.hold(where):

@@ -33,7 +33,7 @@ from simfl.models import Layout
 from simfl.models.configs import FlowerAppModelConfig
 from simfl.models.cost import exchanged_bytes, training_flops_per_sample
 from simfl.output.recording import LayerRecorder
-from simfl.schema import estimate, plugins
+from simfl.schema import costs, plugins
 from simfl.schema.scenario import Scenario
 from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
 from simfl.sim.pulse import Pulse
@@ -253,8 +253,8 @@ class RunOptions:
 
 
 def store_for(scenario: Scenario, clients: int, params: int) -> StoreSpec:
-    """Where this run keeps its per-client vectors (``client_state``; see :func:`estimate.store_spec`)."""
-    spec = estimate.store_spec(scenario, clients * params * 4 * estimate.store_rows(scenario))
+    """Where this run keeps its per-client vectors (``client_state``; see :func:`costs.store_spec`)."""
+    spec = costs.store_spec(scenario, clients * params * 4 * costs.store_rows(scenario))
     if spec.kind == "disk" and scenario.client_state is not None:
         scenario.client_state.check_dir()
     return spec

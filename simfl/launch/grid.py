@@ -138,7 +138,7 @@ def plan(path: str | Path, overrides: Iterable[str] = (), max_memory: int | None
     """Read and check a scenario file; returns its raw mapping and every cell, grid-major then seed.
 
     A scenario without ``sweep:`` gives one cell per seed. Every grid point's estimate is
-    checked against the limits of :mod:`simfl.schema.estimate` (memory: ``max_memory``).
+    checked against the limits of :mod:`simfl.schema.limits` (memory: ``max_memory``).
     """
     path = Path(path)
     scenario_mod.load(path, overrides)  # validates the scenario and every grid cell
@@ -152,7 +152,7 @@ def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_me
              max_hours: float | None = None
              ) -> list[Cell]:
     """Every cell of a raw scenario mapping, grid-major then seed; relative data paths are against ``base``."""
-    from simfl.schema import estimate
+    from simfl.schema import estimate, limits
 
     base_scn = scenario_mod.validate(raw, where=where)
     sweep: dict[str, list[Any]] = raw.get("sweep") or {}
@@ -164,8 +164,8 @@ def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_me
         pairs = [f"{key_labels[k]}={value_labels[k][_fingerprint(v)]}" for k, v in values.items()]
         group = _fit(f"{base_scn.name}[{','.join(pairs)}]", GROUP_BYTES) if pairs else base_scn.name
         point = scenario_mod.validate(cell_raw, where=f"sweep cell {group}")
-        estimate.check(estimate.estimate(point), max_memory or estimate.default_max_memory(), f"sweep cell {group}",
-                       max_hours)
+        limits.check(estimate.estimate(point), max_memory or limits.default_max_memory(), f"sweep cell {group}",
+                     max_hours)
         for seed in base_scn.seeds:
             one = {k: v for k, v in cell_raw.items() if k != "sweep"}
             one["name"] = group

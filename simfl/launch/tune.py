@@ -524,9 +524,9 @@ def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = 
         where = str(path)
     out = Path(out) if out is not None else outdir.default_out(f"{scn.name}-tune")
     plan = plan_of(scn, where)
-    from simfl.schema import estimate
+    from simfl.schema import estimate, limits
 
-    estimate.check(estimate.estimate(scn), estimate.default_max_memory(), f"{where}: estimate")  # as simfl run and sweep
+    limits.check(estimate.estimate(scn), limits.default_max_memory(), f"{where}: estimate")  # as simfl run and sweep
     if not quiet:
         (log or (lambda line: print(line, file=sys.stderr, flush=True)))(estimate_line(plan))
     units = sum(min(plan.config.batch, e.trials) for e in plan.entries) * len(scn.seeds)

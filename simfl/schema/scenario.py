@@ -436,7 +436,7 @@ def sweep_cells(raw: Mapping[str, Any], where: str = "scenario") -> list[tuple[d
     sweep = raw.get("sweep")
     if not sweep:
         return []
-    from simfl.schema.estimate import check_cells
+    from simfl.schema.limits import check_cells
 
     check_cells(sweep if isinstance(sweep, dict) else None, where)
     keys = list(sweep)

@@ -121,6 +121,32 @@ class ExecutorConfig(Section):
         workers = self.workers if self.workers is not None else cores()
         return max(1, cores() // workers)
 
+    # -- what the executor states of its costs (the estimate, and how many runs fit the machine) --
+
+    @property
+    def trains(self) -> bool:
+        """Whether clients train at all (``none``: pure-latency mode, no training and no evaluation)."""
+        return self.kind != "none"
+
+    def jobs(self) -> int:
+        """Training jobs that run at once: one inline, the pool's workers (or streams) otherwise."""
+        return 1 if self.kind in ("inline", "none") else self.pool_size()
+
+    def cores_busy(self) -> int:
+        """Cores one run keeps busy: its threads, times the workers where jobs train in parallel on the CPU."""
+        if self.kind in ("process", "ray"):
+            return self.pool_size() * self.train_threads()
+        return self.train_threads()
+
+    def cpu_threads(self) -> int | None:
+        """Threads one training job runs on when it trains on the CPU; None on a GPU, whose speed is not stated."""
+        return None if self.kind == "cuda" else self.train_threads()
+
+    def processes(self) -> int:
+        """Processes beside the simulating one, each holding the runtime and a model (process workers, Ray
+        actors)."""
+        return self.pool_size() if self.kind in ("process", "ray") else 0
+
 
 class ClientConfig(Section):
     """Who trains a client: simfl's own local SGD (``train:``), or a Flower ClientApp."""
@@ -147,6 +173,11 @@ class ClientConfig(Section):
         "app and this limit (exit 2). null: no limit. Each call runs in a thread of the training process that "
         "waits this long; a call past the limit cannot be stopped and is left to end with the process.",
     )
+
+    @property
+    def replaces_training(self) -> bool:
+        """Whether a ClientApp trains in place of simfl's local SGD (its cost is the app's, not stated ahead)."""
+        return self.flower_app is not None
 
     @field_validator("flower_app")
     @classmethod

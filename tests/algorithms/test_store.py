@@ -11,7 +11,7 @@ import torch
 
 from simfl.algorithms.store import DiskVectors, RamVectors, StoreSpec, vectors
 from simfl.cli import main
-from simfl.schema import estimate
+from simfl.schema import costs, estimate
 from simfl.schema import scenario as scenario_mod
 from tests.conftest import tiny_scenario
 
@@ -98,12 +98,12 @@ def test_disk_and_ram_stores_give_byte_identical_files(write_scenario, tmp_path:
 
 def test_auto_chooses_disk_when_the_rows_would_take_a_quarter_of_ram(monkeypatch: pytest.MonkeyPatch) -> None:
     scn = scenario_mod.validate(_mnist_like(None))
-    assert estimate.store_rows(scn) == 3  # OrthoFL-Pairwise: anchors, latest updates and its kept models
-    monkeypatch.setattr(estimate, "default_max_memory", lambda: int(0.8 * 4000))
-    assert estimate.store_spec(scn, 999).kind == "ram"
-    assert estimate.store_spec(scn, 1001).kind == "disk"
+    assert costs.store_rows(scn) == 3  # OrthoFL-Pairwise: anchors, latest updates and its kept models
+    monkeypatch.setattr(costs, "machine_memory", lambda: 4000)
+    assert costs.store_spec(scn, 999).kind == "ram"
+    assert costs.store_spec(scn, 1001).kind == "disk"
     ram = scenario_mod.validate(_mnist_like("ram"))
-    assert estimate.store_spec(ram, 10**15).kind == "ram"
+    assert costs.store_spec(ram, 10**15).kind == "ram"
     est = estimate.estimate(scenario_mod.validate(_mnist_like("disk")))
     assert est.disk_bytes == 12 * est.model_bytes * 3 and est.client_state_bytes == 4 * est.model_bytes
     assert any("on disk" in line for line in est.lines())

@@ -407,10 +407,11 @@ def test_nan_latency_stream_names_the_model(tmp_path: Path, capsys: pytest.Captu
 @pytest.mark.parametrize(("args", "expected"), [
     (["--set", "data={dataset: synthetic, features: 100000000, partition: {kind: iid, clients: 10}}",
       "--set", "model={name: mlp}"], "of memory per run (runtime 1.0 GiB, dataset"),
-    (["--set", "eval.every=1e-9"], "would evaluate about 600,000,000,000 times per run"),
+    (["--set", "eval.every=1e-9"], "would evaluate about 600,000,000,001 times per run"),
     (["--set", "latency={model: exponential, mean: 1e300}", "--set", "budget={updates: 1000}"], "would evaluate about"),
     (["--set", "latency={model: exponential, mean: 1e308}", "--set", "budget={updates: 1000}"],
-     "latency.model exponential: drew the latency inf"),
+     "budget.updates 1,000 is never reached: latency.model exponential states mean round times of 1e+308 s and "
+     "more; set budget.time"),
     (["--max-memory", "1M"], "the limit is 1.0 MiB (--max-memory)"),
 ])
 def test_absurd_scenarios_are_refused_with_the_estimate(capsys: pytest.CaptureFixture[str], args: list[str],

@@ -7,37 +7,39 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from simfl.latency.base import counted
-from simfl.schema import estimate, model_costs, plugins
+from simfl.models import measured
+from simfl.schema import plugins
+from simfl.schema.estimate import data_facts
 from simfl.schema.scenario import load
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "scenarios").rglob("*.yaml"))
 
 
-@pytest.mark.parametrize("entry", sorted(json.loads(model_costs.TABLE.read_text())))
+@pytest.mark.parametrize("entry", sorted(json.loads(measured.TABLE.read_text())))
 def test_every_entry_is_what_measuring_gives(entry: str) -> None:
     config, shape, classes = json.loads(entry)
     model = plugins.KINDS["model"].configs()[config["name"]].model_validate(config)
-    scenario = SimpleNamespace(model=model, data=SimpleNamespace(dataset="the table's"))
-    params, size, flops, tensors = estimate.measure_model(scenario, estimate.DataShape(tuple(shape), classes, 1, 1))
-    measured = (params, size, counted(flops), tensors)
-    assert model_costs.key(model, shape, classes) == entry
-    assert model_costs.known(model, shape, classes) == measured
-    assert list(model_costs.known(model, shape, classes)[3]) == list(measured[3])  # the tensors in layout order
+    cost = measured.measure(plugins.lookup("model", model.name).build, model, tuple(shape), classes)
+    assert measured.key(model, shape, classes) == entry
+    listed = measured.known(model, shape, classes)
+    assert listed == measured.ModelCost(cost.params, cost.bytes, counted(cost.flops), cost.tensors)
+    assert listed is not None and cost.tensors is not None
+    assert list(listed.tensors or ()) == list(cost.tensors)  # the tensors in layout order
+    assert model.cost(tuple(shape), classes) == listed  # what the model's config states
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_scenario_is_listed(path: Path) -> None:
     scenario = load(path)
-    data = estimate.data_shape(scenario.data)
-    listed = model_costs.known(scenario.model, data.shape, data.classes)
-    assert listed is not None or scenario.model.name == "text", f"run python -m simfl.schema.measure_models {path}"
-
+    data = data_facts(scenario.data)
+    assert data is not None
+    stated = measured.stated(scenario.model, data.shape, data.classes)
+    assert stated is not None, f"run python -m simfl.schema.measure_models {path}"
 
 
 @pytest.mark.parametrize("name", ["quickstart.yaml", "paper/mnist.yaml", "studies/cross_device.yaml"])

@@ -13,8 +13,10 @@ from simfl.algorithms import Arrival, AsyncAlgorithm, Setup
 from simfl.algorithms.base import AlgorithmConfig, SingleModel
 from simfl.algorithms.fedprox import FedProx
 from simfl.data import DataConfigBase, Dataset
+from simfl.data.configs import DataFacts
 from simfl.fields import PositiveFloat, PositiveInt, Section, UnitOpen
-from simfl.latency import LatencyModel
+from simfl.latency import LatencyModel, Workload
+from simfl.latency.base import RoundTimes
 from simfl.train.hooks import Penalty, proximal
 
 
@@ -57,6 +59,15 @@ class Steps(LatencyModel[StepsConfig]):
         return self.config.base * (client + 1)
 
 
+class StatedSteps(Steps):
+    """The same latencies, stated for the estimate: client m's every round lasts base * (m + 1)."""
+
+    @classmethod
+    def round_times(cls, config: StepsConfig, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        seconds = [config.base * (m + 1) for m in range(num_clients)]
+        return RoundTimes.of(seconds, 0.0, seconds)
+
+
 class LineConfig(DataConfigBase):
     """Two classes split by the sign of the first feature."""
 
@@ -78,12 +89,17 @@ class Line:
         return Dataset("line", x[:n], y[:n], x[n:], y[n:], num_classes=2)
 
 
-class SizedLine(Line):
-    """The line data, stating its shape ahead so that the estimate can use it."""
+class SizedLineConfig(LineConfig):
+    """The line data's config, stating its shape and sizes ahead so that the estimate can use them."""
 
-    @staticmethod
-    def shape(config: LineConfig) -> tuple[tuple[int, ...], int, int, int]:
-        return (4,), 2, config.size, config.size // 2
+    def facts(self) -> DataFacts:
+        return DataFacts((4,), 2, self.size, self.size // 2)
+
+
+class SizedLine(Line):
+    """The line data, its config stating its shape."""
+
+    Config = SizedLineConfig  # type: ignore[assignment]
 
 
 class TinyConfig(Section):

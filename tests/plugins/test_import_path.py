@@ -84,7 +84,8 @@ def test_the_estimate_uses_a_plugin_datasets_shape_when_it_states_one(tmp_path: 
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(plugin_scenario()))
     assert main(["validate", str(path)]) == 0
-    assert "dataset:       unknown until loaded" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "dataset:       unknown until loaded" in out and "states no shape or sizes" in out
     data = {"dataset": f"{RULES}:SizedLine", "size": 60, "partition": {"kind": "iid", "clients": 3}}
     path.write_text(yaml.safe_dump(plugin_scenario(data=data)))
     assert main(["validate", str(path)]) == 0

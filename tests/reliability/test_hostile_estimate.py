@@ -14,6 +14,7 @@ was "valid, 1.0 GiB". Here:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ import yaml
 
 import simfl.cli
 from simfl.cli import main
-from simfl.schema import estimate
+from simfl.schema import costs, estimate
 from simfl.schema import scenario as scenario_mod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,9 +175,9 @@ def test_the_estimate_counts_the_recording(case: tuple[int, int, dict[str, Any],
     values = features * hidden
     assert est.record_values == values
     assert est.recording_bytes == pytest.approx(4 * values * aggregations(budget), rel=0.01, abs=1024)
-    assert est.memory >= estimate.RUNTIME_BYTES + estimate.RECORD_COPIES * est.recording_bytes
+    assert est.memory >= costs.RUNTIME_BYTES + costs.RECORD_COPIES * est.recording_bytes
     assert est.record_disk_bytes == est.recording_bytes  # one run
-    assert est.results_bytes >= est.record_disk_bytes + est.events * estimate.EVENT_CSV_BYTES
+    assert est.results_bytes >= est.record_disk_bytes + est.events * costs.EVENT_CSV_BYTES
 
 
 def test_the_issue_example_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], no_launch: list[Path]) -> None:
@@ -202,7 +203,7 @@ def test_disk_is_checked_against_the_free_space_of_out(tmp_path: Path, capsys: p
     """Each run records 500 aggregations of a 256x1024 layer (500 MiB): memory per run stays the same, the folder
     grows with the seeds; refused when it exceeds the free space of out's filesystem (faked here)."""
     usage = type("Usage", (), {"total": 1 << 50, "used": 0, "free": free})
-    monkeypatch.setattr(estimate.shutil, "disk_usage", lambda path: usage)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage)
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(record_scenario(256, 1024, {"updates": 500}, 30.0, seeds=seeds)))
     out = tmp_path / "deeper" / "out"  # its nearest existing parent is asked
@@ -238,7 +239,7 @@ def test_checkpoints_count_against_the_disk(tmp_path: Path, capsys: pytest.Captu
     est = estimate.estimate(scenario_mod.load(path), checkpoints=True)
     assert est.kept_checkpoints(1) == 2 and est.checkpoint_bytes > 13 * est.model_bytes  # global, evaluated, in flight
     usage = type("Usage", (), {"total": 1 << 50, "used": 0, "free": est.results_bytes + est.checkpoint_bytes})
-    monkeypatch.setattr(estimate.shutil, "disk_usage", lambda path: usage)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage)
     err = one_line_refusal(capsys, ["run", path, "--out", tmp_path / "out", "--quiet", "--workers", "1",
                                     "--checkpoint-every", "10"])
     assert "checkpoints" in err and "2 kept at once" in err, err
@@ -279,7 +280,7 @@ def test_a_disk_store_is_checked_where_it_goes(tmp_path: Path, capsys: pytest.Ca
     est = estimate.estimate(scenario_mod.load(path))
     assert est.disk_bytes == 1000 * 2 * est.model_bytes and est.store_dir == str(scratch)
     usage = type("Usage", (), {"total": 1 << 50, "used": 0, "free": est.disk_bytes // 2})
-    monkeypatch.setattr(estimate.shutil, "disk_usage", lambda path: usage)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage)
     for command in ("validate", "run"):
         err = one_line_refusal(capsys, [command, path, "--out", tmp_path / "out"])
         assert "client state" in err and "1,000 clients reached" in err and "client_state.dir" in err, err

@@ -1,0 +1,214 @@
+"""What each part of a run costs: bytes of memory and disk per thing a run keeps, and seconds per thing it does.
+
+Each constant is one model of one store or one step, with where its figure was measured; the functions turn
+what the components state (the model's bytes and FLOPs, the dataset's sizes, the executor's threads) and what
+bounds a run (:mod:`simfl.schema.bounds`: updates, evaluations, events) into bytes and seconds. The estimate
+(:mod:`simfl.schema.estimate`) adds them up. Where the per-client vectors live, RAM or disk, is decided here
+too (:func:`store_spec`), for the estimate and the run alike.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from simfl.algorithms.configs import StoreKind, StoreSpec
+from simfl.data.configs import DataFacts
+
+RUNTIME_BYTES = 1 << 30
+"""Memory of the process before the scenario's own stores: Python with PyTorch, pandas, matplotlib and simfl
+loaded (a run of the tiny quickstart, ``budget.time: 30``, peaked at 0.96-1.0 GiB on Linux x86-64 with
+PyTorch's CPU build)."""
+EVENT_BYTES = 256
+"""Memory of one events row in ``SimState.events`` (a slotted object of eight fields and its floats: 256 bytes
+measured with tracemalloc)."""
+METRIC_BYTES = 512
+"""Memory of one metrics row in ``SimState.metrics`` (a frozen object, its floats and its dict of extra scores)."""
+EVENT_CSV_BYTES = 96
+"""Bytes of one events.csv line (90 measured on the quickstart: full-precision floats)."""
+METRIC_CSV_BYTES = 96
+"""Bytes of one metrics.csv line (90 measured on the quickstart, with its extra scores)."""
+CSV_COPIES = 2
+"""Copies of a run's CSV text in memory when its files are made at the end (the text, then its bytes)."""
+RECORD_COPIES = 4
+"""Copies of a run's recording in memory at its peak: the rows kept per aggregation, the stacked array, the
+``.npy`` buffer and its bytes handed to the writer (a 300 MiB recording raised the peak by 987 MiB, 3.3x; a
+1000 MiB one by 3.5 GiB, 3.5x). One more when runs follow each other in one process: the previous run's rows
+stay until the cyclic garbage collector frees its state (two 500 MiB recordings in turn: 5.1x)."""
+NPY_HEADER_BYTES = 128
+"""Header of a ``.npy`` file."""
+RUN_FILES_BYTES = 16 << 10
+"""Disk of a run's small files (numerics.json, the folder, and the block each file starts)."""
+FOLDER_BYTES = 256 << 10
+"""Disk of a result folder's own files: scenario.yaml, summary.csv, accuracy.png, the marker."""
+CHECKPOINT_BASE_BYTES = 16 << 10
+"""A run's checkpoint without its tensors and rows (the zip container, the latency and random-stream states)."""
+CHECKPOINT_TENSOR_BYTES = 256
+"""What a checkpoint adds to each model-sized tensor it holds (its record in the zip file and pickle)."""
+CHECKPOINT_EVENT_BYTES = 64
+"""One event in a checkpoint (a pickled tuple; 51 measured on the quickstart)."""
+CHECKPOINT_METRIC_BYTES = 160
+"""One metric in a checkpoint (a pickled dict)."""
+CHECKPOINT_CLIENT_BYTES = 512
+"""One client's record in a checkpoint without its weights (phase, times, counters)."""
+CHECKPOINT_TUPLE_BYTES = 120
+"""Memory of one event turned into a tuple while a checkpoint is made."""
+WORKER_BYTES = 720 << 20
+"""Memory of one executor worker process (``process`` workers, Ray actors) beside its model's copies: Python with
+PyTorch and the trainer loaded; the clients' data is shared, not copied (the quickstart with two process workers:
+peaks of 686 and 759 MiB, ``VmHWM``)."""
+CPU_FLOPS = 7e9
+"""Training FLOPs per second of one thread under the portable kernels (``SIMFL_NUMERICS``'s default) for a model
+of :data:`REFERENCE_FLOPS` per sample: LeNet5 on MNIST, batches of 128, ran at 5.5e9 and 7.4e9 in two runs of
+``python -m benchmarks.train_step`` with nothing else running."""
+REFERENCE_FLOPS = 1.5e6
+"""Training FLOPs per sample of the model :data:`CPU_FLOPS` was measured on (LeNet5 on MNIST)."""
+FLOPS_EXPONENT = 0.25
+"""How the speed grows with a model's FLOPs per sample (larger layers keep the vector units busier):
+``CPU_FLOPS * (flops / REFERENCE_FLOPS) ** FLOPS_EXPONENT``, fitted to LeNet5 (7.4e9), VGG11 on CIFAR-10
+(913 MFLOP per sample, batch 32: 3.75e10) and MobileNetV2 on CIFAR-100 (3.9 GFLOP as FlopCounterMode counts
+it: 9.0e10), by ``python -m benchmarks.train_step`` with nothing else running."""
+
+
+STEP_SECONDS = 0.6e-3
+"""The fixed cost of one optimizer step beside its FLOPs (forward, backward and update calls): the quickstart's small
+CNN on one sample per batch took 0.7 ms a step under load and 0.9 ms with nothing else running
+(``python -m benchmarks.train_step``: ``smallcnn_b1_ms``)."""
+UPDATE_SECONDS = 1e-4
+"""What one update with training adds beside its steps: the job handed over and its reply read."""
+EVAL_BATCH = 1024
+"""Test samples per evaluation batch (:class:`simfl.train.evaluate.Evaluator`)."""
+NULL_ARRIVAL_SECONDS = 35e-6
+"""Wall time of one arrival without training (``executor: {kind: none}``): the rules, the latency draw, the
+event row. ``python -m benchmarks.population_setup``: 29,900 arrivals per CPU second with lognormal latencies
+at 10^5 clients and 22,500 at 10^6 (a client's first draw builds its stream: 33-44 us), 42,300 and 41,000
+with uniform ones (24 us); ``simfl run`` also writes the rows as it goes. This sits between."""
+STORE_ARRIVAL_SECONDS = 45e-6
+"""Added per arrival without training by an algorithm with per-client vectors (OrthoFL's calibration), beside
+:data:`STORE_SECONDS_PER_BYTE` per byte of those vectors."""
+STORE_SECONDS_PER_BYTE = 2.7e-10
+"""Per arrival and byte of a client's vectors: reading and writing its rows."""
+DISK_STORE_FACTOR = 1.4
+"""The disk store's arrivals against the RAM store's. With the two constants above, fitted to the OrthoFL
+cases of ``python -m benchmarks.estimate`` (3,010 and 19,210 parameters, 10^3 and 10^4 clients, RAM and
+disk): measured over estimated wall 0.74-1.15."""
+LAUNCH_SECONDS = 2.5
+"""What a launch adds once beyond its runs: the result folder's tables and plots (pandas and matplotlib
+loaded) and its summary. The rest of the smallest case of ``python -m benchmarks.estimate`` (FedAsync, 10^3
+clients: 5.6 s measured beyond ``simfl validate``, 3.5 s of them arrivals)."""
+CLIENT_SECONDS = 10e-6
+"""Setup time per client of the population: its partition, state, latency stream and selection entry.
+``python -m benchmarks.population_setup`` at 10^6 clients: 7.5 s of CPU before the first arrival with
+lognormal latencies, 11.8 s with uniform ones (their first draws are made for every client at once); 4.0 s
+with lognormal latencies since the collector is paused while a population is built. The constant still fits
+the grid of ``python -m benchmarks.estimate`` (FedAsync at 10^6 clients: measured over estimated wall 0.93)."""
+CLIENT_BYTES = 768
+"""Memory per client of the population beside its data: the same records. ``python -m benchmarks.estimate``,
+FedAsync from 10^3 to 10^6 clients: peak resident memory 1.02 to 2.26 GiB, measured over estimated
+0.97-1.02."""
+
+
+def flops_per_second(flops: float) -> float:
+    """Training FLOPs per second of one thread for a model of ``flops`` per sample."""
+    return CPU_FLOPS * (max(flops, 1.0) / REFERENCE_FLOPS) ** FLOPS_EXPONENT
+
+
+def dataset_bytes(facts: DataFacts, clients: int) -> int:
+    """Training and test data (clients gather their rows from it, :class:`simfl.data.base.Shards`), 16 bytes of
+    labels and indices per sample, and :data:`CLIENT_BYTES` per client."""
+    samples = facts.train + facts.test
+    return samples * math.prod(facts.shape) * facts.item_bytes + 16 * samples + CLIENT_BYTES * clients
+
+
+def update_seconds(flops: int, samples: int, epochs: int, batch_size: int) -> float:
+    """Wall seconds of one client's local training: ``epochs`` over its ``samples`` at one thread's speed for a
+    model of ``flops`` per sample (more threads per job are not counted: the small models gain little), plus
+    :data:`STEP_SECONDS` per step and :data:`UPDATE_SECONDS`."""
+    steps = epochs * math.ceil(max(samples, 1) / batch_size)
+    return flops * samples * epochs / flops_per_second(flops) + steps * STEP_SECONDS + UPDATE_SECONDS
+
+
+def eval_seconds(flops: int, test: int) -> float:
+    """Wall seconds of one evaluation of the global model on ``test`` samples: a forward pass (a third of the
+    training FLOPs) per sample at one thread's speed, plus :data:`STEP_SECONDS` per batch of :data:`EVAL_BATCH`."""
+    return 2 * flops / 6 * test / flops_per_second(flops) + math.ceil(test / EVAL_BATCH) * STEP_SECONDS
+
+
+def null_update_seconds(rows: int, model_bytes: int, on_disk: bool) -> float:
+    """Wall seconds of one update without training (``executor: {kind: none}``): :data:`NULL_ARRIVAL_SECONDS`,
+    and with ``rows`` per-client vectors of ``model_bytes`` each, their reading and writing."""
+    stored = (STORE_ARRIVAL_SECONDS + rows * model_bytes * STORE_SECONDS_PER_BYTE) if rows else 0.0
+    return NULL_ARRIVAL_SECONDS + stored * (DISK_STORE_FACTOR if on_disk else 1.0)
+
+
+def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, on_disk: bool) -> float:
+    """Wall seconds of one run's ``steps`` rounds (updates, failed and late rounds) without training: each
+    :data:`NULL_ARRIVAL_SECONDS`, and each of its ``updates`` the reading and writing of ``rows`` per-client
+    vectors (:func:`null_update_seconds`)."""
+    return steps * NULL_ARRIVAL_SECONDS + updates * (null_update_seconds(rows, model_bytes, on_disk)
+                                                     - NULL_ARRIVAL_SECONDS)
+
+
+def training_run_seconds(updates: float, evaluations: float, flops: int, samples: int, epochs: int, batch_size: int,
+                         test: int, parallel: float) -> float:
+    """Wall seconds of one run's ``updates`` trained ``parallel`` at a time (:func:`update_seconds`) and its
+    ``evaluations`` (:func:`eval_seconds`)."""
+    return (updates * update_seconds(flops, samples, epochs, batch_size) / max(parallel, 1.0)
+            + evaluations * eval_seconds(flops, test))
+
+
+def rows_bytes(events: float, evaluations: float, csv_bytes: float) -> int:
+    """Events and metrics of one run in RAM: :data:`EVENT_BYTES` per event and :data:`METRIC_BYTES` per evaluation,
+    plus :data:`CSV_COPIES` of their CSV text (``csv_bytes``) when the files are made."""
+    return count(events) * EVENT_BYTES + count(evaluations) * METRIC_BYTES + CSV_COPIES * count(csv_bytes)
+
+
+def csv_bytes(events: float, evaluations: float) -> int:
+    """One run's events.csv and metrics.csv."""
+    return count(events) * EVENT_CSV_BYTES + count(evaluations) * METRIC_CSV_BYTES
+
+
+def checkpoint_bytes(tensors: int, model_bytes: int, events: float, evaluations: float, clients: int) -> int:
+    """One run's checkpoint file with ``tensors`` model-sized tensors: each plus :data:`CHECKPOINT_TENSOR_BYTES`,
+    :data:`CHECKPOINT_EVENT_BYTES` per event, :data:`CHECKPOINT_METRIC_BYTES` per evaluation,
+    :data:`CHECKPOINT_CLIENT_BYTES` per client and :data:`CHECKPOINT_BASE_BYTES`."""
+    return (tensors * (model_bytes + CHECKPOINT_TENSOR_BYTES) + count(events) * CHECKPOINT_EVENT_BYTES
+            + count(evaluations) * CHECKPOINT_METRIC_BYTES + clients * CHECKPOINT_CLIENT_BYTES + CHECKPOINT_BASE_BYTES)
+
+
+def store_rows(scenario: Any) -> int:
+    """Model-sized vectors per client that a run of the scenario's most demanding entry keeps in its stores:
+    the algorithm's own (its config's ``client_vectors``) and, under ``server:``, each client's kept model."""
+    serving = getattr(scenario, "server", None) is not None
+    return max((int(algo.client_vectors) + (serving and bool(algo.keeps_client_models)) for algo in scenario.algorithms),
+               default=0)
+
+
+def store_spec(scenario: Any, stored_bytes: int) -> StoreSpec:
+    """Where a run keeps ``stored_bytes`` of per-client vectors: the scenario's ``client_state.store``, or under
+    ``auto`` on disk when they would take more than a quarter of this machine's RAM."""
+    config = getattr(scenario, "client_state", None)
+    kind: StoreKind = "disk" if stored_bytes > machine_memory() / 4 else "ram"
+    if config is not None and config.store != "auto":
+        kind = config.store
+    return StoreSpec(kind, None if config is None else config.dir)
+
+
+def machine_memory() -> int:
+    """The machine's RAM (5 GiB where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 5 << 30
+
+
+def count(x: float) -> int:
+    """A count of items as an integer that stays finite (at most 10^18)."""
+    return int(min(max(x, 0.0), 1e18)) if x == x else 0
+
+
+def executor_bytes(processes: int, model_bytes: int) -> int:
+    """Memory of the executor's worker processes: :data:`WORKER_BYTES` each and four copies of the model (its
+    weights, the job's start and trained weights, the gradients)."""
+    return processes * (WORKER_BYTES + 4 * model_bytes)
