@@ -119,8 +119,8 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int, entry: int | Non
         sizes = parts.sizes()  # what latency and weights see, with or without a validation set
         validation = getattr(scenario.data, "validation", None)
         if validation is not None:  # scored on rows held out of the clients' data, never on the test set
-            parts, held = hold_out(parts, validation, rng.stream(seed, "validation"))
-            dataset = dataset.scored_on(held)
+            parts, held_rows = hold_out(parts, validation, rng.stream(seed, "validation"))
+            dataset = dataset.scored_on(held_rows)
         shards = Shards(dataset.x_train, dataset.y_train, parts)
     start = None
     model: nn.Module
