@@ -153,3 +153,9 @@ def check_value(value: Any, where: str) -> None:
         return total
 
     size(value, 0)
+
+
+def short_value(value: Any) -> str:
+    """A value as shown in messages and tables: compact YAML flow style on one line."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False).strip()
+    return text.removesuffix("...").strip()

@@ -41,7 +41,7 @@ def test_an_entry_option_groups_runs_and_entries_without_it_join_every_cell(tmp_
     # beta 0.2: OrthoFL 0.9, FedAvg 0.7 (shared); target 0.95 * 0.7 = 0.665, FedAvg reaches it at 20 s, OrthoFL at
     # 10 s: 0.50x. beta 0.6: OrthoFL 0.95 (the renamed chain entry), reaches it at 10 s: 0.50x.
     setting = Setting("beta", {"orthofl_chain": "orthofl"})
-    cells = load_cells(beta_runs(tmp_path), setting)
+    cells, setting = load_cells(beta_runs(tmp_path), setting)
     assert [c.name for c in cells] == ["beta=0.2", "beta=0.6"]
     tables = cell_tables(cells, setting, "fedavg")
     for table, accuracy in zip(tables, [0.9, 0.95], strict=True):
