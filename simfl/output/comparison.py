@@ -448,8 +448,10 @@ def verdict(comparison: Comparison) -> str:
         row = c.row(accurate)
         value = accuracy_cell(row, "final_accuracy").replace(" [", "% [", 1)
         value = value if "[" in value else value + "%"
-        tail = (f"; it also ends most accurate, {value}" if accurate == fastest
-                else f"; {accurate} ends most accurate, {value}")
+        if accurate != fastest:
+            tail = f"; {accurate} ends most accurate, {value}"
+        else:  # "it" would read as the nearest entry after the baseline's line
+            tail = f"; {'it' if fastest != c.baseline else accurate} also ends most accurate, {value}"
     return f"{speed}{sure}{tail}"
 
 

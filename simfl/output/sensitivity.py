@@ -35,7 +35,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
@@ -62,6 +62,9 @@ from simfl.output.report import (
 )
 from simfl.output.tables import read_table
 from simfl.yamlsafe import short_value
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -243,11 +246,9 @@ def target_rule(setting: Setting) -> str | None:
             f"for every setting; times relative to the baseline's there")
 
 
-def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting, out: Path) -> None:
+def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting) -> Figure:
     """Figure 8's layout: accuracy (mean, std over seeds) per setting above the relative time to target."""
     from matplotlib.figure import Figure
-
-    from simfl.output.plots import save
 
     values = [str(t["dataset"].iloc[0]).split("=", 1)[1] for t in tables]
     methods = method_order([a for t in tables for a in t["algorithm"]])
@@ -290,7 +291,7 @@ def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting, out: Pa
     for ax in (top, bottom):
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    save(fig, out)
+    return fig
 
 
 def write_sensitivity(dirs: Sequence[Path], out: Path, setting: Setting, baseline: str | None = None,
@@ -298,6 +299,7 @@ def write_sensitivity(dirs: Sequence[Path], out: Path, setting: Setting, baselin
     """The report of every result folder under ``dirs`` with one column pair per value of the key (tables,
     the comparison, the accuracy panels and ``sensitivity.png``); returns the files written."""
     from simfl import outdir
+    from simfl.output.plots import save
     from simfl.output.report import find_result_folders, publish
 
     outdir.check_path(out)
@@ -306,5 +308,5 @@ def write_sensitivity(dirs: Sequence[Path], out: Path, setting: Setting, baselin
     tables = cell_tables(cells, setting, baseline)
     comparisons = cell_comparisons(cells, tables, setting, baseline)
     written = publish(cells, tables, comparisons, out, force, target_rule(setting),
-                      lambda folder: sensitivity_figure(tables, setting, folder / "sensitivity.png"))
+                      lambda folder: save(sensitivity_figure(tables, setting), folder / "sensitivity.png"))
     return [*written.files(), out / "sensitivity.png"]
