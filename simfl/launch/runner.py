@@ -38,6 +38,7 @@ from simfl.output import comparison as comparing
 from simfl.output.comparison import Comparison, Runs
 from simfl.output.plots import accuracy_vs_time
 from simfl.output.results import SUMMARY_COLUMNS, OutputFolder, append_to, read_metrics, write_csv, write_run
+from simfl.output.target import percent
 from simfl.schema.scenario import Scenario
 
 
@@ -272,7 +273,7 @@ def figure_title(scn: Scenario, comparison: Comparison) -> str:
     """The accuracy figure's title: the scenario in a few words, and the question it answers."""
     clients = getattr(scn.data.partition, "clients", None)
     setting = f"{scn.data.dataset}{f', {clients} clients' if clients else ''}, {scn.latency.model} latencies"
-    return f"{scn.name} ({setting})\nwhich rule reaches {comparing.percent(comparison.target)} accuracy first?"
+    return f"{scn.name} ({setting})\nwhich rule reaches {percent(comparison.target)} accuracy first?"
 
 
 def _summary(target: Target) -> tuple[pd.DataFrame, Comparison]:

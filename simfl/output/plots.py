@@ -28,7 +28,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
 from simfl import outdir
-from simfl.output.comparison import Comparison, percent, t_half
+from simfl.output.comparison import Comparison, t_half
+from simfl.output.target import percent
 
 Metrics = Mapping[tuple[str, int], pd.DataFrame]
 

@@ -29,8 +29,9 @@ from simfl.errors import InputError
 from simfl.fields import PATH_KEYS
 from simfl.names import short_name
 from simfl.outdir import name_problem
-from simfl.output.comparison import Comparison, TargetSpec, accuracy_at, compare, entries_of, target_config, time_to_target
+from simfl.output.comparison import Comparison, accuracy_at, compare, entries_of, time_to_target
 from simfl.output.tables import Kind, read_table
+from simfl.output.target import TargetSpec, target_config
 
 SUMMARY_KINDS: dict[str, Kind] = {"algorithm": "text", "seed": "seed", "final_accuracy": "number"}
 """The summary.csv columns a report needs, and what each must hold."""

@@ -29,7 +29,7 @@ from simfl.errors import InputError
 from simfl.fields import PATH_KEYS, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.outdir import name_problem
-from simfl.output.comparison import TargetConfig, target_config
+from simfl.output.target import TargetConfig, target_config
 from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins
 from simfl.sim.configs import Selection

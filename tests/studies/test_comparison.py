@@ -8,6 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from simfl.algorithms.base import AlgorithmConfig
+from simfl.algorithms.fedavg import FedAvg
 from simfl.cli import main
 from simfl.output.comparison import compare
 
@@ -168,3 +170,30 @@ def test_a_target_below_the_untrained_model_is_warned_of(write_scenario, tmp_pat
     assert capsys.readouterr().err.strip() == (f"simfl: {path}: (top level): eval.baseline 'fedprox' names no entry; "
                                                "the entries are fedasync, fedavg")
     assert not (tmp_path / "p").exists() and not (tmp_path / "p.partial").exists()
+
+
+def test_an_entrys_kind_is_its_classs() -> None:
+    """The default baseline reads ``synchronous`` from an entry's config: the built-ins state it as their class is, and
+    a plugin's config gets it from its class."""
+    from simfl.algorithms import ALGORITHMS
+    from simfl.algorithms.base import SyncAlgorithm
+    from simfl.names import allowing_imports
+    from simfl.schema import scenario as scenario_mod
+    from tests.conftest import tiny_scenario
+
+    for name, cls in ALGORITHMS.items():
+        assert cls.Config.synchronous == issubclass(cls, SyncAlgorithm), name
+    raw = tiny_scenario(algorithms=[{"name": "fedasync"}, {"name": f"{__name__}:Rounds", "clients_per_round": 2}])
+    with allowing_imports(True):
+        scn = scenario_mod.validate(raw)
+    assert [a.synchronous for a in scn.algorithms] == [False, True]
+
+
+class RoundsConfig(AlgorithmConfig):
+    """A synchronous plugin whose config says nothing of its kind."""
+
+    clients_per_round: int = 2
+
+
+class Rounds(FedAvg):
+    Config = RoundsConfig  # type: ignore[assignment]
