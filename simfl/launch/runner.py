@@ -280,17 +280,17 @@ def _summary(target: Target) -> tuple[pd.DataFrame, Comparison]:
     """summary.csv, comparison.csv/.md and accuracy.png of a complete folder (summary rows in the scenario's order)."""
     order = {(u.name, u.seed): i for i, u in enumerate(units_of(0, target.scn, target.folder.out, None, False, 1.0))}
     finished = sorted(target.session.finished, key=lambda f: order.get((f["algorithm"], f["seed"]), len(order)))
-    rows = [dict(f["row"]) for f in finished]
     metrics = {(f["algorithm"], f["seed"]): read_metrics(target.folder.stage, f["algorithm"], f["seed"])
                for f in finished}
     comparison = comparison_of(target.scn, metrics)
-    for row in rows:
-        row["time_to_target"] = comparing.time_to_target(metrics[(row["algorithm"], row["seed"])], comparison.target)
-    write_csv(target.folder.path("summary.csv"), SUMMARY_COLUMNS, rows)
+    summary = pd.DataFrame([f["row"] for f in finished], columns=SUMMARY_COLUMNS)  # the columns of summary.csv only
+    summary["time_to_target"] = pd.Series([comparing.time_to_target(metrics[(f["algorithm"], f["seed"])],
+                                                                     comparison.target) for f in finished], dtype=object)
+    write_csv(target.folder.path("summary.csv"), SUMMARY_COLUMNS, summary.to_dict("records"))
     comparing.write(target.folder.stage, [({}, comparison)])
     accuracy_vs_time(metrics, target.folder.path("accuracy.png"), figure_title(target.scn, comparison),
                      comparison.target)
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS), comparison
+    return summary, comparison
 
 
 def _publish(target: Target) -> Completed:
