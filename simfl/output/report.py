@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from simfl import yamlsafe
 from simfl.errors import InputError
@@ -133,15 +132,7 @@ def result_scenario(folder: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise InputError(str(path), f"cannot be read ({reason}); a report needs each folder's settings") from None
-    try:
-        scenario = yamlsafe.load(text)
-    except yamlsafe.LimitError as exc:
-        raise InputError(str(path), f"YAML refused: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(str(path), f"is not plain YAML{at}: {problem} (result files hold plain YAML only)") from None
+    scenario = yamlsafe.load_file(text, str(path))
     if not isinstance(scenario, dict):
         raise InputError(str(path), "is not a mapping of scenario settings")
     return scenario

@@ -474,15 +474,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         raise InputError(str(path), "no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(str(path), f"cannot read: {exc}") from None
-    try:
-        data = yamlsafe.load(text)
-    except yamlsafe.LimitError as exc:
-        raise InputError(str(path), f"YAML refused: {exc.problem}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(str(path), f"malformed YAML{at}: {problem}") from None
+    data = yamlsafe.load_file(text, str(path))
     if not isinstance(data, dict):
         raise InputError(str(path), f"must hold a mapping of scenario keys, got {type(data).__name__}")
     return data

@@ -157,7 +157,6 @@ def test_a_foreign_yaml_tag_is_one_line_naming_the_file(tmp_path: Path, capsys: 
     (folder / "scenario.yaml").write_text("name: !!python/object/apply:os.getcwd []\nalgorithms: []\n")
     assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "rep"), *(["--by", by] if by else [])]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"simfl: {folder / 'scenario.yaml'}: is not plain YAML at line 1, column 7: could not determine a "
-                   "constructor for the tag 'tag:yaml.org,2002:python/object/apply:os.getcwd' (result files hold plain "
-                   "YAML only)")
+    assert err == (f"simfl: {folder / 'scenario.yaml'}: malformed YAML at line 1, column 7: could not determine a "
+                   "constructor for the tag 'tag:yaml.org,2002:python/object/apply:os.getcwd'")
     assert not (tmp_path / "rep").exists()
