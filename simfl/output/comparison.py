@@ -150,6 +150,8 @@ class Comparison:
     target_rule: str
     horizon: float
     warnings: list[str] = field(default_factory=list)
+    untrained: float = math.nan
+    """The highest accuracy of an untrained model among the runs (their evaluations at time 0; NaN without any)."""
 
     @property
     def seeds(self) -> int:
@@ -219,6 +221,7 @@ def compare(runs: Runs, synchronous: Collection[str] = (), target: TargetSpec = 
     table["most_accurate"] = table.index == acc.idxmax() if acc.notna().any() else False
     comparison = Comparison(name, table[COLUMNS], base, base_rule, goal, rule, when)
     comparison.warnings = target_warnings(runs, goal, order)
+    comparison.untrained = untrained_accuracy(runs)
     return comparison
 
 
@@ -269,11 +272,10 @@ def target_warnings(runs: Runs, goal: float, order: Sequence[str]) -> list[str]:
     if math.isnan(goal):
         return [f"no target: the runs report no accuracy ({', '.join(order)})"]
     warnings = []
-    untrained = [float(df["accuracy"].iloc[0]) for df in runs.values()
-                 if len(df) and float(df["virtual_time"].iloc[0]) == 0.0 and not math.isnan(df["accuracy"].iloc[0])]
-    if untrained and goal <= max(untrained):
+    untrained = untrained_accuracy(runs)
+    if goal <= untrained:
         warnings.append(f"the target {percent(goal)} is at or below an untrained model's accuracy (up to "
-                        f"{percent(max(untrained))} at time 0): every time to target is 0 s and says nothing; set a "
+                        f"{percent(untrained)} at time 0): every time to target is 0 s and says nothing; set a "
                         "higher eval.target")
         return warnings
     early: list[str] = []
@@ -290,6 +292,13 @@ def target_warnings(runs: Runs, goal: float, order: Sequence[str]) -> list[str]:
                         f"({min(every):g} s) by {', '.join(early)}: the evaluation grid cannot tell how much sooner; "
                         "set a smaller eval.every or a higher eval.target")
     return warnings
+
+
+def untrained_accuracy(runs: Runs) -> float:
+    """The highest accuracy among the runs' evaluations at time 0 (NaN when none has one)."""
+    found = [float(df["accuracy"].iloc[0]) for df in runs.values()
+             if len(df) and float(df["virtual_time"].iloc[0]) == 0.0 and not math.isnan(df["accuracy"].iloc[0])]
+    return max(found) if found else math.nan
 
 
 def _first_after_start(metrics: pd.DataFrame) -> float | None:
@@ -350,7 +359,10 @@ def verdict(comparison: Comparison) -> str:
         return "no verdict: the runs report no accuracy"
     fastest = c.fastest
     sure = ""
-    if fastest is None:
+    if c.target <= c.untrained:
+        speed = f"no verdict on time: the target {goal} is at or below an untrained model's accuracy"
+        fastest = None
+    elif fastest is None:
         speed = f"no entry reaches the target {goal} in a way that can be compared with {c.baseline}'s"
         if not c.table["reached"].any():
             speed = f"no entry reaches the target {goal} within {c.horizon:g} s"

@@ -62,7 +62,7 @@ def draw(ax: Axes, metrics: Metrics, colors: Mapping[str, str] | None = None, ta
             ax.fill_between(table.index, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     if target is not None and not math.isnan(target):
         ax.axhline(target, color="0.35", linestyle="--", linewidth=0.9)
-        ax.annotate(f"target {percent(target)}", (1.0, target), xycoords=("axes fraction", "data"), ha="right",
+        ax.annotate(f"target {percent(target)}", (0.01, target), xycoords=("axes fraction", "data"), ha="left",
                     va="bottom", fontsize=7, color="0.35")
     ax.set_xlabel("virtual time (s)")
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))

@@ -117,7 +117,9 @@ def test_misses_on_both_sides_give_no_ratio_and_one_seed_no_interval() -> None:
 
 def test_early_targets_are_warned_of() -> None:
     runs = {("a", 0): frame([(0, 0.3), (10, 0.6), (20, 0.9)]), ("b", 0): frame([(0, 0.3), (10, 0.4), (20, 0.8)])}
-    (low,) = compare(runs, (), 0.2).warnings
+    low_target = compare(runs, (), 0.2)
+    (low,) = low_target.warnings
+    assert low_target.verdict.startswith("no verdict on time: the target 20.0% is at or below an untrained model's")
     assert low.startswith("the target 20.0% is at or below an untrained model's accuracy (up to 30.0% at time 0)")
     (early,) = compare(runs, (), 0.5).warnings
     assert early.startswith("the target 50.0% is reached at the first evaluation after the start (10 s) by a (1 of 1 "
@@ -165,6 +167,7 @@ def test_a_target_below_the_untrained_model_is_warned_of(write_scenario, tmp_pat
     assert main(["run", str(path), "--out", str(tmp_path / "o"), "--quiet", "--set", "eval.target=0.05"]) == 0
     printed = capsys.readouterr().out
     assert "\nwarning: the target 5.0% is at or below an untrained model's accuracy" in printed
+    assert "\nverdict: no verdict on time: the target 5.0% is at or below an untrained model's accuracy;" in printed
     assert "Warning: the target 5.0% is at or below" in (tmp_path / "o" / "comparison.md").read_text()
     assert main(["run", str(path), "--out", str(tmp_path / "p"), "--quiet", "--baseline", "fedprox"]) == 2
     assert capsys.readouterr().err.strip() == (f"simfl: {path}: (top level): eval.baseline 'fedprox' names no entry; "
