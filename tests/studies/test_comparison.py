@@ -200,3 +200,38 @@ class RoundsConfig(AlgorithmConfig):
 
 class Rounds(FedAvg):
     Config = RoundsConfig  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(("target", "expected"), [
+    (0.8, "0.8"),
+    ({"accuracy": 0.8}, "accuracy"),
+    ({"relative": 0.9, "of": "baseline"}, "relative"),
+    (1.5, "eval.target: an accuracy must be in (0, 1], got 1.5"),
+    ({"relative": 0.9, "accuracy": 0.5}, "eval.target: set one of accuracy (the target itself) or relative"),
+    ({"accuracy": 0.5, "of": "lowest"}, "eval.target: of applies only with relative"),
+    ({"relative": 0.9, "of": "best"}, "eval.target: of: input should be 'lowest' or 'baseline'"),
+    ({"relative": 0}, "eval.target: relative: must be in (0, 1], got 0"),
+    ("high", "eval.target: must be an accuracy (0.8), {accuracy: 0.8} or {relative: 0.95, of: lowest|baseline}"),
+])
+def test_a_target_is_an_accuracy_or_a_fraction_and_each_mistake_one_line(target: object, expected: str) -> None:
+    from simfl.errors import InputError
+    from simfl.schema import scenario as scenario_mod
+    from tests.conftest import tiny_scenario
+
+    raw = tiny_scenario(eval={"every": 2.0, "target": target})
+    if expected in ("0.8", "accuracy", "relative"):  # an old file's number stays valid
+        found = scenario_mod.validate(raw).eval.target
+        assert found == 0.8 if expected == "0.8" else getattr(found, expected) in (0.8, 0.9)
+        return
+    with pytest.raises(InputError) as caught:
+        scenario_mod.validate(raw)
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_target_relative_to_the_baseline() -> None:
+    from simfl.output.target import TargetConfig
+
+    runs = {("a", 0): frame([(0, 0.1), (10, 0.5), (20, 0.9)]), ("b", 0): frame([(0, 0.1), (10, 0.3), (20, 0.6)])}
+    c = compare(runs, (), TargetConfig(relative=0.5, of="baseline"), "b")
+    assert c.target == pytest.approx(0.3) and c.target_rule == "50% of the baseline's mean final accuracy (b: 60.0%)"
+    assert c.row("a")["time_to_target"] == 10.0 and c.row("b")["time_to_target"] == 10.0
