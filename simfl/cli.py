@@ -133,6 +133,20 @@ def _checkpoint_wall(parser: argparse.ArgumentParser) -> None:
                         "same sweep again) goes on from there; the results do not depend on it")
 
 
+def _baseline(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline", default=None, metavar="ENTRY",
+                        help="the entry (label, else algorithm name) whose time to target the others are divided by "
+                        "(sets eval.baseline; default: the first synchronous entry, else the first entry)")
+
+
+def _baseline_override(args: argparse.Namespace) -> list[str]:
+    """``--baseline NAME`` as the ``--set`` it stands for (the name quoted, so that YAML reads it as text)."""
+    import json
+
+    name = getattr(args, "baseline", None)
+    return [] if name is None else [f"eval.baseline={json.dumps(name)}"]
+
+
 def _parallel(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="runs (algorithm entry x seed x sweep cell) side by side in N worker processes "
@@ -180,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated entry names (label, else algorithm name): run only those entries")
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
+    _baseline(p_run)
     _parallel(p_run)
     _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
@@ -221,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_qs.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
     p_qs.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_qs.add_argument("--quiet", action="store_true", help="no progress bar")
+    _baseline(p_qs)
     _max_memory(p_qs)
     p_qs.set_defaults(func=cmd_quickstart)
 
@@ -232,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<scenario name>-sweep)")
     p_sweep.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
     _checkpoint_wall(p_sweep)
+    _baseline(p_sweep)
     _parallel(p_sweep)
     _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
@@ -251,7 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_rep.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
                        help="result folders of runs or sweeps (searched for summary.csv)")
     p_rep.add_argument("--out", type=Path, default=Path("report"), help="output folder (default: report)")
-    p_rep.add_argument("--baseline", default="fedavg", help="method whose time to target is 1x (default: fedavg)")
+    p_rep.add_argument("--baseline", default=None,
+                       help="method whose time to target is 1x (default: each group's eval.baseline, else its first "
+                       "synchronous entry, else its first entry)")
     p_rep.add_argument("--force", action="store_true", help="replace an existing report folder simfl wrote")
     p_rep.add_argument("--apart", action="store_true",
                        help="report runs of one scenario name whose settings differ as separate rows labelled by "
@@ -302,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _load(args: argparse.Namespace) -> Scenario:
     from simfl.schema import scenario as scenario_mod
 
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + _baseline_override(args)
     if getattr(args, "seeds", None):
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
     scn = scenario_mod.load(args.file, overrides)
@@ -321,6 +340,9 @@ def _only(scn: Scenario, text: str) -> list[object]:
     if unknown or not wanted:
         raise InputError("--only", f"no entry named {unknown[0] if unknown else repr(text)}; the scenario has: "
                          f"{', '.join(names)}")
+    if scn.eval.baseline is not None and scn.eval.baseline not in wanted:
+        raise InputError("--only", f"leaves out the baseline {scn.eval.baseline} (eval.baseline); keep it, or choose "
+                         "another with --baseline")
     return [a for a, n in zip(scn.algorithms, names, strict=True) if n in wanted]
 
 
@@ -348,9 +370,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     every = parse_every(args.checkpoint_every) if args.checkpoint_every is not None else None
     if args.resume is not None:
-        if args.file is not None or args.overrides or args.seeds or args.only or args.out is not None:
-            raise InputError("--resume", "takes no scenario file, --out, --set, --seeds or --only: it continues OUT as "
-                             "it was")
+        if args.file is not None or args.overrides or args.seeds or args.only or args.out is not None or \
+                getattr(args, "baseline", None) is not None:
+            raise InputError("--resume", "takes no scenario file, --out, --set, --seeds, --only or --baseline: it "
+                             "continues OUT as it was")
         with outdir.hold(args.resume):
             return _run_resumed(args, every)
     if args.file is None:
@@ -420,17 +443,16 @@ def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
 
 
 def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
-    """Run the target's unfinished runs, then print its comparison table and folder."""
+    """Run the target's unfinished runs, then print the comparison of its entries, the verdict and its folder."""
     from simfl.launch.runner import Launch, VerifyFailed, run_targets
-    from simfl.output.report import comparison_table
 
     try:
         done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet))[0]
     except VerifyFailed as exc:
         print(one_line(f"simfl: verify: {exc.line}; results so far in {exc.out} (marked FAILED)"), file=sys.stderr)
         return 1
-    print(comparison_table(done.summary, done.target))
-    print(f"results: {done.out}")
+    print(done.comparison.text())
+    print(f"results: {done.out}  (comparison.md, comparison.csv, accuracy.png)")
     return 0
 
 
@@ -504,14 +526,15 @@ def cmd_reference(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from simfl.launch.grid import run_sweep
 
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + _baseline_override(args)
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
     outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
                         max_memory=args.max_memory, quiet=args.quiet, max_hours=args.max_hours,
                         checkpoint_wall=_wall(args, None))
+    print(outcome.verdicts())
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
-    print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
+    print(f"results: {outcome.out}  (comparison.md, comparison.csv, sweep.png; paper tables: simfl report {outcome.out})")
     return 0
 
 

@@ -51,7 +51,7 @@ SYSTEM_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
 LOCK_SUFFIX = ".lock"
 """Suffix of the lock file beside an output folder (``<out>.lock``)."""
 _OWN_NAMES = re.compile(
-    r"(?:scenario\.yaml|summary\.csv|(?:accuracy|sensitivity)(?:\.png\.tmp)?\.png|FAILED|INCOMPLETE|checkpoint\.pt|crash\.txt|table\.(?:csv|md|tex)"
+    r"(?:scenario\.yaml|summary\.csv|comparison\.(?:csv|md)|(?:accuracy|sensitivity|sweep)(?:\.png\.tmp)?\.png|FAILED|INCOMPLETE|checkpoint\.pt|crash\.txt|table\.(?:csv|md|tex)"
     r"|running/[^/]+/seed[0-9]+\.pt"
     r"|[^/]+/seed[0-9]+/(?:metrics\.csv|events\.csv|federated\.csv|train\.csv|server\.csv|layer_changes\.npy|numerics\.json))(?:\.tmp)?")
 """Every name simfl writes in a run or report folder (see :mod:`simfl.output.results`), and its temporary file."""

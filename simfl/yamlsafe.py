@@ -117,6 +117,20 @@ def load(text: str) -> Any:
         loader.dispose()
 
 
+def load_file(text: str, where: str) -> Any:
+    """:func:`load` of a file's text, every refusal one :class:`~simfl.errors.InputError` naming ``where`` (a tag
+    naming a Python object, or any tag of another's, is malformed here: nothing is constructed from it)."""
+    try:
+        return load(text)
+    except LimitError as exc:
+        raise InputError(where, f"YAML refused: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(where, f"malformed YAML{at}: {problem}") from None
+
+
 def check_value(value: Any, where: str) -> None:
     """Hold a Python value given in place of YAML (a dict passed to the API) to the same limits as a document.
 
@@ -153,3 +167,9 @@ def check_value(value: Any, where: str) -> None:
         return total
 
     size(value, 0)
+
+
+def short_value(value: Any) -> str:
+    """A value as shown in messages and tables: compact YAML flow style on one line."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000, sort_keys=False).strip()
+    return text.removesuffix("...").strip()

@@ -53,6 +53,9 @@ class AlgorithmConfig(Section):
     replaces_training: ClassVar[bool] = False
     """True when the entry's clients do not run simfl's local training (``train:``): the estimate then states no
     training cost for its updates, and says so."""
+    synchronous: ClassVar[bool] = False
+    """True for a synchronous rule (its implementation a ``SyncAlgorithm``): a comparison's default baseline is the
+    first synchronous entry (:mod:`simfl.output.comparison`). A plugin's config gets it from its class."""
 
     label: Label | None = Field(
         None,
@@ -318,6 +321,8 @@ class OrthoFLPairwiseConfig(AlgorithmConfig):
 class FedAvgConfig(AlgorithmConfig):
     """Parameters of FedAvg."""
 
+    synchronous: ClassVar[bool] = True
+
     name: Literal["fedavg"] = Field("fedavg", description="Algorithm name.")
     clients_per_round: PositiveInt = Field(
         10, description="K >= 1 clients sampled per round; must not exceed the number of clients."
@@ -334,6 +339,8 @@ class FedProxConfig(FedAvgConfig):
 class FedAdamConfig(AlgorithmConfig):
     """Parameters of FedAdam."""
 
+    synchronous: ClassVar[bool] = True
+
     name: Literal["fedadam"] = Field("fedadam", description="Algorithm name.")
     clients_per_round: PositiveInt = Field(
         10, description="K >= 1 clients sampled per round; must not exceed the number of clients."
@@ -346,6 +353,8 @@ class FedAdamConfig(AlgorithmConfig):
 
 class ScaffoldConfig(AlgorithmConfig):
     """Parameters of SCAFFOLD."""
+
+    synchronous: ClassVar[bool] = True
 
     client_vectors: ClassVar[int] = 1
 
@@ -365,6 +374,8 @@ class FlowerConfig(AlgorithmConfig):
 
     Validation makes the strategy as the run will (:mod:`simfl.algorithms.flower_strategies`, imported only for a
     Flower entry), so that ``simfl validate`` refuses what the run would."""
+
+    synchronous: ClassVar[bool] = True
 
     chooses_clients: ClassVar[bool] = True
 
@@ -454,6 +465,8 @@ class ServerAppConfig(AlgorithmConfig):
     """A Flower ServerApp run as written: its ``main(grid, context)`` sends its messages through a grid that
     delivers them in virtual time (:mod:`simfl.algorithms.serverapp`). ``simfl flwr run APP_DIR`` writes this
     entry from the app's ``pyproject.toml``."""
+
+    synchronous: ClassVar[bool] = True
 
     chooses_clients: ClassVar[bool] = True
     checkpointable: ClassVar[bool] = False

@@ -4,7 +4,9 @@
 same result folders, the same numbers) and then read the folders into a
 :class:`Results`: ``summary`` (one row per run), ``metrics`` and ``events`` (one row
 per run and metrics/events row), each with ``algorithm`` and ``seed`` columns and,
-for a sweep, a ``cell`` column and one column per swept key.
+for a sweep, a ``cell`` column and one column per swept key; and the answer: ``comparison`` (comparison.csv,
+one row per entry, or per grid point and entry for a sweep: final and best accuracy, time to target and its
+ratio to the baseline, with 95% intervals over seeds) and ``verdict``, the same in words.
 
 A scenario is a mapping (as in a YAML file), a validated :class:`~simfl.schema.scenario.Scenario`
 or the path of a YAML file. Without ``out`` the results go to a new temporary folder.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import copy
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +55,19 @@ class Results:
     keys: tuple[str, ...] = ()
     """The swept keys' columns in every table (the key, or ``sweep.<key>`` where the key is also a
     column name of the tables, e.g. ``sweep.latency``); empty for a single run."""
+    comparison: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """comparison.csv: one row per entry (per grid point and entry for a sweep, the swept keys as columns): final and
+    best accuracy, time to target and its ratio to the baseline, each with its 95% interval over seeds (the
+    ``_low``/``_high`` columns; NaN with one seed), seeds that reached the target, and which entry is fastest and
+    most accurate (:mod:`simfl.output.comparison` states the rules)."""
+    verdict: str = ""
+    """The answer in words, one line (for a sweep, one per grid point): who reaches the target first, by how much
+    and how sure; who ends most accurate."""
 
     def plot(self, ax: Axes | None = None) -> Axes:
         """Accuracy vs virtual time on ``ax`` (default: the current pyplot axes), one line per
-        algorithm (and sweep cell) with the mean and a min-max band over seeds."""
-        from simfl.output.plots import draw
+        algorithm (and sweep cell) with the mean and its 95% interval over seeds."""
+        from simfl.output.plots import band_title, draw
 
         if ax is None:
             import matplotlib.pyplot as plt
@@ -71,7 +81,7 @@ class Results:
             runs[(label, int(seed))] = frame.reset_index(drop=True)
         draw(ax, runs)
         ax.set_ylabel("test accuracy")
-        ax.legend(frameon=False)
+        ax.legend(frameon=False, title=band_title(runs))
         return ax
 
 
@@ -174,8 +184,9 @@ def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | 
     where = _out(out, scn.name)
     with outdir.hold(where):
         target = fresh_target(scn, where, force=force, wall=wall)
-        folder = run_targets([target], Launch(count, ray, quiet=quiet))[0].out
-    return Results(folder, *read_folder(folder))
+        done = run_targets([target], Launch(count, ray, quiet=quiet))[0]
+    return Results(done.out, *read_folder(done.out), comparison=pd.read_csv(done.out / "comparison.csv"),
+                   verdict=done.comparison.verdict)
 
 
 def sweep(
@@ -208,7 +219,7 @@ def sweep(
 def _sweep(scenario: ScenarioLike, over: Mapping[str, Sequence[Any]] | None, out: str | Path | None,
            seeds: Sequence[int] | None, overrides: Iterable[str], workers: int | None, ray: str | None,
            quiet: bool, wall: float | None) -> Results:
-    from simfl.launch.grid import run_sweep
+    from simfl.launch.grid import column_value, run_sweep
 
     raw, base = _prepared(scenario, overrides, seeds)
     if over is not None:
@@ -220,10 +231,11 @@ def _sweep(scenario: ScenarioLike, over: Mapping[str, Sequence[Any]] | None, out
     keys = tuple(columns.values())
     tables: list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]] = []
     for cell in outcome.cells:
-        values = {columns[k]: _column_value(cell.values[k]) for k in swept}
+        values = {columns[k]: column_value(cell.values[k]) for k in swept}
         tables.append(read_folder(outcome.out / cell.name, {"cell": cell.group, **values}))
     summary, metrics, events = (pd.concat(parts, ignore_index=True) for parts in zip(*tables, strict=True))
-    return Results(outcome.out, summary, metrics, events, keys)
+    return Results(outcome.out, summary, metrics, events, keys, pd.read_csv(outcome.out / "comparison.csv"),
+                   outcome.verdicts())
 
 
 @dataclass(frozen=True)
@@ -281,10 +293,3 @@ def _data_columns() -> frozenset[str]:
 
 
 _DATA_COLUMNS = _data_columns()
-
-
-def _column_value(value: Any) -> Any:
-    """A swept value as a table cell: scalars as they are, anything else in its short one-line form."""
-    if isinstance(value, bool | int | float | str) or value is None:
-        return value
-    return scenario_mod.short_value(value)

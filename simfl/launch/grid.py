@@ -24,6 +24,13 @@ position ``v<i>``. A name longer than :data:`CELL_BYTES` bytes is cut and ends i
 and a hash of the whole name (``...~3f2a9c0d1b7e__seed=0``); ``<out>/cells.csv``
 is the readable index of every cell: its folder, scenario name, seed and swept values.
 
+The answer: once every cell is finished, each grid point's seeds are compared
+(:mod:`simfl.output.comparison`, the target and baseline of the scenario's ``eval``) and
+``<out>/comparison.csv`` (one row per grid point and entry, the swept keys and the point's scenario
+name as the first columns), ``<out>/comparison.md`` and ``<out>/sweep.png`` (per grid point, each
+entry's time to target over the baseline's and its final accuracy, with intervals, and the fastest
+entry) are written.
+
 Every (cell, entry, seed) run is one unit (:mod:`simfl.launch.units`): units run one after
 another in this process, in ``workers`` spawned processes, or as Ray tasks on a local
 instance or an existing cluster (``ray_address``) that needs no shared file system; a
@@ -48,12 +55,15 @@ import yaml
 from simfl import outdir
 from simfl.errors import InputError
 from simfl.launch.checkpoint import WALL_DEFAULT
-from simfl.launch.runner import Launch, Target, run_targets, staged_target, workers_for
+from simfl.launch.runner import Launch, Target, comparison_of, run_targets, staged_target, workers_for
+from simfl.output import comparison as comparing
+from simfl.output.comparison import Comparison
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
 
 SWEEP_FILE = "sweep.yaml"
 CELLS_FILE = "cells.csv"
+FIGURE_FILE = "sweep.png"
 _LABEL_KEYS = ("model", "name", "kind", "dataset")
 CELL_BYTES = 200
 """Longest cell folder name; a longer one is cut and ends in ``~<hash>`` (cells.csv has the values)."""
@@ -72,6 +82,8 @@ class Cell:
     seed: int
     values: dict[str, Any]
     """The swept value of each key."""
+    labels: dict[str, str]
+    """How each swept value is shown (its label in the cell's name)."""
     raw: dict[str, Any]
     """The raw scenario mapping of the cell (validated before any cell runs)."""
     base: Path
@@ -85,12 +97,18 @@ class Cell:
 
 @dataclass
 class SweepOutcome:
-    """What one ``simfl sweep`` call did."""
+    """What one ``simfl sweep`` call did, and the comparison of each grid point (its swept values, as
+    comparison.csv's columns hold them, and the comparison of its seeds)."""
 
     out: Path
     cells: list[Cell]
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    comparisons: list[tuple[dict[str, Any], Comparison]] = field(default_factory=list)
+
+    def verdicts(self) -> str:
+        """One line per grid point: its swept values and its verdict."""
+        return "\n".join(f"{c.name}: {c.verdict}" for _, c in self.comparisons)
 
 
 # -- planning ------------------------------------------------------------------
@@ -171,7 +189,8 @@ def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_me
             one["name"] = group
             one["seeds"] = [seed]
             name = _fit("__".join(pairs), CELL_BYTES - len(f"__seed={seed}")) + f"__seed={seed}" if pairs else f"seed={seed}"
-            cells.append(Cell(name, group, seed, values, one, base))
+            labels = {k: value_labels[k][_fingerprint(v)] for k, v in values.items()}
+            cells.append(Cell(name, group, seed, values, labels, one, base))
     names = [c.name for c in cells]
     if len(set(names)) != len(names):  # pragma: no cover - labels are made unique per key above
         raise InputError(where, "sweep: two cells got the same folder name")
@@ -307,4 +326,41 @@ def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count:
 
     if targets:
         run_targets(targets, Launch(count, ray_address, quiet=quiet, say=say), published)
+    outcome.comparisons = write_comparison(out, raw, cells)
     return outcome
+
+
+def column_value(value: Any) -> Any:
+    """A swept value as a table cell: scalars as they are, anything else in its short one-line form."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    return scenario_mod.short_value(value)
+
+
+def write_comparison(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> list[tuple[dict[str, Any], Comparison]]:
+    """Compare the seeds of each grid point (its finished cells' runs) and write comparison.csv, comparison.md and
+    sweep.png into the sweep folder ``out``; returns each point's swept values and comparison."""
+    from simfl.algorithms.configs import run_name
+    from simfl.output.plots import write_sweep_figure
+    from simfl.output.results import read_metrics
+
+    points: dict[str, list[Cell]] = {}
+    for cell in cells:
+        points.setdefault(cell.group, []).append(cell)
+    keys = list(raw.get("sweep") or {})
+    items: list[tuple[dict[str, Any], Comparison]] = []
+    labels: list[str] = []
+    for group, members in points.items():
+        scn = members[0].scenario()
+        runs = {(run_name(a), c.seed): read_metrics(out / c.name, run_name(a), c.seed)
+                for c in members for a in scn.algorithms}
+        items.append(({"scenario": group, **{k: column_value(members[0].values[k]) for k in keys}},
+                      comparison_of(scn, runs, group)))
+        shown = members[0].labels
+        labels.append(shown[keys[0]] if len(keys) == 1 else "\n".join(f"{k}={shown[k]}" for k in keys))
+    comparing.write(out, items)
+    key = keys[0] if len(keys) == 1 else ", ".join(keys) if keys else "seeds"
+    question = f"where does each rule reach the target first? ({key})" if keys else "which rule reaches the target first?"
+    write_sweep_figure(list(zip(labels, (c for _, c in items), strict=True)), key, f"{raw['name']}: {question}",
+                       outdir.writable(out, FIGURE_FILE))
+    return items

@@ -7,8 +7,9 @@ the folders: each run's metrics.csv and events.csv grow in the staging folder at
 evaluation (``tail -f`` them) and are written in whole as soon as the run ends, each run's
 checkpoint is kept in the staging folder, and the folder's bookkeeping
 (:class:`~simfl.launch.checkpoint.Session`) records every finished run. When a folder's last run
-ends, summary.csv (rows in the scenario's order: seeds, then entries) and accuracy.png are
-written and the folder is published, while other folders' runs go on. So the files are the
+ends, summary.csv (rows in the scenario's order: seeds, then entries), the comparison of its entries
+(comparison.csv and comparison.md, :mod:`simfl.output.comparison`) and accuracy.png are written and the
+folder is published, while other folders' runs go on. So the files are the
 same, byte for byte, whatever the number of workers and wherever the runs went (only
 summary.csv's ``wall_seconds`` measures the machine). A run stopped by ``--verify`` is
 published with a FAILED marker and reported as :class:`VerifyFailed`.
@@ -33,19 +34,21 @@ from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit
 from simfl.launch.workers import WORKERS_ENV as WORKERS_ENV  # re-exported
 from simfl.launch.workers import unit_cpus
 from simfl.launch.workers import workers_for as workers_for  # re-exported
+from simfl.output import comparison as comparing
+from simfl.output.comparison import Comparison, Runs
 from simfl.output.plots import accuracy_vs_time
-from simfl.output.report import add_time_to_target
 from simfl.output.results import SUMMARY_COLUMNS, OutputFolder, append_to, read_metrics, write_csv, write_run
+from simfl.output.target import percent
 from simfl.schema.scenario import Scenario
 
 
 @dataclass(frozen=True)
 class Completed:
-    """A published result folder and its comparison data."""
+    """A published result folder and the comparison of its entries."""
 
     out: Path
     summary: pd.DataFrame
-    target: float
+    comparison: Comparison
 
 
 class VerifyFailed(Exception):
@@ -290,23 +293,50 @@ def _close_unpublished(targets: Sequence[Target], note: str | None) -> None:
             target.session.mark_incomplete(note)
 
 
-def _summary(target: Target) -> tuple[pd.DataFrame, float]:
-    """summary.csv of a complete folder, rows in the scenario's order, and the target accuracy used."""
+def comparison_of(scn: Scenario, runs: Runs, name: str | None = None) -> Comparison:
+    """The comparison of a scenario's runs, with its target, baseline and entries (in the scenario's order)."""
+    from simfl.algorithms.configs import run_name
+
+    return comparing.compare(runs, {run_name(a) for a in scn.algorithms if a.synchronous}, scn.eval.target,
+                             scn.eval.baseline, scn.name if name is None else name,
+                             [run_name(a) for a in scn.algorithms])
+
+
+def figure_title(scn: Scenario, comparison: Comparison) -> str:
+    """The accuracy figure's title: the scenario in a few words, and the question it answers."""
+    clients = getattr(scn.data.partition, "clients", None)
+    setting = f"{scn.data.dataset}{f', {clients} clients' if clients else ''}, {scn.latency.model} latencies"
+    return f"{scn.name} ({setting})\nwhich rule reaches {percent(comparison.target)} accuracy first?"
+
+
+def _summary(target: Target) -> tuple[pd.DataFrame, Comparison]:
+    """summary.csv, comparison.csv/.md and accuracy.png of a complete folder (summary rows in the scenario's order)."""
     order = {(u.name, u.seed): i for i, u in enumerate(units_of(0, target.scn, target.folder.out, None, False, 1.0))}
     finished = sorted(target.session.finished, key=lambda f: order.get((f["algorithm"], f["seed"]), len(order)))
-    rows = [f["row"] for f in finished]
     metrics = {(f["algorithm"], f["seed"]): read_metrics(target.folder.stage, f["algorithm"], f["seed"])
                for f in finished}
-    summary, goal = add_time_to_target(pd.DataFrame(rows, columns=SUMMARY_COLUMNS), metrics, target.scn.eval.target)
+    comparison = comparison_of(target.scn, metrics)
+    summary = pd.DataFrame([f["row"] for f in finished], columns=SUMMARY_COLUMNS)  # the columns of summary.csv only
+    summary["time_to_target"] = pd.Series([comparing.time_to_target(metrics[(f["algorithm"], f["seed"])],
+                                                                     comparison.target) for f in finished], dtype=object)
     write_csv(target.folder.path("summary.csv"), SUMMARY_COLUMNS, summary.to_dict("records"))
-    accuracy_vs_time(metrics, target.folder.path("accuracy.png"), title=target.scn.name)
-    return summary, goal
+    comparing.write(target.folder.stage, [({}, comparison)])
+    accuracy_vs_time(metrics, target.folder.path("accuracy.png"), figure_title(target.scn, comparison),
+                     comparison.target)
+    return summary, comparison
 
 
 def _publish(target: Target) -> Completed:
-    summary, goal = _summary(target)
+    summary, comparison = _summary(target)
     target.session.close()
-    return Completed(target.folder.publish(), summary, goal)
+    done = Completed(target.folder.publish(), summary, comparison)
+    if target.scn.tracking is not None:  # the folder is complete whatever a tracker says
+        from simfl.output.tracking import Tracking
+
+        files = {name: (done.out / name).read_text() for name in ("scenario.yaml", "comparison.md", "comparison.csv")}
+        tracking = Tracking(target.scn.tracking, target.scn.name, files.pop("scenario.yaml"), target.folder.out)
+        tracking.log_comparison(comparison, files)
+    return done
 
 
 def _failed(targets: Sequence[Target], outcome: Stopped) -> VerifyFailed:

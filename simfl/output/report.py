@@ -1,13 +1,15 @@
-"""Comparison tables: final accuracy and time to a target accuracy, per algorithm.
+"""The paper's Table 2 from result folders (``simfl report``), beside the comparison of each group.
 
-The target follows the paper (section 4.1): 95% of the lowest final mean
-accuracy among the compared algorithms, unless the scenario sets one. Time
-to target is the first evaluation time at which a run's accuracy reaches it.
-
-``simfl report`` (:func:`write_report`) builds the paper's Table 2 from result
-folders: per scenario ("dataset") and method, accuracy mean ± std over seeds at
-the fixed time budget and the time to target relative to a baseline (FedAvg = 1x),
-as CSV, markdown and LaTeX, plus a Figure-5-like accuracy-vs-time figure.
+``simfl report`` (:func:`write_report`) reads result folders and, per scenario ("dataset") and method,
+reports accuracy mean ± std over seeds at the fixed time budget and the time to target relative to a
+baseline (its mean over the seeds that reached it over the baseline's: the paper's Table 2), as CSV,
+markdown and LaTeX, with a Figure-5-like accuracy-vs-time figure; and each group's comparison
+(:mod:`simfl.output.comparison`: 95% intervals over seeds, the paired time ratio, the verdict) as
+comparison.csv and comparison.md. The target and the time to target are the comparison's: 95% of the
+lowest mean accuracy at the budget among the compared methods (paper, section 4.1) unless the
+scenarios' ``eval.target`` says otherwise; the baseline is ``--baseline``, else the scenarios'
+``eval.baseline``, else the first synchronous method in the table's row order (the paper's, FedAvg first),
+else the first method.
 """
 
 from __future__ import annotations
@@ -15,69 +17,25 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from simfl import yamlsafe
 from simfl.errors import InputError
 from simfl.fields import PATH_KEYS
 from simfl.names import short_name
 from simfl.outdir import name_problem
+from simfl.output.comparison import Comparison, accuracy_at, compare, entries_of, time_to_target
 from simfl.output.tables import Kind, read_table
+from simfl.output.target import TargetSpec, target_config
 
 SUMMARY_KINDS: dict[str, Kind] = {"algorithm": "text", "seed": "seed", "final_accuracy": "number"}
 """The summary.csv columns a report needs, and what each must hold."""
 METRICS_KINDS: dict[str, Kind] = {"virtual_time": "finite", "accuracy": "number"}
 """The metrics.csv columns a report needs, and what each must hold."""
-
-
-def paper_target(summary: pd.DataFrame) -> float:
-    """95% of the lowest per-algorithm mean final accuracy."""
-    return 0.95 * float(summary.groupby("algorithm", sort=False)["final_accuracy"].mean().min())
-
-
-def time_to_target(metrics: pd.DataFrame, target: float) -> float | None:
-    """First virtual time at which accuracy >= target (None if never)."""
-    hit = metrics.loc[metrics["accuracy"] >= target, "virtual_time"]
-    return float(hit.iloc[0]) if len(hit) else None
-
-
-def add_time_to_target(
-    summary: pd.DataFrame, metrics: Mapping[tuple[str, int], pd.DataFrame], target: float | None
-) -> tuple[pd.DataFrame, float]:
-    """Fill summary's time_to_target column; returns the table and the target used."""
-    goal = paper_target(summary) if target is None else target
-    out = summary.copy()
-    out["time_to_target"] = [
-        time_to_target(metrics[(a, int(s))], goal) for a, s in zip(out["algorithm"], out["seed"], strict=True)
-    ]
-    return out, goal
-
-
-def comparison_table(summary: pd.DataFrame, target: float) -> str:
-    """A plain-text table: per algorithm, final accuracy mean ± std over seeds and mean time to target."""
-    goal = "time to target" if math.isnan(target) else "time to " + format(target, ".3f")
-    lines = [f"{'algorithm':<18} {'final accuracy':>16} {'best':>7} {goal:>16} {'updates':>8}"]
-    for algo, grp in summary.groupby("algorithm", sort=False):
-        acc = grp["final_accuracy"]
-        std = float(acc.std(ddof=0)) if len(acc) > 1 else 0.0
-        times = pd.to_numeric(grp["time_to_target"], errors="coerce")
-        reached = times.dropna()
-        if len(reached) == len(times):
-            ttt = f"{reached.mean():.1f} s"
-        elif len(reached):
-            ttt = f"{reached.mean():.1f} s ({len(reached)}/{len(times)})"
-        else:
-            ttt = "not reached"
-        lines.append(
-            f"{algo!s:<18} {100 * acc.mean():>9.1f} ± {100 * std:<4.1f} {100 * grp['best_accuracy'].mean():>7.1f}"
-            f" {ttt:>16} {grp['updates'].mean():>8.0f}"
-        )
-    return "\n".join(lines)
 
 
 def is_missing(value: object) -> bool:
@@ -115,6 +73,24 @@ class RunGroup:
     folders: list[Path]
     summary: pd.DataFrame
     metrics: dict[tuple[str, int], pd.DataFrame]
+    synchronous: set[str] = field(default_factory=set)
+    """The entries of a synchronous rule (for the default baseline)."""
+    target: TargetSpec = None
+    """The scenarios' ``eval.target`` (the same in every folder pooled)."""
+    baseline: str | None = None
+    """The scenarios' ``eval.baseline``."""
+
+    def note(self, scenario: Mapping[str, Any], where: Path) -> None:
+        """Take the entry kinds, target and baseline a folder's scenario states."""
+        self.synchronous |= synchronous_entries(scenario)
+        found = scenario.get("eval")
+        evaluation: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+        try:
+            self.target = target_config(evaluation.get("target"))
+        except ValueError as exc:
+            raise InputError(str(where), f"eval.target: {exc}") from None
+        baseline = evaluation.get("baseline")
+        self.baseline = str(baseline) if baseline is not None else None
 
 
 @dataclass
@@ -125,9 +101,41 @@ class ReportFiles:
     markdown: Path
     latex: Path
     figure: Path
+    comparison_csv: Path
+    comparison_md: Path
 
     def files(self) -> list[Path]:
-        return [self.table_csv, self.markdown, self.latex, self.figure]
+        return [self.table_csv, self.markdown, self.latex, self.figure, self.comparison_csv, self.comparison_md]
+
+
+def synchronous_entries(scenario: Mapping[str, Any]) -> set[str]:
+    """The run names of a scenario's entries whose built-in algorithm is synchronous (a name that is itself a
+    built-in's stands for that algorithm where the scenario lists no entries)."""
+    from simfl.algorithms.configs import BUILTINS
+
+    def synchronous(name: object) -> bool:
+        found = BUILTINS.get(str(name))
+        return found is not None and bool(getattr(found.config, "synchronous", False))
+
+    entries = [e for e in scenario.get("algorithms") or [] if isinstance(e, Mapping)]
+    if not entries:
+        return {name for name in BUILTINS if synchronous(name)}
+    return {str(e.get("label") or short_name(str(e.get("name")))) for e in entries if synchronous(e.get("name"))}
+
+
+def result_scenario(folder: Path) -> dict[str, Any]:
+    """The scenario.yaml of a result folder as a mapping; one line naming the file when it cannot be read or is not
+    plain YAML (a hand-edited file with a Python or other foreign tag is refused, never constructed)."""
+    path = folder / "scenario.yaml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise InputError(str(path), f"cannot be read ({reason}); a report needs each folder's settings") from None
+    scenario = yamlsafe.load_file(text, str(path))
+    if not isinstance(scenario, dict):
+        raise InputError(str(path), "is not a mapping of scenario settings")
+    return scenario
 
 
 def find_result_folders(dirs: Sequence[Path]) -> list[Path]:
@@ -205,14 +213,11 @@ def load_groups(folders: Sequence[Path], apart: bool = False) -> list[RunGroup]:
     groups: dict[str, RunGroup] = {}
     seen: dict[str, list[tuple[dict[str, Any], str, Path]]] = {}
     for folder in folders:
-        scenario_file = folder / "scenario.yaml"
+        scenario = result_scenario(folder)
         try:
-            scenario = yamlsafe.load(scenario_file.read_text(encoding="utf-8"))
             name = str(scenario["name"])
             settings = pooled_settings(scenario, folder)
-        except InputError:
-            raise
-        except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError, IndexError, AttributeError):
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
             name, settings = folder.name, {}
         label = name
         for other, other_label, where in seen.get(name, []):
@@ -233,6 +238,7 @@ def load_groups(folders: Sequence[Path], apart: bool = False) -> list[RunGroup]:
         summary = read_table(folder / "summary.csv", SUMMARY_KINDS, "result rows")
         group = groups.setdefault(name, RunGroup(name, [], summary.iloc[0:0], {}))
         group.folders.append(folder)
+        group.note(scenario, folder / "scenario.yaml")
         for algo, seed in zip(summary["algorithm"], summary["seed"], strict=True):
             key = (str(algo), int(seed))
             problem = name_problem(key[0])
@@ -254,35 +260,40 @@ def shown_value(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def accuracy_at(metrics: pd.DataFrame, time: float) -> float:
-    """Accuracy of the last evaluation at or before virtual ``time``."""
-    rows = metrics.loc[metrics["virtual_time"] <= time + 1e-9, "accuracy"]
-    return float(rows.iloc[-1]) if len(rows) else float("nan")
-
-
 def method_order(algorithms: Sequence[str]) -> list[str]:
     """The paper's row order for known methods, then the others in order of appearance."""
     known = [a for a in METHOD_NAMES if a in algorithms]
     return known + [a for a in dict.fromkeys(algorithms) if a not in METHOD_NAMES]
 
 
-def group_table(group: RunGroup, baseline: str = "fedavg", target: float | None = None,
+def group_comparison(group: RunGroup, baseline: str | None = None, target: TargetSpec = None) -> Comparison:
+    """The comparison of a group's methods (rows in the table's order): ``baseline`` when the group has it, else
+    its scenarios' ``eval.baseline``, else the default; ``target`` in place of its scenarios' own."""
+    entries = method_order(entries_of(group.metrics))
+    chosen = baseline if baseline in entries else group.baseline if group.baseline in entries else None
+    return compare(group.metrics, group.synchronous, group.target if target is None else target, chosen, group.name,
+                   entries)
+
+
+def group_table(group: RunGroup, baseline: str | None = None, target: float | None = None,
                 base_time: float | None = None) -> pd.DataFrame:
     """One row per method of ``group``: accuracy mean/std over seeds at the fixed time budget, time to target.
 
     The time budget is the latest virtual time every run of the group reached (the
-    scenario's time budget when it was the stopping rule); the target is 95% of the
-    lowest mean accuracy there among the methods (paper, section 4.1), or ``target``; a run's time to
+    scenario's time budget when it was the stopping rule); the target is the comparison's
+    (:func:`group_comparison`: 95% of the lowest mean accuracy there among the methods, the paper's
+    section 4.1, unless the scenarios set ``eval.target``), or ``target``; a run's time to
     target is its first evaluation at or above it; ``relative_time`` divides a method's
     mean time (over the seeds that reached the target) by the baseline's (or by ``base_time``).
+    A ``baseline`` the group lacks leaves times in seconds. ``table.attrs["baseline"]`` names the baseline.
     """
-    budget = min(float(df["virtual_time"].max()) for df in group.metrics.values())
+    comparison = group_comparison(group, baseline, target)
+    budget, target = comparison.horizon, comparison.target
+    baseline = baseline if baseline is not None else comparison.baseline
     rows = []
     for (algo, seed), df in group.metrics.items():
         rows.append({"algorithm": algo, "seed": seed, "final_accuracy": accuracy_at(df, budget)})
     at_budget = pd.DataFrame(rows)
-    if target is None:
-        target = paper_target(at_budget)
     out = []
     for algo in method_order(list(at_budget["algorithm"])):
         mine = at_budget[at_budget["algorithm"] == algo]
@@ -302,10 +313,11 @@ def group_table(group: RunGroup, baseline: str = "fedavg", target: float | None 
         None if is_missing(t) or is_missing(base_time) or not base_time else float(t) / float(base_time)
         for t in table["time_to_target"]
     ]
+    table.attrs["baseline"] = baseline
     return table
 
 
-def _cells(row: Mapping[str, Any], latex: bool, baseline: str) -> tuple[str, str]:
+def _cells(row: Mapping[str, Any], latex: bool, baseline: str | None) -> tuple[str, str]:
     """The (accuracy, time) cells of one table row, as the paper prints them."""
     pm = r"$\pm$" if latex else "±"
     times = r"$\times$" if latex else "×"
@@ -338,22 +350,29 @@ def _layout(tables: Sequence[pd.DataFrame]) -> tuple[list[str], list[str]]:
     return datasets, methods
 
 
-def _note(tables: Sequence[pd.DataFrame], baseline: str, rule: str | None = None) -> list[str]:
-    label = METHOD_NAMES.get(baseline, (baseline, baseline))[0]
+def baseline_of(table: pd.DataFrame) -> str | None:
+    """The baseline a :func:`group_table` was computed against."""
+    return table.attrs.get("baseline")
+
+
+def _note(tables: Sequence[pd.DataFrame], rule: str | None = None) -> list[str]:
+    baselines = list(dict.fromkeys(baseline_of(t) for t in tables))
+    shared = baselines[0] if len(baselines) == 1 and baselines[0] is not None else None
+    label = f"{METHOD_NAMES.get(shared, (shared, shared))[0]} (1×)" if shared is not None else \
+        "each group's baseline (1×, named below)"
     rule = rule or "95% of the lowest accuracy among the compared methods"
     lines = [f"Accuracy (%): mean ± std over seeds at the fixed time budget. Time: time to reach the target "
-             f"accuracy ({rule}) relative to {label} (1×); "
+             f"accuracy ({rule}) relative to {label}; "
              "'n/r': not reached; (k/n): reached by k of n seeds, mean over those; 's': no baseline, seconds."]
     for t in tables:
         first = t.iloc[0]
+        base = "" if shared is not None else f", baseline {baseline_of(t)}"
         lines.append(f"{first['dataset']}: budget {first['budget_time']:g} s of virtual time, target accuracy "
-                     f"{100 * first['target']:.1f}%, seeds per method {', '.join(str(s) for s in t['seeds'])}")
+                     f"{100 * first['target']:.1f}%, seeds per method {', '.join(str(s) for s in t['seeds'])}{base}")
     return lines
 
 
-def _method_cells(
-    method: str, datasets: Sequence[str], by_name: dict[str, pd.DataFrame], latex: bool, baseline: str
-) -> list[str]:
+def _method_cells(method: str, datasets: Sequence[str], by_name: dict[str, pd.DataFrame], latex: bool) -> list[str]:
     """One method's (Accuracy, Time) cells for every dataset, the best of each column in bold."""
     cells: list[str] = []
     for d in datasets:
@@ -362,36 +381,36 @@ def _method_cells(
         if not len(rows):
             cells += ["--", "--"] if latex else ["–", "–"]
             continue
-        acc, when = _cells(rows.iloc[0], latex=latex, baseline=baseline)
+        acc, when = _cells(rows.iloc[0], latex=latex, baseline=baseline_of(t))
         best_acc, best_t = _best(t)
         bold = (lambda x: rf"\textbf{{{x}}}") if latex else (lambda x: f"**{x}**")
         cells += [bold(acc) if method in best_acc else acc, bold(when) if method in best_t else when]
     return cells
 
 
-def markdown_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg", rule: str | None = None) -> str:
+def markdown_table(tables: Sequence[pd.DataFrame], rule: str | None = None) -> str:
     """Table 2 of the paper in markdown: one row per method, an (Accuracy, Time) pair per dataset."""
     datasets, methods = _layout(tables)
     by_name = {str(t["dataset"].iloc[0]): t for t in tables if len(t)}
     head = "| Method | " + " | ".join(f"{d} Accuracy | {d} Time" for d in datasets) + " |"
     lines = [head, "|---|" + "---:|---:|" * len(datasets)]
     for m in methods:
-        cells = [METHOD_NAMES.get(m, (m, m))[0], *_method_cells(m, datasets, by_name, False, baseline)]
+        cells = [METHOD_NAMES.get(m, (m, m))[0], *_method_cells(m, datasets, by_name, False)]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines + [""] + [f"- {n}" for n in _note(tables, baseline, rule)]) + "\n"
+    return "\n".join(lines + [""] + [f"- {n}" for n in _note(tables, rule)]) + "\n"
 
 
 def _tex_escape(text: str) -> str:
     return "".join("\\" + c if c in "&%$#_{}" else c for c in text)
 
 
-def latex_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg", rule: str | None = None) -> str:
+def latex_table(tables: Sequence[pd.DataFrame], rule: str | None = None) -> str:
     """Table 2 of the paper as a LaTeX ``tabular`` (booktabs), one column pair per dataset."""
     datasets, methods = _layout(tables)
     by_name = {str(t["dataset"].iloc[0]): t for t in tables if len(t)}
     n = len(datasets)
     lines = [
-        "% " + "\n% ".join(_note(tables, baseline, rule)),
+        "% " + "\n% ".join(_note(tables, rule)),
         r"\begin{tabular}{l" + "cc" * n + "}",
         r"\toprule",
         r"\multirow{2}{*}{Methods} & "
@@ -401,15 +420,25 @@ def latex_table(tables: Sequence[pd.DataFrame], baseline: str = "fedavg", rule: 
         r"\midrule",
     ]
     for m in methods:
-        cells = [METHOD_NAMES.get(m, (m, _tex_escape(m)))[1], *_method_cells(m, datasets, by_name, True, baseline)]
+        cells = [METHOD_NAMES.get(m, (m, _tex_escape(m)))[1], *_method_cells(m, datasets, by_name, True)]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"
 
 
-def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", force: bool = False,
+def check_baseline(groups: Sequence[RunGroup], baseline: str | None) -> None:
+    """Refuse a ``--baseline`` that is a method of no group."""
+    if baseline is None:
+        return
+    methods = method_order([a for g in groups for a in entries_of(g.metrics)])
+    if baseline not in methods:
+        raise InputError("--baseline", f"{baseline!r} is a method of no folder here; they are {', '.join(methods)}")
+
+
+def write_report(dirs: Sequence[Path], out: Path, baseline: str | None = None, force: bool = False,
                  apart: bool = False) -> ReportFiles:
-    """Tables (CSV, markdown, LaTeX) and the accuracy-vs-time figure of every result folder under ``dirs``.
+    """Tables (CSV, markdown, LaTeX), the comparison (:mod:`simfl.output.comparison`) and the accuracy-vs-time
+    figure of every result folder under ``dirs``.
 
     ``out`` follows the rules of ``simfl run``'s output folder (:mod:`simfl.outdir`): written in
     ``<out>.partial`` and renamed into place; an existing ``out`` is replaced only with ``force``
@@ -419,11 +448,14 @@ def write_report(dirs: Sequence[Path], out: Path, baseline: str = "fedavg", forc
 
     outdir.check_path(out)
     groups = load_groups(find_result_folders(dirs), apart)
+    check_baseline(groups, baseline)
     tables = [group_table(g, baseline) for g in groups]
-    return publish(groups, tables, out, baseline, force)
+    comparisons = [({"dataset": g.name}, group_comparison(g, baseline)) for g in groups]
+    return publish(groups, tables, comparisons, out, force)
 
 
-def publish(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame], out: Path, baseline: str, force: bool,
+def publish(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame],
+            comparisons: Sequence[tuple[Mapping[str, Any], Comparison]], out: Path, force: bool,
             rule: str | None = None, extra: Callable[[Path], None] | None = None) -> ReportFiles:
     """Write the report's files into ``out`` under its lock (``rule``: how the note states the target;
     ``extra``: writes one more file into the staging folder)."""
@@ -431,26 +463,31 @@ def publish(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame], out: Pat
 
     with outdir.hold(out):
         outdir.claim(out, force)
-        return _write(groups, tables, out, baseline, force, rule, extra)
+        return _write(groups, tables, comparisons, out, force, rule, extra)
 
 
-def _write(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame], out: Path, baseline: str,
-           force: bool, rule: str | None, extra: Callable[[Path], None] | None) -> ReportFiles:
+def _write(groups: Sequence[RunGroup], tables: Sequence[pd.DataFrame],
+           comparisons: Sequence[tuple[Mapping[str, Any], Comparison]], out: Path, force: bool, rule: str | None,
+           extra: Callable[[Path], None] | None) -> ReportFiles:
+    from simfl.output import comparison as comparing
     from simfl.output.plots import accuracy_panels
     from simfl.output.results import OutputFolder, write_csv
 
     folder = OutputFolder(out, force=force)
+    names = ("table.csv", "table.md", "table.tex", "accuracy.png", "comparison.csv", "comparison.md")
     try:
-        stage = ReportFiles(*(folder.path(n) for n in ("table.csv", "table.md", "table.tex", "accuracy.png")))
+        stage = ReportFiles(*(folder.path(n) for n in names))
         rows = [r for t in tables for r in t.to_dict("records")]
         write_csv(stage.table_csv, TABLE_COLUMNS, rows)
-        stage.markdown.write_text(markdown_table(tables, baseline, rule))
-        stage.latex.write_text(latex_table(tables, baseline, rule))
-        accuracy_panels([(g.name, g.metrics) for g in groups], stage.figure)
+        stage.markdown.write_text(markdown_table(tables, rule))
+        stage.latex.write_text(latex_table(tables, rule))
+        comparing.write(folder.stage, comparisons)
+        accuracy_panels([(g.name, g.metrics) for g in groups], stage.figure,
+                        targets=[float(t["target"].iloc[0]) for t in tables])
         if extra is not None:
             extra(stage.figure.parent)
         folder.publish()
     except BaseException:
         folder.discard()
         raise
-    return ReportFiles(out / "table.csv", out / "table.md", out / "table.tex", out / "accuracy.png")
+    return ReportFiles(*(out / n for n in names))

@@ -3,8 +3,10 @@
 ``simfl report DIR... --by KEY`` reads every result folder under the given folders and puts each run
 (an entry and a seed) in the cell of its value of ``KEY``:
 
-- a scenario path with a dot (``train.epochs``, ``latency.mean``) is read from the run's scenario;
-- a bare name (``beta``) is an option of the run's own entry; an entry without it (FedAvg has no
+- a scenario path (``train.epochs``, ``latency.mean``, or a whole section, ``latency``) is read from the
+  run's scenario; its value may be a number, a text, a list (``latency.seconds``) or a section, each
+  cell named by its compact one-line form;
+- another bare name (``beta``) is an option of the run's own entry; an entry without it (FedAvg has no
   ``beta``) does not depend on it, so its runs join every cell, as the paper draws FedAvg beside
   each beta.
 
@@ -22,7 +24,8 @@ that cell's target (95% of its lowest mean accuracy, FedAvg's there), and every 
 baseline's time in that cell, the figure's one 1x (so a method at E = 1 is compared with FedAvg at
 E = 5). Without it, relative time divides by the baseline's time in the same cell.
 ``sensitivity.png`` draws the two rows of Figure 8: accuracy per setting and relative time per
-setting, one bar per method.
+setting, one bar per method. ``comparison.csv`` has the key as its first column: each value's comparison
+(:mod:`simfl.output.comparison`, its ratios paired by seed within the value).
 """
 
 from __future__ import annotations
@@ -30,29 +33,38 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import yaml
 
-from simfl import yamlsafe
 from simfl.errors import InputError
 from simfl.names import short_name
 from simfl.outdir import name_problem
+from simfl.output.comparison import Comparison
 from simfl.output.report import (
     METHOD_NAMES,
     METRICS_KINDS,
     SUMMARY_KINDS,
     RunGroup,
+    baseline_of,
+    check_baseline,
     first_difference,
+    group_comparison,
     group_table,
     is_missing,
     method_order,
     pooled_settings,
+    result_scenario,
     shown_value,
 )
 from simfl.output.tables import read_table
+from simfl.yamlsafe import short_value
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -64,11 +76,9 @@ class Setting:
     key: str
     renames: Mapping[str, str]
     target_from: str | None = None
-
-    @property
-    def option(self) -> bool:
-        """Whether ``key`` is an option of each run's entry (a bare name), not a scenario path."""
-        return "." not in self.key
+    option: bool = False
+    """Whether ``key`` is an option of each run's entry (a bare name that is no top-level key of the scenarios),
+    not a scenario path (:func:`load_cells` decides)."""
 
 
 def parse_renames(pairs: Sequence[str]) -> dict[str, str]:
@@ -94,31 +104,45 @@ def check_key(key: str) -> None:
         raise InputError("--by", f"{key!r} is not a scenario path (train.epochs) or an entry option (beta)")
 
 
-def _value(setting: Setting, flat: Mapping[str, Any], entry: Mapping[str, Any] | None) -> Any:
-    """The run's value of the key (None: the run does not depend on it)."""
+def _value(setting: Setting, scenario: Mapping[str, Any], entry: Mapping[str, Any] | None) -> Any:
+    """The run's value of the key, whole (a list, a section), or None: the run does not depend on it."""
     if setting.option:
         return None if entry is None else entry.get(setting.key)
-    return flat.get(setting.key)
+    node: Any = scenario
+    for part in setting.key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _same(value: Any) -> str:
+    """What two values of the key compare by (lists and sections hold no hash of their own)."""
+    return yaml.safe_dump(value, sort_keys=True)
 
 
 def _cell_name(key: str, value: Any) -> str:
     return f"{key}={_plain(value)}"
 
 
-def _order(value: Any) -> tuple[int, Any]:
+def _order(value: Any) -> tuple[int, float, str]:
     """Numbers ascending, then everything else by its text."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return (0, float(value))
-    return (1, str(value))
+        return (0, float(value), "")
+    return (1, 0.0, _plain(value))
 
 
-def load_cells(folders: Sequence[Path], setting: Setting) -> list[RunGroup]:
-    """One :class:`RunGroup` per value of the key, in ascending order, runs without the key in every one."""
+def load_cells(folders: Sequence[Path], setting: Setting) -> tuple[list[RunGroup], Setting]:
+    """One :class:`RunGroup` per value of the key, in ascending order, runs without the key in every one; and the
+    setting with whether its key is an entry option."""
     check_key(setting.key)
+    scenarios = [result_scenario(folder) for folder in folders]
+    setting = replace(setting, option="." not in setting.key and not any(setting.key in s for s in scenarios))
     reference: tuple[dict[str, Any], Path] | None = None
     runs: list[tuple[str, int, Any, Path, str]] = []  # (label, seed, value, folder, label on disk)
-    for folder in folders:
-        scenario = _scenario(folder)
+    kept: dict[Path, Mapping[str, Any]] = {}
+    for folder, scenario in zip(folders, scenarios, strict=True):
+        kept[folder] = scenario
         entries: dict[str, dict[str, Any]] = {}
         for entry in scenario.get("algorithms") or []:
             if isinstance(entry, dict):
@@ -126,7 +150,6 @@ def load_cells(folders: Sequence[Path], setting: Setting) -> list[RunGroup]:
                 entry["label"] = setting.renames.get(label, label)
                 entries[label] = entry
         settings = pooled_settings(scenario, folder)
-        flat = {k: v for k, v in settings.items() if not k.startswith("algorithms[")}
         _drop_key(settings, setting)
         if reference is None:
             reference = (settings, folder)
@@ -143,8 +166,9 @@ def load_cells(folders: Sequence[Path], setting: Setting) -> list[RunGroup]:
             if problem is not None:
                 raise InputError(str(folder / "summary.csv"), f"algorithm {problem}")
             label = setting.renames.get(on_disk, on_disk)
-            runs.append((label, int(seed), _value(setting, flat, entries.get(on_disk)), folder, on_disk))
-    values = sorted({v for _, _, v, _, _ in runs if v is not None}, key=_order)
+            runs.append((label, int(seed), _value(setting, scenario, entries.get(on_disk)), folder, on_disk))
+    distinct = {_same(v): v for _, _, v, _, _ in runs if v is not None}
+    values = sorted(distinct.values(), key=_order)
     if not values:
         where = "entry" if setting.option else "scenario"
         raise InputError("--by", f"no run's {where} sets {setting.key}: nothing to group by")
@@ -155,7 +179,7 @@ def load_cells(folders: Sequence[Path], setting: Setting) -> list[RunGroup]:
     for value in values:
         group = RunGroup(_cell_name(setting.key, value), [], pd.DataFrame(), {})
         for label, seed, v, folder, on_disk in runs:
-            if v is not None and v != value:
+            if v is not None and _same(v) != _same(value):
                 continue
             if (label, seed) in group.metrics:
                 raise InputError(str(folder), f"{label} seed {seed} at {group.name} is also in {group.folders[0]}")
@@ -165,24 +189,18 @@ def load_cells(folders: Sequence[Path], setting: Setting) -> list[RunGroup]:
             group.metrics[(label, seed)] = read_table(path, METRICS_KINDS, "evaluations")
             if folder not in group.folders:
                 group.folders.append(folder)
+                group.note(kept[folder], folder / "scenario.yaml")
         cells.append(group)
-    return cells
+    return cells, setting
 
 
 def _plain(value: Any) -> str:
-    """A value as ``--target-from`` is written (``5``, ``0.2``)."""
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _scenario(folder: Path) -> dict[str, Any]:
-    path = folder / "scenario.yaml"
-    try:
-        scenario = yamlsafe.load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(str(path), f"cannot be read ({exc.strerror or exc}); --by needs each run's settings") from None
-    if not isinstance(scenario, dict):
-        raise InputError(str(path), "is not a mapping of scenario settings")
-    return scenario
+    """A value as ``--target-from`` is written (``5``, ``0.2``; a list or section in its one-line form)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | dict):
+        return short_value(value)
+    return str(value)
 
 
 def _drop_key(settings: dict[str, Any], setting: Setting) -> None:
@@ -195,15 +213,29 @@ def _drop_key(settings: dict[str, Any], setting: Setting) -> None:
             del settings[key]
 
 
-def cell_tables(cells: Sequence[RunGroup], setting: Setting, baseline: str) -> list[pd.DataFrame]:
+def cell_tables(cells: Sequence[RunGroup], setting: Setting, baseline: str | None = None) -> list[pd.DataFrame]:
     """:func:`report.group_table` per cell, with the target of ``--target-from``'s cell when given."""
     if setting.target_from is None:
         return [group_table(c, baseline) for c in cells]
     source = group_table(next(c for c in cells if c.name == f"{setting.key}={setting.target_from}"), baseline)
     # the cell names are _cell_name's, which prints values as --target-from is matched (_plain)
-    base = source.loc[source["algorithm"] == baseline, "time_to_target"]
+    base = source.loc[source["algorithm"] == baseline_of(source), "time_to_target"]
     base_time = None if not len(base) or is_missing(base.iloc[0]) else float(base.iloc[0])
-    return [group_table(c, baseline, float(source["target"].iloc[0]), base_time) for c in cells]
+    return [group_table(c, baseline_of(source), float(source["target"].iloc[0]), base_time) for c in cells]
+
+
+def cell_comparisons(cells: Sequence[RunGroup], tables: Sequence[pd.DataFrame], setting: Setting,
+                     baseline: str | None = None) -> list[tuple[dict[str, Any], Comparison]]:
+    """Each value's comparison (its own seeds paired within it), at the target of its table."""
+    out = []
+    for cell, table in zip(cells, tables, strict=True):
+        if setting.target_from is None:
+            comparison = group_comparison(cell, baseline)
+        else:
+            comparison = group_comparison(cell, baseline_of(table), float(table["target"].iloc[0]))
+            comparison.target_rule = str(target_rule(setting))
+        out.append(({setting.key: cell.name.split("=", 1)[1]}, comparison))
+    return out
 
 
 def target_rule(setting: Setting) -> str | None:
@@ -214,11 +246,9 @@ def target_rule(setting: Setting) -> str | None:
             f"for every setting; times relative to the baseline's there")
 
 
-def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting, baseline: str, out: Path) -> None:
+def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting) -> Figure:
     """Figure 8's layout: accuracy (mean, std over seeds) per setting above the relative time to target."""
     from matplotlib.figure import Figure
-
-    from simfl.output.plots import save
 
     values = [str(t["dataset"].iloc[0]).split("=", 1)[1] for t in tables]
     methods = method_order([a for t in tables for a in t["algorithm"]])
@@ -226,7 +256,7 @@ def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting, baselin
     fig = Figure(figsize=(max(4.0, 1.2 * len(values) + 2.0), 5.6), dpi=120)
     top, bottom = fig.subplots(2, 1, sharex=True)
     for i, method in enumerate(methods):
-        xs, acc, std, rel = [], [], [], []
+        xs, acc, std, rel, reached = [], [], [], [], []
         for j, t in enumerate(tables):
             row = t[t["algorithm"] == method]
             if not len(row):
@@ -237,36 +267,46 @@ def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting, baselin
             std.append(100 * float(first["accuracy_std"]))
             time = first["relative_time"]
             rel.append(float("nan") if is_missing(time) else float(time))
+            reached.append(bool(first["reached"]))
         bars = top.bar(xs, acc, width, yerr=std, capsize=2, label=METHOD_NAMES.get(method, (method, method))[0])
         bottom.bar(xs, [0.0 if math.isnan(r) else r for r in rel], width, color=bars.patches[0].get_facecolor()
                    if bars.patches else None)
-        for x, r in zip(xs, rel, strict=True):
-            if math.isnan(r):
-                bottom.text(x, 0.02, "n/r", ha="center", va="bottom", fontsize=7, rotation=90)
+        for x, r, hit in zip(xs, rel, reached, strict=True):
+            if math.isnan(r):  # never reached, or no baseline time to divide by in that cell
+                bottom.text(x, 0.02, "n/a" if hit else "n/r", ha="center", va="bottom", fontsize=7, rotation=90)
     low = min((100 * float(t["accuracy_mean"].min()) for t in tables if len(t)), default=0.0)
     top.set_ylim(max(0.0, low - 10.0), 100.0)
-    top.set_ylabel("accuracy (%)")
+    top.set_ylabel("accuracy at the budget (%)")
+    seeds = sorted({int(s) for t in tables for s in t["seeds"]})
+    top.set_title(f"each method across {setting.key}: bars mean ± std over "
+                  f"{seeds[0] if len(seeds) == 1 else f'{seeds[0]}-{seeds[-1]}'} seed{'s' if seeds[-1] > 1 else ''}",
+                  fontsize=9)
     top.legend(frameon=False, fontsize=8, ncol=min(4, len(methods)))
     bottom.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
-    bottom.set_ylabel(f"time to target / {METHOD_NAMES.get(baseline, (baseline, baseline))[0]}")
+    baselines = {baseline_of(t) for t in tables}
+    shown = next(iter(baselines)) if len(baselines) == 1 else None
+    bottom.set_ylabel(f"time to target / {METHOD_NAMES.get(shown, (shown, shown))[0] if shown else 'baseline'}")
     bottom.set_xticks(range(len(values)), values)
     bottom.set_xlabel(setting.key)
     for ax in (top, bottom):
         ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    save(fig, out)
+    return fig
 
 
-def write_sensitivity(dirs: Sequence[Path], out: Path, setting: Setting, baseline: str = "fedavg",
+def write_sensitivity(dirs: Sequence[Path], out: Path, setting: Setting, baseline: str | None = None,
                       force: bool = False) -> list[Path]:
     """The report of every result folder under ``dirs`` with one column pair per value of the key (tables,
-    the accuracy panels and ``sensitivity.png``); returns the files written."""
+    the comparison, the accuracy panels and ``sensitivity.png``); returns the files written."""
     from simfl import outdir
+    from simfl.output.plots import save
     from simfl.output.report import find_result_folders, publish
 
     outdir.check_path(out)
-    cells = load_cells(find_result_folders(dirs), setting)
+    cells, setting = load_cells(find_result_folders(dirs), setting)
+    check_baseline(cells, baseline)
     tables = cell_tables(cells, setting, baseline)
-    written = publish(cells, tables, out, baseline, force, target_rule(setting),
-                      lambda folder: sensitivity_figure(tables, setting, baseline, folder / "sensitivity.png"))
+    comparisons = cell_comparisons(cells, tables, setting, baseline)
+    written = publish(cells, tables, comparisons, out, force, target_rule(setting),
+                      lambda folder: save(sensitivity_figure(tables, setting), folder / "sensitivity.png"))
     return [*written.files(), out / "sensitivity.png"]

@@ -10,13 +10,21 @@ Scenario key ``tracking:`` (off by default) names the trackers, each optional::
 Every (algorithm, seed) run becomes one tracker run named ``<algorithm>-seed<k>`` (grouped
 under the scenario name), fed from the engine's callbacks:
 
-- after each evaluation (``progress``), at step = the evaluation's row index in metrics.csv:
-  ``eval/accuracy``, ``eval/loss`` and any further score, ``eval/virtual_time``,
-  ``eval/updates`` and ``eval/wall_seconds`` (real seconds since the run started, resumed
-  runs included);
+- after each evaluation (``progress``), against **virtual seconds**, so that runs with different
+  evaluation grids lie on one axis: ``eval/accuracy``, ``eval/loss`` and any further score,
+  ``eval/virtual_time`` (exact), ``eval/updates`` and ``eval/wall_seconds`` (real seconds since
+  the run started, resumed runs included). TensorBoard and MLflow take an integer step: the
+  virtual time rounded to the second (:func:`virtual_step`); W&B plots them against
+  ``eval/virtual_time`` itself;
 - after each aggregation (``on_update``), at step = the update count t (the ``update`` column
   of events.csv): ``update/staleness``, ``update/in_flight`` (clients still training when
   the update is aggregated) and ``update/weight`` (the mixing weight, asynchronous algorithms).
+
+When a result folder is complete, its comparison (:mod:`simfl.output.comparison`) goes to each
+tracker as one more run named ``comparison``: per entry ``comparison/<entry>/<column>`` (final
+accuracy, time to target, the ratio to the baseline and their interval bounds), the target and
+baseline as parameters, the verdict in its summary, and comparison.md and comparison.csv as
+artifacts (TensorBoard: text).
 
 Per-update values are buffered and sent at each evaluation, so a tracker costs one write
 per evaluation rather than one per update. The flattened scenario (with this run's
@@ -62,6 +70,7 @@ from simfl.fields import Section
 from simfl.network import CONNECT_TIMEOUT, check_reachable
 
 if TYPE_CHECKING:
+    from simfl.output.comparison import Comparison
     from simfl.sim.state import SimState
 
 try:
@@ -299,17 +308,22 @@ class WandbBackend:
         except wandb.errors.Error as exc:  # no network, a rejected key, an unknown entity: the user's setting
             detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise InputError("tracking.wandb", f"W&B refused to start the run ({detail})") from None
-        self.run.define_metric("eval/index")
-        self.run.define_metric("eval/*", step_metric="eval/index")
+        self.run.define_metric("eval/virtual_time")
+        self.run.define_metric("eval/*", step_metric="eval/virtual_time")
         self.run.define_metric("update/t")
         self.run.define_metric("update/*", step_metric="update/t")
 
     def log(self, points: list[Point]) -> None:
-        rows: dict[tuple[str, int], dict[str, float]] = {}
+        rows: list[dict[str, float]] = []  # one per evaluation: its own eval/virtual_time is the axis of eval/*
+        updates: dict[int, dict[str, float]] = {}
         for name, value, step in points:
-            axis = "eval/index" if name.startswith("eval/") else "update/t"
-            rows.setdefault((axis, step), {axis: step})[name] = value
-        for row in rows.values():
+            if name.startswith("update/"):
+                updates.setdefault(step, {"update/t": step})[name] = value
+                continue
+            if not rows or name in rows[-1]:
+                rows.append({})
+            rows[-1][name] = value
+        for row in [*rows, *updates.values()]:
             self.run.log(row)
 
     def artifact(self, name: str, text: str) -> None:
@@ -352,6 +366,27 @@ def _table(values: Mapping[str, Any]) -> str:
     return "\n".join(f"    {k}: {v}" for k, v in values.items())
 
 
+def virtual_step(virtual_time: float) -> int:
+    """The integer step TensorBoard and MLflow log an evaluation at: its virtual time, rounded to the second."""
+    return int(round(virtual_time))
+
+
+COMPARED = ("final_accuracy", "final_accuracy_low", "final_accuracy_high", "best_accuracy", "reached",
+            "time_to_target", "time_to_target_low", "time_to_target_high", "ratio", "ratio_low", "ratio_high")
+"""The comparison.csv columns logged per entry (numbers; an empty interval bound is not logged)."""
+
+
+def comparison_points(comparison: Comparison) -> list[Point]:
+    """Each entry's numbers of a comparison as tracker values ``comparison/<entry>/<column>`` at step 0."""
+    points: list[Point] = []
+    for row in comparison.table.to_dict("records"):
+        for column in COMPARED:
+            value = float(row[column])
+            if math.isfinite(value):
+                points.append((f"comparison/{row['entry']}/{column}", value, 0))
+    return points
+
+
 # -- one run's feed ---------------------------------------------------------------
 
 
@@ -385,7 +420,8 @@ class RunFeed:
             metric = state.metrics[index]
             values = {"accuracy": metric.accuracy, "loss": metric.loss, **metric.extra,
                       "virtual_time": metric.virtual_time, "updates": float(metric.updates), "wall_seconds": wall}
-            self.pending.extend((f"eval/{k}", float(v), index) for k, v in values.items())
+            step = virtual_step(metric.virtual_time)
+            self.pending.extend((f"eval/{k}", float(v), step) for k, v in values.items())
         self.seen_metrics = len(state.metrics)
         self.flush()
 
@@ -452,22 +488,40 @@ class Tracking:
 
         A resumed run passes the wall seconds and the number of events it had before (:class:`RunFeed`).
         """
-        name = f"{algorithm}-seed{seed}"
-        params = run_params(self.scenario, algorithm_index, seed)
+        backends = self._backends(f"{algorithm}-seed{seed}", Path(algorithm) / f"seed{seed}",
+                                  run_params(self.scenario, algorithm_index, seed),
+                                  {"simfl.algorithm": algorithm, "simfl.seed": str(seed)})
+        return RunFeed(backends, prior_wall, history)
+
+    def log_comparison(self, comparison: Comparison, files: Mapping[str, str]) -> None:
+        """Log a complete folder's comparison as one more tracker run, ``comparison`` (``files``: comparison.md and
+        comparison.csv by name, attached as artifacts)."""
+        params = {"target": comparison.target, "target_rule": comparison.target_rule, "baseline": comparison.baseline,
+                  "horizon": comparison.horizon, "seeds": comparison.seeds}
+        backends = self._backends("comparison", Path("comparison"), params, {"simfl.comparison": "true"})
+        for backend in backends:
+            backend.log(comparison_points(comparison))
+            for name, text in files.items():
+                backend.artifact(name, text)
+            backend.finish({"verdict": comparison.verdict, "fastest": comparison.fastest,
+                            "most_accurate": comparison.most_accurate})
+
+    def _backends(self, name: str, folder: Path, params: Mapping[str, Any], tags: Mapping[str, str]) -> list[Backend]:
+        """Open one tracker run called ``name`` (TensorBoard: in ``folder`` under its directory) in every tracker,
+        with its parameters and the scenario."""
         paths = self.paths()
         backends: list[Backend] = []
         if "tensorboard" in paths:
-            backends.append(TensorBoardBackend(Path(paths["tensorboard"]) / algorithm / f"seed{seed}", params))
+            backends.append(TensorBoardBackend(Path(paths["tensorboard"]) / folder, params))
         if self.config.mlflow is not None:
             artifacts = paths.get("mlflow artifacts")
             backends.append(MlflowBackend(paths["mlflow"], None if artifacts is None else Path(artifacts),
                                           self.config.mlflow.experiment or self.scenario_name, name,
-                                          params, {"simfl.algorithm": algorithm, "simfl.seed": str(seed),
-                                                   "simfl.output": str(self.out.absolute())}))
+                                          params, {**tags, "simfl.output": str(self.out.absolute())}))
         if self.config.wandb is not None:
             backends.append(WandbBackend(self.config.wandb, self.config.wandb.project or self.scenario_name,
                                          self.scenario_name, name, Path(paths["wandb"]), params))
         for backend in backends:
             backend.artifact("scenario.yaml", self.scenario_yaml)
-        return RunFeed(backends, prior_wall, history)
+        return backends
 

@@ -237,9 +237,11 @@ def resolve(kind: str, name: str, where: str | None = None) -> Any:
 
 
 @functools.cache
-def _plugin_config(config: type[BaseModel], discriminator: str, name: str) -> type[BaseModel]:
-    """``config`` with its discriminator fixed to ``name`` and unknown keys rejected."""
-    namespace = {
+def _plugin_config(config: type[BaseModel], discriminator: str, name: str, synchronous: bool | None = None
+                   ) -> type[BaseModel]:
+    """``config`` with its discriminator fixed to ``name`` and unknown keys rejected (an algorithm's: with
+    ``synchronous`` as its class is)."""
+    namespace: dict[str, Any] = {
         "__module__": config.__module__,
         "__qualname__": config.__qualname__,
         "__doc__": config.__doc__,
@@ -247,13 +249,20 @@ def _plugin_config(config: type[BaseModel], discriminator: str, name: str) -> ty
         discriminator: Field(name, description="Plugin name (entry point or import path)."),
         "model_config": ConfigDict(extra="forbid"),
     }
+    if synchronous is not None:
+        namespace["synchronous"] = synchronous
     return type(config.__name__, (config,), namespace)
 
 
 def plugin_config(kind: str, name: str, where: str | None = None) -> type[BaseModel]:
     """The config class a scenario entry naming plugin ``name`` is validated with."""
     component = resolve(kind, name, where)
-    return _plugin_config(component.Config, KINDS[kind].discriminator, name)
+    synchronous = None
+    if kind == "algorithm":
+        from simfl.algorithms.base import SyncAlgorithm
+
+        synchronous = issubclass(component, SyncAlgorithm)
+    return _plugin_config(component.Config, KINDS[kind].discriminator, name, synchronous)
 
 
 def scenario_plugins(raw: Mapping[str, Any], where: str) -> dict[str, tuple[type[BaseModel], ...]]:

@@ -41,6 +41,10 @@ def test_run_returns_tidy_tables_equal_to_simfl_run(tmp_path: Path) -> None:
     for (algorithm, seed), frame in res.metrics.groupby(["algorithm", "seed"]):
         cli = pd.read_csv(tmp_path / "cli" / algorithm / f"seed{seed}" / "metrics.csv")
         pd.testing.assert_frame_equal(frame.drop(columns=["algorithm", "seed"]).reset_index(drop=True), cli)
+    # the answer: comparison.csv as a table, its verdict in words, as simfl run wrote and printed them
+    pd.testing.assert_frame_equal(res.comparison, pd.read_csv(tmp_path / "cli" / "comparison.csv"))
+    assert res.comparison["entry"].tolist() == ["fedasync", "fedavg"] and set(res.comparison["baseline"]) == {"fedavg"}
+    assert res.verdict and f"**{res.verdict}**" in (tmp_path / "cli" / "comparison.md").read_text()
     # a path and a Scenario give the same numbers
     again = simfl.run(path, tmp_path / "again")
     pd.testing.assert_frame_equal(again.events, res.events)
@@ -63,6 +67,10 @@ def test_sweep_returns_cell_columns_equal_to_simfl_sweep(tmp_path: Path) -> None
             a, b = pd.read_csv(tmp_path / "cli" / cell / name), pd.read_csv(tmp_path / "api" / cell / name)
             pd.testing.assert_frame_equal(a.drop(columns=["wall_seconds"], errors="ignore"),
                                           b.drop(columns=["wall_seconds"], errors="ignore"))
+    # one comparison per grid point, the swept key a column, as simfl sweep wrote it
+    pd.testing.assert_frame_equal(res.comparison, pd.read_csv(tmp_path / "cli" / "comparison.csv"))
+    assert res.comparison["algorithms[0].alpha"].tolist() == [0.3, 0.6]
+    assert res.verdict.splitlines()[1].startswith("tiny[alpha=0.6]: fedasync (the baseline) reaches ")
     for alpha, frame in res.events.groupby("algorithms[0].alpha"):
         label = "0.3" if alpha == 0.3 else "0.6"
         cell = next(c for c in cells if f"alpha={label}" in c)

@@ -31,3 +31,9 @@ def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path
               if o.get("output_type") == "error"]
     assert not errors
     assert any("cells run" in "".join(o.get("text", "")) for cell in nb.cells for o in cell.get("outputs", []))
+    if path.name == "delay_sweep.ipynb":  # it ends with the answer: the sweep figure, then the comparison table
+        last = [cell for cell in nb.cells if cell.cell_type == "code"][-1]
+        kinds = [kind for o in last.outputs for kind in o.get("data", {})]
+        assert kinds.index("image/png") < kinds.index("text/html")
+        table = last.outputs[-1]["data"]["text/html"]
+        assert "ratio_low" in table and "fastest" in table

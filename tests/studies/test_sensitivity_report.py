@@ -41,7 +41,7 @@ def test_an_entry_option_groups_runs_and_entries_without_it_join_every_cell(tmp_
     # beta 0.2: OrthoFL 0.9, FedAvg 0.7 (shared); target 0.95 * 0.7 = 0.665, FedAvg reaches it at 20 s, OrthoFL at
     # 10 s: 0.50x. beta 0.6: OrthoFL 0.95 (the renamed chain entry), reaches it at 10 s: 0.50x.
     setting = Setting("beta", {"orthofl_chain": "orthofl"})
-    cells = load_cells(beta_runs(tmp_path), setting)
+    cells, setting = load_cells(beta_runs(tmp_path), setting)
     assert [c.name for c in cells] == ["beta=0.2", "beta=0.6"]
     tables = cell_tables(cells, setting, "fedavg")
     for table, accuracy in zip(tables, [0.9, 0.95], strict=True):
@@ -104,4 +104,59 @@ def test_bad_sensitivity_input_is_one_line(tmp_path: Path, capsys: pytest.Captur
     assert main(["report", str(runs), "--out", str(tmp_path / "rep"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err, err
+    assert not (tmp_path / "rep").exists()
+
+
+def latency_runs(root: Path) -> list[Path]:
+    """Three folders of OrthoFL and FedAsync (no FedAvg) that differ only in their latency section."""
+    entries = [{"name": "orthofl", "beta": 0.6}, {"name": "fedasync", "alpha": 0.6}]
+    curves = {("orthofl", 0): UP, ("fedasync", 0): SLOW}
+    folders = []
+    for name, latency in (("a", {"model": "constant", "seconds": [1, 2]}), ("b", {"model": "constant", "seconds": [1, 5]}),
+                          ("c", {"model": "uniform", "low": 1, "high": 2})):
+        folder = study(root / name, "lat", entries, curves)
+        scenario = yaml.safe_load((folder / "scenario.yaml").read_text())
+        (folder / "scenario.yaml").write_text(yaml.safe_dump({**scenario, "latency": latency}))
+        folders.append(folder)
+    return folders
+
+
+def test_a_list_value_and_a_whole_section_group_runs(tmp_path: Path) -> None:
+    # orthofl reaches 0.95 * 0.7 = 0.665 at 10 s, fedasync at 20 s; without FedAvg the baseline is the first entry in
+    # the table's order, FedAsync: OrthoFL 0.50x in every cell
+    a, b, c = latency_runs(tmp_path)
+    out = tmp_path / "rep"
+    assert main(["report", str(a), str(b), "--by", "latency.seconds", "--out", str(out)]) == 0
+    md = (out / "table.md").read_text().splitlines()
+    assert md[0].startswith("| Method | latency.seconds=[1, 2] Accuracy | latency.seconds=[1, 2] Time | "
+                            "latency.seconds=[1, 5] Accuracy |")
+    assert md[3] == "| OrthoFL | **90.0±0.0** | **0.50×** | **90.0±0.0** | **0.50×** |"
+    assert pd.read_csv(out / "comparison.csv")["latency.seconds"].tolist() == ["[1, 2]", "[1, 2]", "[1, 5]", "[1, 5]"]
+    assert main(["report", str(tmp_path), "--by", "latency", "--out", str(out), "--force"]) == 0
+    md = (out / "table.md").read_text().splitlines()
+    assert md[0].count("Accuracy") == 3 and "latency={high: 2, low: 1, model: uniform} Time" in md[0]
+    assert md[3] == "| OrthoFL | **90.0±0.0** | **0.50×** | **90.0±0.0** | **0.50×** | **90.0±0.0** | **0.50×** |"
+
+
+def test_time_bars_without_fedavg_are_drawn(tmp_path: Path) -> None:
+    from simfl.output.sensitivity import sensitivity_figure
+
+    setting = Setting("latency.seconds", {})
+    cells, setting = load_cells(latency_runs(tmp_path)[:2], setting)
+    fig = sensitivity_figure(cell_tables(cells, setting), setting)
+    bottom = fig.axes[1]
+    assert sorted(round(p.get_height(), 6) for p in bottom.patches) == [0.5, 0.5, 1.0, 1.0]
+    assert not [t for t in bottom.texts if t.get_text() in ("n/r", "n/a")]
+    assert bottom.get_ylabel() == "time to target / FedAsync"
+
+
+@pytest.mark.parametrize("by", [None, "beta"])
+def test_a_foreign_yaml_tag_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         by: str | None) -> None:
+    folder, _ = beta_runs(tmp_path / "runs")
+    (folder / "scenario.yaml").write_text("name: !!python/object/apply:os.getcwd []\nalgorithms: []\n")
+    assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "rep"), *(["--by", by] if by else [])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"simfl: {folder / 'scenario.yaml'}: malformed YAML at line 1, column 7: could not determine a "
+                   "constructor for the tag 'tag:yaml.org,2002:python/object/apply:os.getcwd'")
     assert not (tmp_path / "rep").exists()

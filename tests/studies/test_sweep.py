@@ -165,3 +165,30 @@ def test_sweep_without_grid_runs_one_cell_per_seed(write_scenario, tmp_path: Pat
     outcome = run_sweep(write_scenario(tiny_scenario(seeds=[3, 4])), tmp_path / "sw", log=lambda _: None)
     assert outcome.ran == ["seed=3", "seed=4"]
     assert pd.read_csv(tmp_path / "sw" / "seed=4" / "summary.csv")["seed"].tolist() == [4]
+
+
+def test_a_latency_sweep_answers_where_each_rule_wins(write_scenario, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A list-valued latency parameter swept over two seeds: sweep.png, and one comparison per grid point pooling its
+    seeds, the swept key a column."""
+    from simfl.output.comparison import compare
+
+    raw = tiny_scenario(seeds=[0, 1], budget={"time": 6.0},
+                        algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "fedavg", "clients_per_round": 2}])
+    raw["sweep"] = {"latency.seconds": [[1.0, 2.5, 4.0], [1.0, 1.0, 8.0]]}
+    out = tmp_path / "sw"
+    assert main(["sweep", str(write_scenario(raw)), "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    table = pd.read_csv(out / "comparison.csv")
+    assert list(table.columns[:3]) == ["scenario", "latency.seconds", "entry"]
+    assert table["latency.seconds"].tolist() == ["[1.0, 2.5, 4.0]"] * 2 + ["[1.0, 1.0, 8.0]"] * 2
+    assert table["seeds"].tolist() == [2, 2, 2, 2] and set(table["baseline"]) == {"fedavg"}
+    for (scenario, label), rows in table.groupby(["scenario", "latency.seconds"], sort=False):
+        cells = [f"seconds={'1.0-2.5-4.0' if label.startswith('[1.0, 2.5') else '1.0-1.0-8.0'}__seed={s}" for s in (0, 1)]
+        runs = {(a, s): pd.read_csv(out / cell / a / f"seed{s}" / "metrics.csv")
+                for s, cell in enumerate(cells) for a in ("fedasync", "fedavg")}
+        expected = compare(runs, {"fedavg"}, None, None, scenario, ["fedasync", "fedavg"])
+        assert f"{scenario}: {expected.verdict}" in printed
+        pd.testing.assert_frame_equal(rows.drop(columns=["scenario", "latency.seconds"]).reset_index(drop=True),
+                                      expected.table.replace("", float("nan")), check_dtype=False)
+    assert "## tiny[seconds=1.0-1.0-8.0]" in (out / "comparison.md").read_text()

@@ -21,7 +21,7 @@ def test_mlflow_local_store_read_back(run_tracked, tmp_path: Path) -> None:  # t
     experiment = client.get_experiment_by_name("tiny-tracked")
     assert experiment is not None
     runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
-    assert set(runs) == {"fedasync-seed0", "fedavg-seed0"}
+    assert set(runs) == {"fedasync-seed0", "fedavg-seed0", "comparison"}
     summary = {row["algorithm"]: row for row in __import__("pandas").read_csv(out / "summary.csv").to_dict("records")}
     for algorithm in ("fedasync", "fedavg"):
         run = runs[f"{algorithm}-seed0"]
@@ -33,7 +33,7 @@ def test_mlflow_local_store_read_back(run_tracked, tmp_path: Path) -> None:  # t
         metrics = metrics_of(out, algorithm)
         for column in ("accuracy", "loss", "virtual_time"):
             history = client.get_metric_history(run.info.run_id, f"eval/{column}")
-            assert [h.step for h in history] == list(range(len(metrics)))
+            assert [h.step for h in history] == metrics["virtual_time"].round().astype(int).tolist()  # virtual seconds
             assert [h.value for h in history] == metrics[column].tolist()
         arrivals = events_of(out, algorithm).query("event == 'arrival'")
         history = client.get_metric_history(run.info.run_id, "update/staleness")
@@ -48,6 +48,16 @@ def test_mlflow_local_store_read_back(run_tracked, tmp_path: Path) -> None:  # t
         assert row["updates"] == summary[algorithm]["updates"]
         assert Path(client.get_run(run.info.run_id).info.artifact_uri.removeprefix("file://")).is_relative_to(
             tmp_path / "mlartifacts")
+    # the comparison of the complete folder: one more run, its numbers those of comparison.csv
+    run = runs["comparison"]
+    assert run.info.status == "FINISHED" and run.data.params["baseline"] == "fedavg"
+    for row in __import__("pandas").read_csv(out / "comparison.csv").to_dict("records"):
+        for column in ("final_accuracy", "time_to_target", "ratio", "reached"):
+            assert run.data.metrics[f"comparison/{row['entry']}/{column}"] == row[column]
+    assert {f.path for f in client.list_artifacts(run.info.run_id)} == {"scenario.yaml", "comparison.md",
+                                                                         "comparison.csv", "summary.json"}
+    summary = json.loads(Path(client.download_artifacts(run.info.run_id, "summary.json", str(tmp_path))).read_text())
+    assert summary["verdict"] in (out / "comparison.md").read_text()
 
 
 def test_mlflow_file_store_and_several_trackers(run_tracked, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -84,6 +94,7 @@ def test_parallel_sweep_cells_share_one_store(write_scenario, tmp_path: Path) ->
     assert main(["sweep", str(write_scenario(raw)), "--out", str(out), "--workers", "2"]) == 0
     client = MlflowClient(tracking_uri=f"sqlite:///{out / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    runs = [r for r in runs if r.info.run_name != "comparison"]  # each cell's comparison, one per cell
     assert sorted((r.data.params["train.lr"], r.info.run_name, r.info.status) for r in runs) == [
         (lr, f"{a}-seed0", "FINISHED") for lr in ("0.05", "0.1", "0.2") for a in ("fedasync", "fedavg")
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.tracking.conftest import events_of, metrics_of, tracked_scenario
@@ -27,7 +28,7 @@ def test_tensorboard_logs_read_back(run_tracked, tmp_path: Path) -> None:  # typ
         metrics = metrics_of(out, algorithm)
         for column in ("accuracy", "loss", "virtual_time", "updates"):
             logged = scalars[f"eval/{column}"]
-            assert [s for s, _ in logged] == list(range(len(metrics)))
+            assert [s for s, _ in logged] == metrics["virtual_time"].round().astype(int).tolist()  # virtual seconds
             assert [v for _, v in logged] == pytest.approx(metrics[column].tolist(), rel=1e-6)
         wall = [v for _, v in scalars["eval/wall_seconds"]]
         assert wall == sorted(wall) and wall[0] >= 0
@@ -44,6 +45,16 @@ def test_tensorboard_logs_read_back(run_tracked, tmp_path: Path) -> None:  # typ
             assert [v for _, v in scalars["update/weight"]] == pytest.approx(arrivals["weight"].tolist(), rel=1e-6)
         else:
             assert "update/weight" not in scalars
+    # the comparison of the complete folder: one more run, its numbers those of comparison.csv
+    comparison = pd.read_csv(out / "comparison.csv")
+    scalars = _scalars(root / "comparison")
+    for row in comparison.to_dict("records"):
+        for column in ("final_accuracy", "time_to_target", "ratio", "reached"):
+            assert scalars[f"comparison/{row['entry']}/{column}"] == [(0, pytest.approx(row[column], rel=1e-6))]
+    acc = EventAccumulator(str(root / "comparison"), size_guidance={"tensors": 0})
+    acc.Reload()
+    texts = {tag: acc.Tensors(tag)[0].tensor_proto.string_val[0].decode() for tag in acc.Tags()["tensors"]}
+    assert "verdict" in texts["summary/text_summary"] and "# Comparison: tiny" in texts["comparison.md/text_summary"]
 
 
 def test_tensorboard_dir_given(run_tracked, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

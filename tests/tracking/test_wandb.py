@@ -63,19 +63,24 @@ def test_wandb_offline_run_folder(run_tracked, tmp_path: Path, monkeypatch) -> N
     monkeypatch.setenv("WANDB_SILENT", "true")
     out = run_tracked(tracked_scenario(tmp_path, wandb={"project": "tiny-project"}))
     folders = sorted((tmp_path / "wandb").glob("offline-run-*"))  # the default: beside the output folder
-    assert len(folders) == 2
+    assert len(folders) == 3  # a run per (entry, seed), and the comparison
     runs = {}
     for folder in folders:
         (file,) = folder.glob("run-*.wandb")
         name, summary, history = read_run(file)
         runs[name] = (summary, history)
-    assert set(runs) == {"fedasync-seed0", "fedavg-seed0"}
+    assert set(runs) == {"fedasync-seed0", "fedavg-seed0", "comparison"}
     for row in pd.read_csv(out / "summary.csv").to_dict("records"):
         summary, history = runs[f"{row['algorithm']}-seed0"]
         for key in ("final_accuracy", "best_accuracy", "updates", "virtual_time"):
             assert summary[key] == pytest.approx(row[key])
-        evaluations = [h for h in history if "eval/index" in h]
-        assert [h["eval/index"] for h in evaluations] == list(range(len(evaluations)))
-        assert [h["eval/accuracy"] for h in evaluations] == metrics_of(out, row["algorithm"])["accuracy"].tolist()
+        evaluations = [h for h in history if "eval/virtual_time" in h]  # the x-axis of eval/* (virtual seconds)
+        metrics = metrics_of(out, row["algorithm"])
+        assert [h["eval/virtual_time"] for h in evaluations] == metrics["virtual_time"].tolist()
+        assert [h["eval/accuracy"] for h in evaluations] == metrics["accuracy"].tolist()
         assert [h["update/t"] for h in history if "update/t" in h] == list(range(1, row["updates"] + 1))
+    summary, history = runs["comparison"]
+    assert summary["verdict"] in (out / "comparison.md").read_text()
+    for row in pd.read_csv(out / "comparison.csv").to_dict("records"):
+        assert history[0][f"comparison/{row['entry']}/final_accuracy"] == pytest.approx(row["final_accuracy"])
     assert not (tmp_path / "wandb-env").exists()

@@ -1,0 +1,482 @@
+"""The verdict of a comparison: which entry reaches the target accuracy first, by how much, and how sure.
+
+Every result folder (a run, a sweep cell, a sweep, a report) gets ``comparison.csv`` (one row per entry, the
+interval bounds as columns) and ``comparison.md``, and the commands print the same table and one line of verdict.
+This module is the one place of the rules they follow:
+
+- **Horizon.** Final accuracy is read at the latest virtual time every run of the comparison reached (the time
+  budget when that stopped the runs): the accuracy of each run's last evaluation at or before it. Best accuracy
+  is a run's highest evaluation up to it.
+- **Target** (:mod:`simfl.output.target`, the scenario's ``eval.target``): an accuracy given outright, or a
+  fraction of the lowest mean final accuracy among the entries (default 95%, the paper's rule, section 4.1) or
+  of the baseline's. A run's **time to target** is the virtual time of its first evaluation at or above it. A run that
+  never reaches it is kept: its time is at least its end (the budget), and every mean or ratio it enters is then
+  a bound, stated as one (``time_bound``, ``ratio_bound``).
+- **Baseline.** ``eval.baseline`` (or ``--baseline``); by default the first synchronous entry (FedAvg's kind),
+  else the first entry (:func:`default_baseline`).
+- **Intervals** (95%, over seeds). Means (final and best accuracy, time to target): Student's t interval,
+  mean ± t(0.975, n-1) s / sqrt(n), cut to what the quantity can take (an accuracy within [0, 1], a time at
+  least 0). Time ratio to the baseline: simfl's seeds share their latencies across the
+  entries of one seed (client m's k-th latency is drawn from the stream (seed, "latency", m), whatever the
+  algorithm), so each seed pairs an entry's time with the baseline's: the ratio is the geometric mean of the
+  per-seed ratios, its interval the t interval of the mean log ratio, exponentiated (a paired t interval on log
+  times). A seed where neither reaches the target says nothing of the ratio and is left out (``paired_seeds``
+  counts those used). With one seed (or one paired seed) there is no interval: its bounds are empty. A t
+  interval rather than a bootstrap, because simfl's studies run 2 to 5 seeds, too few for a bootstrap's
+  resampling distribution to be more than a handful of values.
+- **Warnings** in one line each: a target at or below an untrained model's accuracy (the evaluation at time 0),
+  and entries that reach it at their first evaluation after the start (the grid cannot tell them apart).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from scipy import stats
+
+from simfl.output.target import TargetSpec, percent, resolve_target
+
+CONFIDENCE = 0.95
+"""Coverage of every interval."""
+
+Runs = Mapping[tuple[str, int], pd.DataFrame]
+"""Metrics (``virtual_time``, ``accuracy``) of each run, keyed by (entry, seed)."""
+
+COLUMNS = [
+    "entry", "seeds", "final_accuracy", "final_accuracy_low", "final_accuracy_high", "best_accuracy",
+    "best_accuracy_low", "best_accuracy_high", "reached", "time_to_target", "time_to_target_low",
+    "time_to_target_high", "time_bound", "ratio", "ratio_low", "ratio_high", "ratio_bound", "paired_seeds",
+    "baseline", "target", "horizon", "fastest", "most_accurate",
+]
+"""The columns of comparison.csv, one row per entry (accuracies as fractions, times in virtual seconds)."""
+
+Bound = Literal["", "lower", "upper", "mixed"]
+"""How a mean or ratio with a seed that missed the target reads: exact (""), at least ("lower"), at most ("upper"), or
+neither ("mixed": the entry misses it in one seed and the baseline in another; no ratio is given)."""
+
+
+# -- per-run numbers ----------------------------------------------------------------------------------------------
+
+
+def accuracy_at(metrics: pd.DataFrame, time: float) -> float:
+    """Accuracy of the last evaluation at or before virtual ``time``."""
+    rows = metrics.loc[metrics["virtual_time"] <= time + 1e-9, "accuracy"]
+    return float(rows.iloc[-1]) if len(rows) else float("nan")
+
+
+def best_until(metrics: pd.DataFrame, time: float) -> float:
+    """Highest accuracy of the evaluations at or before virtual ``time``."""
+    rows = metrics.loc[metrics["virtual_time"] <= time + 1e-9, "accuracy"]
+    return float(rows.max()) if len(rows) else float("nan")
+
+
+def time_to_target(metrics: pd.DataFrame, target: float) -> float | None:
+    """First virtual time at which accuracy >= target (None if never)."""
+    hit = metrics.loc[metrics["accuracy"] >= target, "virtual_time"]
+    return float(hit.iloc[0]) if len(hit) else None
+
+
+def horizon(runs: Runs) -> float:
+    """The latest virtual time every run reached."""
+    return min(float(df["virtual_time"].max()) for df in runs.values())
+
+
+def entries_of(runs: Runs) -> list[str]:
+    """The entries of ``runs`` in order of appearance."""
+    return list(dict.fromkeys(entry for entry, _ in runs))
+
+
+# -- intervals ----------------------------------------------------------------------------------------------------
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and its 95% Student-t interval (NaN bounds with fewer than two values)."""
+    finite = [v for v in values if not math.isnan(v)]
+    if not finite:
+        return math.nan, math.nan, math.nan
+    n = len(finite)
+    mean = math.fsum(finite) / n
+    if n < 2:
+        return mean, math.nan, math.nan
+    half = float(t_half(math.sqrt(math.fsum((v - mean) ** 2 for v in finite) / (n - 1)), n))
+    return mean, mean - half, mean + half
+
+
+def t_half(sd: Any, n: Any) -> Any:
+    """Half the width of the 95% Student-t interval of a mean of ``n`` values of sample std ``sd`` (arrays too)."""
+    return stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / n ** 0.5
+
+
+def ratio_interval(ratios: Sequence[float]) -> tuple[float, float, float]:
+    """Geometric mean of paired ratios and its 95% interval (the t interval of the mean log ratio, exponentiated)."""
+    mean, low, high = mean_interval([math.log(r) for r in ratios])
+    return tuple(math.exp(v) if not math.isnan(v) else math.nan for v in (mean, low, high))  # type: ignore[return-value]
+
+
+# -- the comparison -----------------------------------------------------------------------------------------------
+
+
+def default_baseline(entries: Sequence[str], synchronous: Collection[str]) -> tuple[str, str]:
+    """The first synchronous entry, else the first entry; and how it was chosen."""
+    for entry in entries:
+        if entry in synchronous:
+            return entry, "the first synchronous entry"
+    return entries[0], "the first entry"
+
+
+def choose_baseline(entries: Sequence[str], synchronous: Collection[str], chosen: str | None) -> tuple[str, str]:
+    """``chosen`` when given (it must be one of ``entries``: the caller checked), else :func:`default_baseline`."""
+    if chosen is not None:
+        return chosen, "chosen"
+    return default_baseline(entries, synchronous)
+
+
+@dataclass
+class Comparison:
+    """The comparison of the entries of one setting over its seeds."""
+
+    name: str
+    """What is compared (the scenario's name, a sweep's grid point, a report's group)."""
+    table: pd.DataFrame
+    """One row per entry, :data:`COLUMNS`."""
+    baseline: str
+    baseline_rule: str
+    target: float
+    target_rule: str
+    horizon: float
+    warnings: list[str] = field(default_factory=list)
+    untrained: float = math.nan
+    """The highest accuracy of an untrained model among the runs (their evaluations at time 0; NaN without any)."""
+
+    @property
+    def seeds(self) -> int:
+        return int(self.table["seeds"].max()) if len(self.table) else 0
+
+    @property
+    def fastest(self) -> str | None:
+        """The entry that reaches the target first (smallest time ratio that is not only a lower bound)."""
+        hits = self.table.loc[self.table["fastest"], "entry"]
+        return str(hits.iloc[0]) if len(hits) else None
+
+    @property
+    def most_accurate(self) -> str | None:
+        hits = self.table.loc[self.table["most_accurate"], "entry"]
+        return str(hits.iloc[0]) if len(hits) else None
+
+    def row(self, entry: str) -> dict[str, Any]:
+        return dict(self.table.loc[self.table["entry"] == entry].iloc[0])
+
+    @property
+    def verdict(self) -> str:
+        """One line in words: who reaches the target first, by how much and how sure; who is most accurate."""
+        return verdict(self)
+
+    def text(self) -> str:
+        """The comparison as the commands print it: target, baseline, a table, warnings and the verdict."""
+        return text(self)
+
+    def markdown(self) -> str:
+        """comparison.md: the verdict first, then the table and how it was computed."""
+        return markdown([self])
+
+
+def compare(runs: Runs, synchronous: Collection[str] = (), target: TargetSpec = None, baseline: str | None = None,
+            name: str = "", entries: Sequence[str] | None = None) -> Comparison:
+    """The comparison of ``runs`` (see the module's rules); ``entries`` orders the rows (default: as they appear)."""
+    order = list(entries) if entries is not None else entries_of(runs)
+    order = [e for e in order if any(e == a for a, _ in runs)]
+    base, base_rule = choose_baseline(order, synchronous, baseline)
+    when = horizon(runs)
+    seeds = {e: sorted(s for a, s in runs if a == e) for e in order}
+    finals = {e: [accuracy_at(runs[(e, s)], when) for s in seeds[e]] for e in order}
+    goal, rule = resolve_target(target, {e: mean_interval(v)[0] for e, v in finals.items()}, base)
+    times: dict[tuple[str, int], tuple[float, bool]] = {}  # (time or bound, reached)
+    for (e, s), df in runs.items():
+        hit = None if math.isnan(goal) else time_to_target(df, goal)
+        times[(e, s)] = (hit, True) if hit is not None else (float(df["virtual_time"].max()), False)
+    rows = []
+    for e in order:
+        mine = [times[(e, s)] for s in seeds[e]]
+        final = _within(mean_interval(finals[e]), 0.0, 1.0)
+        best = _within(mean_interval([best_until(runs[(e, s)], when) for s in seeds[e]]), 0.0, 1.0)
+        spent = _within(mean_interval([t for t, _ in mine]), 0.0, math.inf)
+        ratio, low, high, bound, paired = _paired_ratio(e, base, seeds, times)
+        rows.append({
+            "entry": e, "seeds": len(seeds[e]), "final_accuracy": final[0], "final_accuracy_low": final[1],
+            "final_accuracy_high": final[2], "best_accuracy": best[0], "best_accuracy_low": best[1],
+            "best_accuracy_high": best[2], "reached": sum(r for _, r in mine), "time_to_target": spent[0],
+            "time_to_target_low": spent[1], "time_to_target_high": spent[2],
+            "time_bound": "" if all(r for _, r in mine) else "lower", "ratio": ratio, "ratio_low": low,
+            "ratio_high": high, "ratio_bound": bound, "paired_seeds": paired, "baseline": base, "target": goal,
+            "horizon": when,
+        })
+    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("fastest", "most_accurate")])
+    table["fastest"] = _first_minimum(table)
+    acc = table["final_accuracy"]
+    table["most_accurate"] = table.index == acc.idxmax() if acc.notna().any() else False
+    comparison = Comparison(name, table[COLUMNS], base, base_rule, goal, rule, when)
+    comparison.warnings = target_warnings(runs, goal, order)
+    comparison.untrained = untrained_accuracy(runs)
+    return comparison
+
+
+def _within(estimate: tuple[float, float, float], low: float, high: float) -> tuple[float, float, float]:
+    """An interval cut to the values the quantity can take (an accuracy within [0, 1], a time at least 0)."""
+    mean, lo, hi = estimate
+    return mean, min(max(lo, low), high), max(min(hi, high), low)
+
+
+def _paired_ratio(entry: str, base: str, seeds: Mapping[str, list[int]],
+                  times: Mapping[tuple[str, int], tuple[float, bool]]) -> tuple[float, float, float, Bound, int]:
+    """The entry's time over the baseline's, paired by seed: (ratio, low, high, bound, seeds used)."""
+    ratios: list[float] = []
+    kinds: set[str] = set()
+    for s in sorted(set(seeds[entry]) & set(seeds.get(base, []))):
+        (t, hit), (tb, hit_b) = times[(entry, s)], times[(base, s)]
+        if not hit and not hit_b:
+            continue
+        if t == 0 or tb == 0:  # a target reached at time 0 (the warning says so): no ratio from this seed
+            if t == tb:
+                ratios.append(1.0)
+            continue
+        ratios.append(t / tb)
+        if not hit:
+            kinds.add("lower")
+        elif not hit_b:
+            kinds.add("upper")
+    if not ratios:
+        return math.nan, math.nan, math.nan, "", 0
+    if len(kinds) > 1:
+        return math.nan, math.nan, math.nan, "mixed", len(ratios)
+    ratio, low, high = ratio_interval(ratios)
+    bound: Bound = "lower" if "lower" in kinds else "upper" if "upper" in kinds else ""
+    return ratio, low, high, bound, len(ratios)
+
+
+def _first_minimum(table: pd.DataFrame) -> list[bool]:
+    """True on the row of the smallest ratio that is exact or an upper bound (the first of equals)."""
+    usable = table["ratio"].where(table["ratio_bound"].isin(["", "upper"]))
+    if not usable.notna().any():
+        return [False] * len(table)
+    first = int(usable.idxmin())
+    return [i == first for i in table.index]
+
+
+def target_warnings(runs: Runs, goal: float, order: Sequence[str]) -> list[str]:
+    """One line per way the target fails to separate the entries (see the module's rules)."""
+    if math.isnan(goal):
+        return [f"no target: the runs report no accuracy ({', '.join(order)})"]
+    warnings = []
+    untrained = untrained_accuracy(runs)
+    if goal <= untrained:
+        warnings.append(f"the target {percent(goal)} is at or below an untrained model's accuracy (up to "
+                        f"{percent(untrained)} at time 0): every time to target is 0 s and says nothing; set a "
+                        "higher eval.target")
+        return warnings
+    early: list[str] = []
+    for entry in order:
+        mine = [df for (e, _), df in runs.items() if e == entry]
+        first = [_first_after_start(df) for df in mine]
+        hits = sum(1 for df, t in zip(mine, first, strict=True)
+                   if t is not None and time_to_target(df, goal) == t)
+        if hits:
+            early.append(f"{entry} ({hits} of {len(mine)} seeds)")
+    if early:
+        every = [t for df in runs.values() if (t := _first_after_start(df)) is not None]
+        warnings.append(f"the target {percent(goal)} is reached at the first evaluation after the start "
+                        f"({min(every):g} s) by {', '.join(early)}: the evaluation grid cannot tell how much sooner; "
+                        "set a smaller eval.every or a higher eval.target")
+    return warnings
+
+
+def untrained_accuracy(runs: Runs) -> float:
+    """The highest accuracy among the runs' evaluations at time 0 (NaN when none has one)."""
+    found = [float(df["accuracy"].iloc[0]) for df in runs.values()
+             if len(df) and float(df["virtual_time"].iloc[0]) == 0.0 and not math.isnan(df["accuracy"].iloc[0])]
+    return max(found) if found else math.nan
+
+
+def _first_after_start(metrics: pd.DataFrame) -> float | None:
+    """The virtual time of a run's first evaluation after time 0."""
+    after = metrics.loc[metrics["virtual_time"] > 0, "virtual_time"]
+    return float(after.iloc[0]) if len(after) else None
+
+
+# -- in words -----------------------------------------------------------------------------------------------------
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return "" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def span(low: float, high: float, show: Callable[[float], str]) -> str:
+    """``[low, high]``, or empty without an interval."""
+    return "" if math.isnan(low) or math.isnan(high) else f"[{show(low)}, {show(high)}]"
+
+
+def _pct(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{100 * value:.1f}"
+
+
+def accuracy_cell(row: Mapping[str, Any], column: str) -> str:
+    """``93.1 [92.0, 94.2]`` (percent)."""
+    interval = span(row[f"{column}_low"], row[f"{column}_high"], _pct)
+    return f"{_pct(row[column])} {interval}".strip()
+
+
+def time_cell(row: Mapping[str, Any]) -> str:
+    """``120 s [100, 140]``; ``>= 600 s`` when a seed missed the target."""
+    mark = ">= " if row["time_bound"] else ""
+    interval = span(row["time_to_target_low"], row["time_to_target_high"], lambda v: f"{v:.0f}")
+    return f"{mark}{row['time_to_target']:.0f} s {interval}".strip()
+
+
+_MARKS = {"": "", "lower": ">= ", "upper": "<= "}
+
+
+def ratio_cell(row: Mapping[str, Any]) -> str:
+    """``0.24x [0.20, 0.29]``, with ``>=``/``<=`` for a bound; ``n/a`` when none can be given."""
+    if row["ratio_bound"] == "mixed":
+        return "n/a (each misses it in some seed)"
+    if math.isnan(row["ratio"]):
+        return "n/a"
+    if row["entry"] == row["baseline"]:
+        return "1x"
+    interval = span(row["ratio_low"], row["ratio_high"], _num)
+    return f"{_MARKS[row['ratio_bound']]}{row['ratio']:.2f}x {interval}".strip()
+
+
+def verdict(comparison: Comparison) -> str:
+    """One line: who reaches the target first, by how much, how sure; who ends most accurate."""
+    c = comparison
+    goal = percent(c.target)
+    if math.isnan(c.target):
+        return "no verdict: the runs report no accuracy"
+    fastest = c.fastest
+    sure = ""
+    if c.target <= c.untrained:
+        speed = f"no verdict on time: the target {goal} is at or below an untrained model's accuracy"
+        fastest = None
+    elif fastest is None:
+        speed = f"no entry reaches the target {goal} in a way that can be compared with {c.baseline}'s"
+        if not c.table["reached"].any():
+            speed = f"no entry reaches the target {goal} within {c.horizon:g} s"
+    elif fastest == c.baseline:
+        others = c.table[(c.table["entry"] != fastest) & c.table["ratio"].notna()]
+        speed = f"{fastest} (the baseline) reaches {goal} first ({_reached(c.row(fastest))})"
+        if len(others):
+            near = others.loc[others["ratio"].idxmin()]
+            speed += f"; the nearest, {near['entry']}, takes {ratio_cell(near)} its time ({_reached(near)})"
+            sure = _sureness(near)
+    else:
+        row = c.row(fastest)
+        when = "at most " if row["ratio_bound"] == "upper" else ""
+        interval = span(row["ratio_low"], row["ratio_high"], _num)
+        speed = (f"{fastest} reaches {goal} in {when}{row['ratio']:.2f}x {c.baseline}'s time"
+                 f"{' ' + interval if interval else ''} ({_reached(row)})")
+        sure = _sureness(row)
+    accurate = c.most_accurate
+    tail = ""
+    if accurate is not None:
+        row = c.row(accurate)
+        value = accuracy_cell(row, "final_accuracy").replace(" [", "% [", 1)
+        value = value if "[" in value else value + "%"
+        if accurate != fastest:
+            tail = f"; {accurate} ends most accurate, {value}"
+        else:  # "it" would read as the nearest entry after the baseline's line
+            tail = f"; {'it' if fastest != c.baseline else accurate} also ends most accurate, {value}"
+    return f"{speed}{sure}{tail}"
+
+
+def _reached(row: Mapping[str, Any]) -> str:
+    return f"{int(row['reached'])} of {int(row['seeds'])} seeds reach it"
+
+
+def _sureness(row: Mapping[str, Any]) -> str:
+    """What the interval says of a ratio (nothing when it excludes 1x)."""
+    if row["paired_seeds"] < 2:
+        return f"; {int(row['paired_seeds'])} paired seed, so no interval"
+    if row["ratio_low"] <= 1.0 <= row["ratio_high"]:
+        return "; the interval includes 1x, so the difference is not clear"
+    return ""
+
+
+def method_note(seeds: int) -> str:
+    """How the intervals were computed, in one line."""
+    base = (f"Intervals: {100 * CONFIDENCE:g}% over seeds; means with Student's t; the time ratio paired by seed "
+            "(seeds share latencies across entries): geometric mean of the per-seed ratios, t interval on their logs. "
+            "A run that misses the target counts with its end time, so its mean or ratio is a bound (>= or <=).")
+    return base + (" One seed: no intervals." if seeds < 2 else "")
+
+
+def text(c: Comparison) -> str:
+    """The terminal form of one comparison."""
+    head = ["entry", "final accuracy %", "best %", "time to target", f"time / {c.baseline}", "reached"]
+    rows = [[str(r["entry"]), accuracy_cell(r, "final_accuracy"), accuracy_cell(r, "best_accuracy"), time_cell(r),
+             ratio_cell(r), f"{int(r['reached'])}/{int(r['seeds'])}"] for r in c.table.to_dict("records")]
+    widths = [max(len(x) for x in column) for column in zip(head, *rows, strict=True)]
+    lines = [f"target: {percent(c.target)} accuracy, {c.target_rule}; final accuracy read at {c.horizon:g} s",
+             f"baseline: {c.baseline} ({c.baseline_rule})"]
+    lines += ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip() for line in [head, *rows]]
+    lines.append(method_note(c.seeds))
+    lines += [f"warning: {w}" for w in c.warnings]
+    lines.append(f"verdict: {c.verdict}")
+    return "\n".join(lines)
+
+
+def markdown(comparisons: Sequence[Comparison]) -> str:
+    """comparison.md of one or more comparisons (a sweep's grid points, a report's groups), each under its name."""
+    lines: list[str] = []
+    for c in comparisons:
+        lines += [f"## {c.name}" if len(comparisons) > 1 else f"# Comparison: {c.name}", "", f"**{c.verdict}**", ""]
+        lines += [f"| entry | final accuracy (%) | best accuracy (%) | time to target | time / {c.baseline} | reached |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for r in c.table.to_dict("records"):
+            lines.append(f"| {r['entry']} | {accuracy_cell(r, 'final_accuracy')} | {accuracy_cell(r, 'best_accuracy')} | "
+                         f"{time_cell(r)} | {ratio_cell(r)} | {int(r['reached'])}/{int(r['seeds'])} |")
+        lines += ["", f"- Target: {percent(c.target)} accuracy, {c.target_rule}.",
+                  f"- Baseline: {c.baseline} ({c.baseline_rule}).",
+                  f"- Final accuracy is read at {c.horizon:g} s of virtual time, the latest every run reached.",
+                  f"- {method_note(c.seeds)}"]
+        lines += [f"- Warning: {w}" for w in c.warnings]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def frame(items: Sequence[tuple[Mapping[str, Any], Comparison]]) -> pd.DataFrame:
+    """comparison.csv's rows: one per entry of each comparison, its swept values (if any) as the first columns."""
+    keys = list(dict.fromkeys(k for values, _ in items for k in values))
+    parts = []
+    for values, c in items:
+        part = c.table.copy()
+        for i, key in enumerate(keys):
+            part.insert(i, key, values.get(key))
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=[*keys, *COLUMNS])
+    return pd.concat(parts, ignore_index=True)
+
+
+def write(folder: Path, items: Sequence[tuple[Mapping[str, Any], Comparison]]) -> list[Path]:
+    """Write comparison.csv and comparison.md into ``folder`` (each through a temporary file); returns them."""
+    import os
+
+    from simfl import outdir
+    from simfl.output.results import write_csv
+
+    table = frame(items)
+    csv_path = outdir.writable(folder, "comparison.csv")
+    rows = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}
+            for r in table.to_dict("records")]
+    write_csv(csv_path, list(table.columns), rows)  # an interval that cannot be given is an empty cell
+    md_path = outdir.writable(folder, "comparison.md")
+    tmp = md_path.with_name(md_path.name + ".tmp")
+    with outdir.room(md_path, tmp):
+        tmp.write_text(markdown([c for _, c in items]))
+    os.replace(tmp, md_path)
+    return [csv_path, md_path]
