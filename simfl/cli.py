@@ -462,6 +462,9 @@ def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, wal
     before anything is written."""
     from simfl.schema import limits
 
+    clients = scn.stated_clients()
+    if clients is not None:
+        scn.check_clients(clients)  # as validate checks it, before the estimate reads the entries' rounds
     est = _estimate(scn, every, wall)
     limits.check(est, args.max_memory or limits.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:

@@ -43,8 +43,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from simfl import outdir
 from simfl.errors import InputError
 from simfl.sim.clock import PRIORITY
@@ -116,6 +114,8 @@ def write_atomic(path: Path, data: bytes | None = None, obj: Any = None) -> None
         if data is not None:
             fh.write(data)
         else:
+            import torch  # here, not at the top: validate and estimates load no torch
+
             torch.save(obj, fh)
         fh.flush()
         os.fsync(fh.fileno())
@@ -143,6 +143,8 @@ def _read(path: Path) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            import torch
+
             return torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # torch raises many types for damaged files
         text = str(exc)
@@ -176,6 +178,8 @@ def load_run(path: Path) -> dict[str, Any]:
 
 def run_blob(algorithm: str, seed: int, wall_seconds: float, sim: dict[str, Any]) -> bytes:
     """The bytes of one run's checkpoint file (made where the run goes, written where its folder is)."""
+    import torch
+
     buffer = io.BytesIO()
     torch.save({"format": RUN_FORMAT, "algorithm": algorithm, "seed": seed, "wall_seconds": wall_seconds,
                 "sim": sim}, buffer)

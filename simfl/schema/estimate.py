@@ -358,6 +358,8 @@ def round_times(scenario: Any, clients: int, seed: int, workload: Workload) -> R
             stated = cls.round_times(scenario.latency, clients, seed, workload)
     except _Unknown:
         return "it scales with the model's FLOPs, known once the run starts"
+    except InputError:  # the model's own refusal, as the run gives it
+        raise
     except (OverflowError, ZeroDivisionError, ValueError, FloatingPointError) as exc:
         raise InputError(f"latency.model {name}", "its parameters overflow or state no usable round times "
                          f"({type(exc).__name__}: {exc}); use values of a sane size") from None

@@ -93,7 +93,7 @@ def test_disk_and_ram_stores_give_byte_identical_files(write_scenario, tmp_path:
         assert main(["run", str(write_scenario(_mnist_like(store), f"{store}.yaml")), "--out", str(out), "--quiet"]) == 0
         files[store] = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.csv"))
                         if p.name != "summary.csv"}
-    assert len(files["ram"]) == 12 and files["ram"] == files["disk"]
+    assert len(files["ram"]) == 13 and "comparison.csv" in files["ram"] and files["ram"] == files["disk"]
 
 
 def test_auto_chooses_disk_when_the_rows_would_take_a_quarter_of_ram(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,7 +33,8 @@ def test_inline_and_process_write_identical_metrics_and_events(write_scenario, t
                 "--set", "executor.workers=2"]
         assert main(args) == 0
         outs[kind] = _files(out)
-    assert set(outs["inline"]) == {f"{a['name']}/seed0/{f}" for a in ALGORITHMS for f in ("metrics.csv", "events.csv")}
+    runs = {f"{a['name']}/seed0/{f}" for a in ALGORITHMS for f in ("metrics.csv", "events.csv")}
+    assert set(outs["inline"]) == runs | {"comparison.csv"}
     assert outs["inline"] == outs["process"]
 
 
