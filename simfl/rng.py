@@ -263,6 +263,12 @@ class Streams(Sequence[np.random.Generator]):
         self.drawn = True
         return m * self.width + used
 
+    def states(self) -> list[dict[str, object]]:
+        """Every stream's :func:`generator_state`, as ``[generator_state(g) for g in self]`` gives it, without building
+        a generator: reading the state must not change what the streams draw next (a stream built here would start
+        at its beginning, and :meth:`claim` would then no longer advance it past the outputs it hands out)."""
+        return [generator_state(self.gens[m] or self._generator(m)) for m in range(len(self.gens))]
+
     def load(self, states: list[dict[str, object]]) -> None:
         """Take the generators from :func:`generator_state` outputs (a resumed run)."""
         self.gens = [restore_generator(s) for s in states]
@@ -284,13 +290,17 @@ class Streams(Sequence[np.random.Generator]):
             return [self[i] for i in range(len(self))[m]]
         gen = self.gens[m]
         if gen is None:
-            # NumPy takes any ISeedSequence; its type stubs name only SeedSequence
-            bitgen = np.random.PCG64(_Words(self.words[m]))  # type: ignore[arg-type]
-            if self.used[m]:
-                bitgen.advance(self.used[m])  # one LCG step per output handed out
-            gen = self.gens[m] = np.random.Generator(bitgen)
+            gen = self.gens[m] = self._generator(m)
             self.drawn = True
         return gen
+
+    def _generator(self, m: int) -> np.random.Generator:
+        """A new generator of stream ``m``, after the outputs :meth:`claim` handed out."""
+        # NumPy takes any ISeedSequence; its type stubs name only SeedSequence
+        bitgen = np.random.PCG64(_Words(self.words[m]))  # type: ignore[arg-type]
+        if self.used[m]:
+            bitgen.advance(self.used[m])  # one LCG step per output handed out
+        return np.random.Generator(bitgen)
 
     def __iter__(self) -> Iterator[np.random.Generator]:
         return (self[m] for m in range(len(self)))
