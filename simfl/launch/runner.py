@@ -11,7 +11,8 @@ ends, summary.csv (rows in the scenario's order: seeds, then entries) and accura
 written and the folder is published, while other folders' runs go on. So the files are the
 same, byte for byte, whatever the number of workers and wherever the runs went (only
 summary.csv's ``wall_seconds`` measures the machine). A run stopped by ``--verify`` is
-published with a FAILED marker and reported as :class:`VerifyFailed`.
+published with a FAILED marker and reported as :class:`VerifyFailed`; one that could make no
+progress (:meth:`simfl.sim.world.World.note`) likewise, reported as an :class:`InputError`.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ class Launch:
 
 
 class _Stop(Exception):
-    """A run stopped by ``--verify``, carried out of the backend."""
+    """A stopped run (``--verify``, no progress), carried out of the backend."""
 
     def __init__(self, outcome: Stopped) -> None:
         super().__init__(outcome.message)
@@ -276,16 +277,23 @@ def _publish(target: Target) -> Completed:
     return Completed(target.folder.publish(), summary, goal)
 
 
-def _failed(targets: Sequence[Target], outcome: Stopped) -> VerifyFailed:
-    """Publish the folder of a run stopped by ``--verify`` with a FAILED marker; the others stay resumable."""
+def _failed(targets: Sequence[Target], outcome: Stopped) -> Exception:
+    """Publish the folder of a stopped run with a FAILED marker; the others stay resumable. ``--verify``'s stop is a
+    :class:`VerifyFailed`; a run that could make no progress, a user mistake found while running (its scenario
+    cannot reach its budget): an :class:`InputError` naming the run and where its results so far are."""
     cell, name, seed = outcome.key
     target = targets[cell]
-    _close_unpublished([t for t in targets if t is not target], "stopped: another run failed --verify")
+    verify = outcome.cause == "--verify"
+    _close_unpublished([t for t in targets if t is not target],
+                       "stopped: another run failed --verify" if verify else f"stopped: {name} seed{seed} made no progress")
     write_run(target.folder, name, seed, outcome.files)
     rows = [f["row"] for f in target.session.finished]
     write_csv(target.folder.path("summary.csv"), SUMMARY_COLUMNS, rows)
     target.folder.path(FAILED_FILE).write_text(
-        f"status: failed (--verify)\nrun: {name} seed{seed}\ninvariant: {outcome.message}\n"
+        f"status: failed ({outcome.cause})\nrun: {name} seed{seed}\n{'invariant' if verify else 'why'}: {outcome.message}\n"
     )
     target.session.close()
-    return VerifyFailed(target.folder.publish(), f"{name} seed{seed}: {outcome.message}")
+    out = target.folder.publish()
+    if verify:
+        return VerifyFailed(out, f"{name} seed{seed}: {outcome.message}")
+    return InputError(f"{name} seed{seed}", f"{outcome.message}; results so far in {out} (marked FAILED)")

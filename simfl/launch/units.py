@@ -17,7 +17,7 @@ A unit never writes a file of the result folder itself: it reports what it has
 through ``emit`` as :class:`Grown` (new rows of metrics.csv and events.csv),
 :class:`Saved` (a checkpoint's bytes) and :class:`Moved` (how far it is), and
 returns :class:`Done` (its files as bytes and its summary row) or :class:`Stopped`
-(``--verify`` stopped it). The process that launched it writes them into the
+(``--verify`` stopped it, or it could make no progress). The process that launched it writes them into the
 staging folder, which therefore need not exist where the unit runs.
 """
 
@@ -137,11 +137,13 @@ class Done:
 
 @dataclass(frozen=True)
 class Stopped:
-    """A run that ``--verify`` stopped: its files so far and the broken invariant."""
+    """A run stopped before its end: its files so far, why (the broken invariant, or what kept it from making
+    progress) and the cause (``--verify`` or ``no progress``, :class:`~simfl.sim.verify.RunStopped`)."""
 
     key: Key
     files: dict[str, bytes]
     message: str
+    cause: str = "--verify"
 
 
 Message = Grown | Saved | Moved
@@ -240,8 +242,8 @@ def unit_scenario(unit: Unit) -> Scenario:
 def run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None = None) -> Done | Stopped:
     """Run ``unit`` in this process, reporting through ``emit``; returns its files and summary row.
 
-    A user mistake raises :class:`~simfl.errors.InputError`; a run stopped by ``--verify`` returns
-    :class:`Stopped` with its files so far.
+    A user mistake raises :class:`~simfl.errors.InputError`; a run stopped by ``--verify``, or because it cannot
+    make progress, returns :class:`Stopped` with its files so far.
     """
     with allowing_imports(unit.allow_imports), numerics.applied():  # the caller's torch switches restored after
         return _run_unit(unit, emit, fallback)
@@ -276,7 +278,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
             if feed is not None:
                 feed.finish({}, failed=True)
             files = run_files(exc.state, written=growing.handed_on(exc.state))
-            return Stopped(unit.key, {**files, numerics.FILE: numerics.record()}, exc.message)
+            return Stopped(unit.key, {**files, numerics.FILE: numerics.record()}, exc.message, exc.cause)
         except BaseException:
             if feed is not None:
                 feed.finish({}, failed=True)
