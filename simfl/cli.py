@@ -121,6 +121,12 @@ def _parallel(parser: argparse.ArgumentParser) -> None:
                         "and checkpoints come back here, and a node without the dataset gets it from here")
 
 
+def _clock(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--clock", choices=["simpy", "heap", "auto"], default="auto",
+                        help="the clock the runs are simulated on: SimPy's or the heap clock, the same numbers on both "
+                        "(default auto: the heap clock in pure-latency mode, executor kind none, else SimPy's)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="simfl", description="Discrete-event simulator for asynchronous federated learning.")
     parser.add_argument("--version", action="version", version=f"simfl {__version__}")
@@ -157,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
     _parallel(p_run)
+    _clock(p_run)
     _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
 
@@ -185,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="continue OUT (its scenario as it was): finished runs kept, checkpointed runs resumed, "
                         "a ServerApp's unfinished run started again (the same numbers)")
     _parallel(p_frun)
+    _clock(p_frun)
     _max_memory(p_frun)
     p_frun.set_defaults(func=cmd_flwr_run)
 
@@ -207,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_sweep.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<scenario name>-sweep)")
     p_sweep.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
     _parallel(p_sweep)
+    _clock(p_sweep)
     _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
 
@@ -355,7 +364,7 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
     from simfl.output.report import comparison_table
 
     try:
-        done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet))[0]
+        done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet, clock=getattr(args, "clock", "auto")))[0]
     except VerifyFailed as exc:
         print(one_line(f"simfl: verify: {exc.line}; results so far in {exc.out} (marked FAILED)"), file=sys.stderr)
         return 1
@@ -437,7 +446,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
     outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
-                        max_memory=args.max_memory, quiet=args.quiet, max_hours=args.max_hours)
+                        max_memory=args.max_memory, quiet=args.quiet, max_hours=args.max_hours, clock=args.clock)
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (tables: simfl report {outcome.out})")
     return 0

@@ -25,6 +25,7 @@ from matplotlib.axes import Axes
 
 from simfl import outdir
 from simfl.launch import arguments
+from simfl.launch.experiment import Engine
 from simfl.names import allowing_imports
 from simfl.schema import estimate, plugins
 from simfl.schema import scenario as scenario_mod
@@ -125,6 +126,7 @@ def run(
     ray: str | None = None,
     quiet: bool = True,
     allow_imports: bool = False,
+    clock: Engine = "auto",
 ) -> Results:
     """Run every algorithm and seed of ``scenario`` into ``out`` (as ``simfl run``) and read the results.
 
@@ -132,15 +134,17 @@ def run(
     ``workers`` and ``ray`` are ``--workers`` and ``--ray`` (default: runs side by side on this machine's
     cores); ``quiet=False`` shows the progress bar and a line per finished run. ``allow_imports`` lets the
     scenario name components by import path (``--allow-imports``; classes passed as objects need no permission).
+    ``clock`` is ``--clock``: ``"simpy"`` or ``"heap"`` simulates every run on that clock (the same numbers on
+    both, so one can be checked against the other), ``"auto"`` the heap clock in pure-latency mode, else SimPy's.
     """
     given = arguments.read(scenario, out, seeds, overrides, workers, ray,
-                           {"force": force, "quiet": quiet, "allow_imports": allow_imports})
+                           {"force": force, "quiet": quiet, "allow_imports": allow_imports}, clock=clock)
     with allowing_imports(allow_imports):
-        return _run(given.scenario, out, given.seeds, given.overrides, force, workers, ray, quiet)
+        return _run(given.scenario, out, given.seeds, given.overrides, force, workers, ray, quiet, clock)
 
 
 def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | None, overrides: Iterable[str],
-         force: bool, workers: int | None, ray: str | None, quiet: bool) -> Results:
+         force: bool, workers: int | None, ray: str | None, quiet: bool, clock: Engine) -> Results:
     from simfl.launch.runner import Launch, fresh_target, run_targets, workers_for
 
     raw, base = _prepared(scenario, overrides, seeds)
@@ -154,7 +158,7 @@ def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | 
     where = _out(out, scn.name)
     with outdir.hold(where):
         target = fresh_target(scn, where, force=force)
-        folder = run_targets([target], Launch(count, ray, quiet=quiet))[0].out
+        folder = run_targets([target], Launch(count, ray, quiet=quiet, clock=clock))[0].out
     return Results(folder, *read_folder(folder))
 
 
@@ -169,28 +173,29 @@ def sweep(
     ray: str | None = None,
     quiet: bool = True,
     allow_imports: bool = False,
+    clock: Engine = "auto",
 ) -> Results:
     """Run every cell of a sweep (as ``simfl sweep``, resumable in ``out``) and read the results.
 
     ``over`` maps dotted keys to the values to try (``{"data.partition.alpha": [0.1, 1.0]}``);
-    it replaces the scenario's own ``sweep:`` block when given. ``allow_imports`` as for :func:`run`.
+    it replaces the scenario's own ``sweep:`` block when given. ``allow_imports`` and ``clock`` as for :func:`run`.
     """
     given = arguments.read(scenario, out, seeds, overrides, workers, ray, {"quiet": quiet, "allow_imports": allow_imports},
-                           over=over)
+                           over=over, clock=clock)
     with allowing_imports(allow_imports):
-        return _sweep(given.scenario, given.over, out, given.seeds, given.overrides, workers, ray, quiet)
+        return _sweep(given.scenario, given.over, out, given.seeds, given.overrides, workers, ray, quiet, clock)
 
 
 def _sweep(scenario: ScenarioLike, over: Mapping[str, Sequence[Any]] | None, out: str | Path | None,
            seeds: Sequence[int] | None, overrides: Iterable[str], workers: int | None, ray: str | None,
-           quiet: bool) -> Results:
+           quiet: bool, clock: Engine) -> Results:
     from simfl.launch.grid import run_sweep
 
     raw, base = _prepared(scenario, overrides, seeds)
     if over is not None:
         raw["sweep"] = {key: list(values) for key, values in over.items()}
     outcome = run_sweep(raw, _out(out, f"{raw.get('name', 'scenario')}-sweep"), workers=workers, ray_address=ray,
-                        log=(lambda line: None) if quiet else None, base=base, quiet=quiet)
+                        log=(lambda line: None) if quiet else None, base=base, quiet=quiet, clock=clock)
     swept = list(raw.get("sweep") or {})
     columns = {k: f"sweep.{k}" if k in _DATA_COLUMNS else k for k in swept}
     keys = tuple(columns.values())

@@ -48,6 +48,7 @@ import yaml
 from simfl import outdir
 from simfl.errors import InputError
 from simfl.launch.checkpoint import CHECKPOINT_FILE, Session
+from simfl.launch.experiment import Engine
 from simfl.launch.runner import Launch, Target, run_targets, workers_for
 from simfl.output.results import OutputFolder
 from simfl.schema import scenario as scenario_mod
@@ -268,6 +269,7 @@ def run_sweep(
     max_memory: int | None = None,
     quiet: bool = False,
     max_hours: float | None = None,
+    clock: Engine = "auto",
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
@@ -286,6 +288,8 @@ def run_sweep(
     ray_address
         Run the units as Ray tasks instead: ``"local"`` starts a local Ray instance, anything else
         is the address of an existing cluster; its nodes need no access to ``out``.
+    clock
+        The clock every run is simulated on (``--clock``): ``simpy``, ``heap`` or ``auto``; the same numbers on all.
     """
     overrides = list(overrides)
     if isinstance(path, Mapping):
@@ -301,11 +305,12 @@ def run_sweep(
     count = workers_for(workers, scenarios, len(cells) * max((len(s.algorithms) for s in scenarios), default=1),
                         ray=ray_address is not None)
     with outdir.hold(out):
-        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published)
+        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published, clock)
 
 
 def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count: int, ray_address: str | None,
-                quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None) -> SweepOutcome:
+                quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None,
+                clock: Engine = "auto") -> SweepOutcome:
     """Run the unfinished cells into ``out``, which this command holds."""
     _prepare(out, raw, cells)
     outcome = SweepOutcome(out, list(cells))
@@ -324,5 +329,5 @@ def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count:
             on_published(target.label)
 
     if targets:
-        run_targets(targets, Launch(count, ray_address, quiet=quiet, say=say), published)
+        run_targets(targets, Launch(count, ray_address, quiet=quiet, say=say, clock=clock), published)
     return outcome

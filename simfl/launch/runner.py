@@ -28,6 +28,7 @@ from simfl import numerics
 from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, WorkerLost
 from simfl.launch.checkpoint import FAILED_FILE, Session, parse_every
+from simfl.launch.experiment import Engine
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
 from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, units_of
@@ -87,6 +88,8 @@ class Launch:
     quiet: bool = False
     say: Callable[[str], None] | None = None
     """Receives the finished-unit lines (default: stderr)."""
+    clock: Engine = "auto"
+    """The clock every run is simulated on (``--clock``): ``simpy``, ``heap`` or ``auto`` (:class:`RunOptions`)."""
 
 
 class _Stop(Exception):
@@ -187,7 +190,7 @@ def run_targets(targets: Sequence[Target], launch: Launch,
                 on_published: Callable[[Target], None] | None = None) -> list[Completed]:
     """Run every unfinished run of ``targets`` as ``launch`` says and publish each folder when complete."""
     numerics.check()
-    units = units_for(targets)
+    units = [replace(u, clock=launch.clock) for u in units_for(targets)]
     for target in targets:
         target.session.write()
     progress = Progress(units, launch.workers, launch.quiet, sum(len(t.session.finished) for t in targets),

@@ -38,7 +38,7 @@ from simfl.algorithms.configs import run_name
 from simfl.data import Dataset
 from simfl.errors import InputError
 from simfl.launch.checkpoint import FRESH, parse_every, run_blob
-from simfl.launch.experiment import RunOptions, chain, federation, load_dataset, run_one
+from simfl.launch.experiment import Engine, RunOptions, chain, federation, load_dataset, run_one
 from simfl.launch.workers import unit_cpus as unit_cpus  # re-exported
 from simfl.names import allowing_imports, imports_allowed
 from simfl.output.results import GrowingRun, run_files, summary_row
@@ -85,6 +85,9 @@ class Unit:
     """Estimated wall seconds of the whole run (only progress reports use it)."""
     saved_as: str = ""
     """Where the run's checkpoint is kept, for messages about a damaged one."""
+    clock: Engine = "auto"
+    """The clock the run is simulated on (``--clock``; :attr:`~simfl.launch.experiment.RunOptions.engine`): the same
+    numbers on both."""
 
     @property
     def key(self) -> Key:
@@ -265,7 +268,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         if feed is not None:
             watchers.append(feed.progress)
         options = RunOptions(chain(watchers), unit.verify, feeds.checkpointing(), resume,
-                             on_update=None if feed is None else feed.on_update, say=feeds.say)
+                             on_update=None if feed is None else feed.on_update, say=feeds.say, engine=unit.clock)
         try:
             result = run_one(scn, fed, unit.index, options)
         except InputError as exc:
