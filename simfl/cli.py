@@ -182,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_frun.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario value (repeatable), e.g. --set 'algorithms=[{name: orthofl}]'")
     p_frun.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
+    p_frun.add_argument("--allow-imports", action="store_true",
+                        help="let the scenario (or --set) name components by import path package.module:Class; the "
+                        "app's own ServerApp and ClientApp need no permission (also SIMFL_ALLOW_IMPORTS=1)")
     p_frun.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<app name>)")
     p_frun.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_frun.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
@@ -402,7 +405,7 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
                 or args.out is not None):
             raise InputError("--resume", "takes no --scenario, --set, --seeds, --run-config, --federation-config or "
                              "--out: it continues OUT as it was")
-        with names.allowing_imports(True), outdir.hold(args.resume):
+        with names.trusting(app.components()), outdir.hold(args.resume):
             flwr_app.check_resumed(app, args.resume)
             return _run_resumed(args, every)
     base = scenario_mod.read_yaml(args.scenario) if args.scenario is not None else {}
@@ -411,7 +414,9 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
     run_config = flwr_app.parse_pairs(args.run_config, "--run-config")
     federation = flwr_app.parse_pairs(args.federation_config, "--federation-config")
     where = str(args.scenario) if args.scenario is not None else str(args.app_dir)
-    with names.allowing_imports(True):  # running the app's code is what the command is for, as with flwr run
+    # Running the app's own code is what the command is for, as with flwr run; an import path the scenario or a --set
+    # names is that file's, and needs --allow-imports as under simfl run.
+    with names.trusting(app.components()):
         raw = flwr_app.app_scenario(app, base, run_config, federation)
         scn = scenario_mod.validate(raw, where=where)
         if args.scenario is not None:

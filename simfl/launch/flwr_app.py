@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simfl import yamlsafe
 from simfl.errors import InputError
+from simfl.yamlsafe import MAX_DEPTH
 
 DEFAULT_CPUS = 2
 """Flower's simulation gives each ClientApp 2 CPUs unless told otherwise."""
@@ -56,20 +58,53 @@ class FlowerApp:
     federation: dict[str, Any]
     """The default federation's options, flattened (``num-supernodes``, ``backend.client-resources.num-cpus``)."""
 
+    def components(self) -> tuple[str, str]:
+        """The import paths of the app's own code (``simfl flwr run`` imports them without ``--allow-imports``)."""
+        return (self.serverapp, self.clientapp)
 
-def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, name))
-        else:
-            out[name] = value
-    return out
+
+def _kind(value: Any) -> str:
+    """A TOML value's kind and a short repr, for messages."""
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "text", list: "an array", dict: "a table"}
+    text = repr(value)
+    return f"{kinds.get(type(value), type(value).__name__)} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _table(parent: Mapping[str, Any], key: str, where: str, needed: bool = False) -> Mapping[str, Any]:
+    """``parent[key]``, a table (empty when absent, unless ``needed``); else one line naming ``where``."""
+    value = parent.get(key)
+    if value is None and not needed:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(where, f"must be a table (a [{where.rsplit(': ', 1)[-1]}] section), got "
+                         f"{'nothing' if value is None else _kind(value)}")
+    return value
+
+
+def _flat(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``table`` flattened with dots by Flower's own rule (``flatten_dict``: values are booleans, numbers or text, or
+    tables of those); a value of another kind is one line naming its key."""
+    from flwr.common.config import flatten_dict
+
+    try:
+        return dict(flatten_dict(dict(table)))
+    except ValueError:
+        pass
+    stack = [(where, table)]
+    while stack:  # the key Flower's message names without its path
+        prefix, item = stack.pop()
+        for key, value in item.items():
+            if isinstance(value, Mapping):
+                stack.append((f"{prefix}.{key}", value))
+            elif not isinstance(value, bool | int | float | str):
+                raise InputError(f"{prefix}.{key}", f"must be a boolean, a number or text (a Flower config value), "
+                                 f"got {_kind(value)}")
+    raise InputError(where, "holds a value that is not a boolean, a number or text")  # pragma: no cover - found above
 
 
 def read_app(folder: Path) -> FlowerApp:
-    """The app in ``folder``, from its ``pyproject.toml`` (one line naming the file and key when it lacks one)."""
+    """The app in ``folder``, from its ``pyproject.toml``: one line naming the file and the key for a file that is not
+    TOML, nested too deeply, or with a value of the wrong kind where ``flwr run`` reads one."""
     project = folder / "pyproject.toml"
     if not project.is_file():
         raise InputError(str(folder), "is not a Flower App folder: it has no pyproject.toml")
@@ -77,25 +112,41 @@ def read_app(folder: Path) -> FlowerApp:
         raw = tomllib.loads(project.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(str(project), f"is not valid TOML ({exc})") from None
-    flwr = raw.get("tool", {}).get("flwr", {})
-    app = flwr.get("app", {})
-    components = app.get("components", {})
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise InputError(str(project), f"is nested too deeply (arrays or inline tables more than {MAX_DEPTH} levels "
+                         "inside each other)") from None
+    except OSError as exc:
+        raise InputError(str(project), f"cannot be read ({exc.strerror or exc})") from None
+    yamlsafe.check_value(raw, str(project))  # at most MAX_DEPTH levels and MAX_NODES values, as a scenario
+    at = f"{project}: "
+    flwr = _table(_table(raw, "tool", at + "tool"), "flwr", at + "tool.flwr")
+    app = _table(flwr, "app", at + "tool.flwr.app")
+    components = _table(app, "components", at + "tool.flwr.app.components")
     found = {}
     for key in ("serverapp", "clientapp"):
         value = components.get(key)
         if not isinstance(value, str) or ":" not in value:
-            raise InputError(f"{project}: tool.flwr.app.components.{key}",
+            raise InputError(f"{at}tool.flwr.app.components.{key}",
                              f"must be an import path package.module:attribute, got {value!r}")
         found[key] = value
-    config = app.get("config", {})
-    if not isinstance(config, Mapping):
-        raise InputError(f"{project}: tool.flwr.app.config", "must be a table of settings")
-    federations = flwr.get("federations", {})
+    config = _flat(_table(app, "config", at + "tool.flwr.app.config"), at + "tool.flwr.app.config")
+    federations = _table(flwr, "federations", at + "tool.flwr.federations")
     default = federations.get("default")
-    options = federations.get(default, {}).get("options", {}) if isinstance(default, str) else {}
-    name = raw.get("project", {}).get("name", folder.resolve().name)
-    return FlowerApp(folder, str(name), found["serverapp"], found["clientapp"], _flatten(config),
-                     _flatten(options) if isinstance(options, Mapping) else {})
+    options: dict[str, Any] = {}
+    if default is not None:
+        if not isinstance(default, str):
+            raise InputError(f"{at}tool.flwr.federations.default", f"must be the name of a federation, got {_kind(default)}")
+        where = f"{at}tool.flwr.federations.{default}"
+        if default not in federations:
+            raise InputError(f"{at}tool.flwr.federations.default", f"names the federation {default!r}, which has no "
+                             f"[tool.flwr.federations.{default}] table")
+        options = _flat(_table(_table(federations, default, where, needed=True), "options", where + ".options"),
+                        where + ".options")
+    described = _table(raw, "project", at + "project")
+    name = described.get("name", folder.resolve().name)
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{at}project.name", f"must be the app's name (text), got {_kind(name)}")
+    return FlowerApp(folder, name, found["serverapp"], found["clientapp"], config, options)
 
 
 def parse_pairs(texts: list[str], where: str) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from simfl.errors import InputError
 from simfl.launch.checkpoint import FRESH, parse_every, run_blob
 from simfl.launch.experiment import Engine, RunOptions, chain, federation, load_dataset, run_one
 from simfl.launch.workers import unit_cpus as unit_cpus  # re-exported
-from simfl.names import allowing_imports, imports_allowed
+from simfl.names import allowing_imports, imports_allowed, trusted, trusting
 from simfl.output.results import GrowingRun, run_files, summary_row
 from simfl.output.tracking import Tracking
 from simfl.schema import scenario as scenario_mod
@@ -81,6 +81,8 @@ class Unit:
     """Wall seconds the run had cost before its checkpoint."""
     allow_imports: bool = False
     """Whether the launching process allowed import paths (a Ray task does not inherit its environment)."""
+    trusted: tuple[str, ...] = ()
+    """The import paths the launching process trusts without that permission (a Flower App's own components)."""
     estimate: float = 1.0
     """Estimated wall seconds of the whole run (only progress reports use it)."""
     saved_as: str = ""
@@ -248,7 +250,8 @@ def run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None = No
     A user mistake raises :class:`~simfl.errors.InputError`; a run stopped by ``--verify``, or because it cannot
     make progress, returns :class:`Stopped` with its files so far.
     """
-    with allowing_imports(unit.allow_imports), numerics.applied():  # the caller's torch switches restored after
+    # the caller's torch switches restored after
+    with allowing_imports(unit.allow_imports), trusting(unit.trusted), numerics.applied():
         return _run_unit(unit, emit, fallback)
 
 
@@ -302,5 +305,5 @@ def units_of(cell: int, scn: Scenario, out: Path, every: str | None, verify: boo
     text = scenario_mod.dump(scn)
     threads, workers = unit_threads(scn), pinned_workers(scn)
     return [Unit(cell, index, run_name(config), seed, text, str(out.absolute()), threads, workers, every, verify,
-                 allow_imports=imports_allowed(), estimate=estimate)
+                 allow_imports=imports_allowed(), trusted=trusted(), estimate=estimate)
             for seed in scn.seeds for index, config in enumerate(scn.algorithms)]
