@@ -25,6 +25,8 @@ default is 60 virtual seconds).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 import tomllib
@@ -182,7 +184,7 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
     raw.setdefault("name", app.name)
     if "client" in raw:
         raise InputError("--scenario: client", "is the app's ClientApp under simfl flwr run; leave client out")
-    raw["client"] = {"flower_app": app.clientapp, "run_config": config}
+    raw["client"] = {"flower_app": app.clientapp, "run_config": config, "app_hash": app_hash(app.folder)}
     raw.setdefault("algorithms", [{"name": "serverapp", "app": app.serverapp, "run_config": config}])
     raw.setdefault("eval", {"every": DEFAULT_EVAL})
     every = raw["eval"].get("every", DEFAULT_EVAL) if isinstance(raw["eval"], Mapping) else DEFAULT_EVAL
@@ -236,8 +238,45 @@ def importable(folder: Path) -> None:
         os.environ["PYTHONPATH"] = path + (os.pathsep + current if current else "")
 
 
+def app_hash(folder: Path) -> str:
+    """The SHA-256 of the app in ``folder`` as Flower would bundle it: the files ``flwr build`` takes (its
+    ``.gitignore``, include and exclude rules, :mod:`flwr.cli.build`), by path and content, and ``pyproject.toml``
+    without its federations (which Flower leaves out of a bundle too). Result folders simfl writes inside the
+    app's folder (those with its marker, and staging folders) are not the app's. Where Flower's rules refuse the
+    folder (a path too deep, a pattern matching nothing), its Python files."""
+    from flwr.cli.build import collect_files, filter_paths_for_publish, get_filtered_fab_paths
+
+    from simfl import outdir
+
+    project = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+    project.get("tool", {}).get("flwr", {}).pop("federations", None)  # read_app checked that both are tables
+    simfls: dict[str, bool] = {}
+
+    def simfls_own(rel: str) -> bool:
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            key = "/".join(parts[:i])
+            if key not in simfls:
+                here = folder / key
+                simfls[key] = here.name.endswith(".partial") or outdir.is_ours(here)
+            if simfls[key]:
+                return True
+        return False
+
+    files = {rel: path for rel, path in collect_files(folder).items() if not simfls_own(rel)}
+    try:
+        chosen = sorted(get_filtered_fab_paths(filter_paths_for_publish(files), project))
+    except Exception:  # Flower's rules refuse the folder (a path too deep, a pattern matching nothing): its code
+        chosen = sorted(rel for rel in files if rel.endswith(".py"))
+    digest = hashlib.sha256(json.dumps(project, sort_keys=True, default=str).encode())
+    for rel in chosen:
+        digest.update(f"\n{rel},{hashlib.sha256(files[rel].read_bytes()).hexdigest()}".encode())
+    return digest.hexdigest()
+
+
 def check_resumed(app: FlowerApp, out: Path) -> None:
-    """Refuse to continue ``out`` with another app than the one it ran (its scenario.yaml's client.flower_app)."""
+    """Refuse to continue ``out`` with another app than the one it ran (its scenario.yaml's client.flower_app), or with
+    the app's files changed since its runs began (client.app_hash)."""
     from simfl.output.results import OutputFolder
     from simfl.schema import scenario as scenario_mod
 
@@ -247,3 +286,8 @@ def check_resumed(app: FlowerApp, out: Path) -> None:
     if clientapp != app.clientapp:
         raise InputError("--resume", f"{out} ran the ClientApp {clientapp!r}, not {app.clientapp!r} of {app.folder}; "
                          "give the folder of the app it ran")
+    before = ran.get("app_hash") if isinstance(ran, Mapping) else None
+    if before is not None and before != app_hash(app.folder):
+        raise InputError("--resume", f"the app in {app.folder} changed since {out}'s runs began (the files Flower "
+                         "would bundle differ: its code, pyproject.toml or other files): continuing would mix two "
+                         "versions of the app in one folder; give the app as it was, or run it anew into another --out")
