@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,7 +266,9 @@ def app_hash(folder: Path) -> str:
 
     files = {rel: path for rel, path in collect_files(folder).items() if not simfls_own(rel)}
     try:
-        chosen = sorted(get_filtered_fab_paths(filter_paths_for_publish(files), project))
+        with warnings.catch_warnings():  # Flower's use of pathspec's old pattern name is Flower's business
+            warnings.simplefilter("ignore", DeprecationWarning)
+            chosen = sorted(get_filtered_fab_paths(filter_paths_for_publish(files), project))
     except Exception:  # Flower's rules refuse the folder (a path too deep, a pattern matching nothing): its code
         chosen = sorted(rel for rel in files if rel.endswith(".py"))
     digest = hashlib.sha256(json.dumps(project, sort_keys=True, default=str).encode())
