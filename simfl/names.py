@@ -40,16 +40,8 @@ def allowing_imports(allow: bool) -> Iterator[None]:
     ``evil:X`` would run ``evil.py`` from the working folder: it is done only on the user's word.
     Set through the environment so that worker processes started meanwhile inherit it.
     """
-    before = os.environ.get(ALLOW_IMPORTS)
-    if allow:
-        os.environ[ALLOW_IMPORTS] = "1"
-    try:
+    with _environment(ALLOW_IMPORTS, "1" if allow else None):
         yield
-    finally:
-        if before is None:
-            os.environ.pop(ALLOW_IMPORTS, None)
-        else:
-            os.environ[ALLOW_IMPORTS] = before
 
 
 def trusted() -> tuple[str, ...]:
@@ -67,15 +59,23 @@ def trusting(paths: Iterable[str]) -> Iterator[None]:
     ``--scenario`` file, a ``--set``, a saved scenario) is the file's, not the app's, and still needs
     :func:`allowing_imports`. Set through the environment so that worker processes started meanwhile inherit it.
     """
-    before = os.environ.get(TRUSTED_IMPORTS)
-    os.environ[TRUSTED_IMPORTS] = "\n".join(dict.fromkeys([*trusted(), *paths]))
+    with _environment(TRUSTED_IMPORTS, "\n".join(dict.fromkeys([*trusted(), *paths]))):
+        yield
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """Within the block, the environment variable ``name`` is ``value`` (None: left as it is); restored after."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(TRUSTED_IMPORTS, None)
+            os.environ.pop(name, None)
         else:
-            os.environ[TRUSTED_IMPORTS] = before
+            os.environ[name] = before
 
 
 def import_path(obj: Any) -> str:
