@@ -83,6 +83,21 @@ def test_streams_save_and_load_as_a_list_of_generators_does() -> None:
     assert len(restored) == 6 and len(restored[1:4]) == 3
 
 
+def test_streams_states_are_the_generators_states_without_building_them() -> None:
+    """Unbuilt streams' states computed all at once (PCG64's start, one LCG step per output claimed) are those of
+    their generators; a built one's is its own; nothing is built."""
+    streams = rng.Streams(7, "latency", count=40)
+    streams.first(64)
+    streams.claim(3, 10), streams.claim(5, 64), streams.claim(9, 1)
+    streams[7].random(3)
+    plain = [rng.stream(7, "latency", m) for m in range(40)]
+    for m, n in ((3, 10), (5, 64), (9, 1)):
+        plain[m].bit_generator.advance(n)
+    plain[7].random(3)
+    assert streams.states() == [rng.generator_state(g) for g in plain]
+    assert [m for m, g in enumerate(streams.gens) if g is not None] == [7]
+
+
 @pytest.mark.parametrize("model", ["lognormal", "uniform", "halfnormal"])
 def test_reading_a_models_state_changes_nothing_it_draws(model: str) -> None:
     """A checkpoint reads every stream's state, also of clients that have not drawn yet: the streams must not be
