@@ -4,7 +4,8 @@ The :class:`World` owns the rules of one (algorithm, seed) run that do not depen
 on the server's kind: a client's round starts (dispatch) and ends (deliver, fail,
 or lost to a departure), a client rejoins after a failure or returns from an
 absence, the evaluation grid, the time and update budgets, a run that can make
-no progress (:meth:`World.note`), and recording a metric. What the server does with a delivered round is the scheduler's business
+no progress (:meth:`World.note`), and recording a metric. What the server does
+with a delivered round is the scheduler's business
 (:mod:`simfl.sim.schedulers`: an asynchronous server or synchronous rounds,
 chosen once from the algorithm's kind), which may use only the narrow set of
 methods :class:`World` lists. Checkpoints and verification are
