@@ -33,23 +33,31 @@ def pure(**changes: Any) -> dict[str, Any]:
     return tiny_scenario(executor={"kind": "none"}, eval={"every": 1e6}, **changes)
 
 
+def deadline_run(**changes: Any) -> dict[str, Any]:
+    """Two clients in every round, a 1 s deadline: client 0 (0.5 s) leaves for good at 0.1 s, during the first round;
+    client 1 takes 2 s. Nothing before the run can tell: client 0 makes the deadline while it is there."""
+    return pure(latency={"model": "constant", "seconds": [0.5, 2.0]}, budget={"updates": 5},
+                data={"dataset": "synthetic", "train_size": 40, "test_size": 10, "features": 4, "classes": 2,
+                      "partition": {"kind": "iid", "clients": 2}},
+                algorithms=[{"name": "fedavg", "clients_per_round": 2}], rounds={"deadline": 1.0},
+                availability={"departures": [{"client": 0, "leave": 0.1}]}, **changes)
+
+
 @pytest.mark.parametrize("engine", ["heap", "simpy"])
-def test_rounds_whose_deadline_is_below_every_latency_stop_after_1000_per_client(engine: str) -> None:
-    """Constant 2 s latencies, a 1 s deadline, both clients in every round: a round opens at 2(k-1), closes empty at
-    2k-1, and its two clients come in late at 2k; the 2,000th late update (1,000 per client) is at 2,000 s."""
-    raw = pure(latency={"model": "constant", "seconds": [2.0, 2.0]}, budget={"updates": 5},
-               data={"dataset": "synthetic", "train_size": 40, "test_size": 10, "features": 4, "classes": 2,
-                     "partition": {"kind": "iid", "clients": 2}},
-               algorithms=[{"name": "fedavg", "clients_per_round": 2}], rounds={"deadline": 1.0})
-    stop = stopped(raw, engine)
+def test_rounds_closed_by_a_deadline_below_every_latency_left_stop_after_1000_per_client(engine: str) -> None:
+    """Client 0's round is cut short at 0.1 s; from then on a round opens at 2(k-1) with client 1 alone, closes empty
+    at 2k-1, and client 1 comes in late at 2k: the 1,999th late update, the 2,000th fruitless round (1,000 per
+    client), is at 3,998 s."""
+    stop = stopped(deadline_run(), engine)
     st = stop.state
     assert stop.cause == "no progress" and (stop.algorithm, stop.seed) == ("fedavg", 0)
-    assert st.now == 2000.0 and st.updates == 0 and st.rounds == 1000 and st.dry == 2 * DRY_ROUNDS
-    assert [e.event for e in st.events] == ["late"] * 2000
-    assert [(e.time, e.client) for e in st.events[-2:]] == [(2000.0, 0), (2000.0, 1)]
-    assert st.metrics[-1].virtual_time == 2000.0  # the final row, as at any end
-    assert stop.message.startswith("no update in the last 2000 client rounds in a row (2000 late for their round's "
-                                   "close): the update budget of 5 cannot be reached (stopped at 2000 s after 0 updates")
+    assert st.now == 3998.0 and st.updates == 0 and st.rounds == 1999 and st.dry == 2 * DRY_ROUNDS
+    assert [e.event for e in st.events] == ["leave"] + ["late"] * 1999
+    assert [(e.time, e.client) for e in st.events[-2:]] == [(3996.0, 1), (3998.0, 1)]
+    assert st.metrics[-1].virtual_time == 3998.0  # the final row, as at any end
+    assert stop.message.startswith("no update in the last 2000 client rounds in a row (1999 late for their round's "
+                                   "close, 1 cut short by a departure): the update budget of 5 cannot be reached "
+                                   "(stopped at 3998 s after 0 updates")
 
 
 @pytest.mark.parametrize("engine", ["heap", "simpy"])
@@ -96,8 +104,7 @@ def test_a_large_population_stops_after_the_most_in_all() -> None:
 
 def test_a_run_resumed_from_a_checkpoint_stops_where_it_would_have() -> None:
     """The count of fruitless rounds is part of the state: a resumed run stops at the same point, in the same state."""
-    raw = pure(latency={"model": "constant", "seconds": [2.0, 2.0, 2.0]}, budget={"updates": 5},
-               algorithms=[{"name": "fedavg", "clients_per_round": 3}], rounds={"deadline": 1.0})
+    raw = deadline_run()
     blobs: list[bytes] = []
 
     def save(data: dict[str, Any]) -> None:
@@ -107,7 +114,7 @@ def test_a_run_resumed_from_a_checkpoint_stops_where_it_would_have() -> None:
             blobs.append(buf.getvalue())
 
     full = stopped(raw, "heap", checkpointing=Checkpointing(save, every_time=100.0)).state
-    assert len(blobs) == 1 and full.now == 2000.0
+    assert len(blobs) == 1 and full.now == 3998.0
     resumed = stopped(raw, "heap", checkpointing=Checkpointing(lambda d: None, every_time=100.0),
                       resume=torch.load(io.BytesIO(blobs[0]), weights_only=True)).state
     assert_same_state(resumed, full)
