@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
@@ -25,11 +25,13 @@ from matplotlib.axes import Axes
 
 from simfl import outdir
 from simfl.launch import arguments
-from simfl.launch.experiment import Engine
 from simfl.names import allowing_imports
 from simfl.schema import estimate, plugins
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
+
+if TYPE_CHECKING:
+    from simfl.launch.experiment import Engine
 
 ScenarioLike = Mapping[str, Any] | Scenario | str | Path
 
