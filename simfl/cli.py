@@ -158,6 +158,12 @@ def _parallel(parser: argparse.ArgumentParser) -> None:
                         "and checkpoints come back here, and a node without the dataset gets it from here")
 
 
+def _clock(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--clock", choices=["simpy", "heap", "auto"], default="auto",
+                        help="the clock the runs are simulated on: SimPy's or the heap clock, the same numbers on both "
+                        "(default auto: the heap clock in pure-latency mode, executor kind none, else SimPy's)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="simfl", description="Discrete-event simulator for asynchronous federated learning.")
     parser.add_argument("--version", action="version", version=f"simfl {__version__}")
@@ -196,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
     _baseline(p_run)
     _parallel(p_run)
+    _clock(p_run)
     _max_memory(p_run)
     p_run.set_defaults(func=cmd_run)
 
@@ -214,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_frun.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a scenario value (repeatable), e.g. --set 'algorithms=[{name: orthofl}]'")
     p_frun.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds, replacing the scenario's")
+    p_frun.add_argument("--allow-imports", action="store_true",
+                        help="let the scenario (or --set) name components by import path package.module:Class; the "
+                        "app's own ServerApp and ClientApp need no permission (also SIMFL_ALLOW_IMPORTS=1)")
     p_frun.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<app name>)")
     p_frun.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_frun.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
@@ -225,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="continue OUT (its scenario as it was): finished runs kept, checkpointed runs resumed, "
                         "a ServerApp's unfinished run started again (the same numbers)")
     _parallel(p_frun)
+    _clock(p_frun)
     _max_memory(p_frun)
     p_frun.set_defaults(func=cmd_flwr_run)
 
@@ -250,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     _checkpoint_wall(p_sweep)
     _baseline(p_sweep)
     _parallel(p_sweep)
+    _clock(p_sweep)
     _max_memory(p_sweep)
     p_sweep.set_defaults(func=cmd_sweep)
 
@@ -447,7 +459,7 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
     from simfl.launch.runner import Launch, VerifyFailed, run_targets
 
     try:
-        done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet))[0]
+        done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet, clock=getattr(args, "clock", "auto")))[0]
     except VerifyFailed as exc:
         print(one_line(f"simfl: verify: {exc.line}; results so far in {exc.out} (marked FAILED)"), file=sys.stderr)
         return 1
@@ -489,7 +501,7 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
                 or args.out is not None):
             raise InputError("--resume", "takes no --scenario, --set, --seeds, --run-config, --federation-config or "
                              "--out: it continues OUT as it was")
-        with names.allowing_imports(True), outdir.hold(args.resume):
+        with names.trusting(app.components()), outdir.hold(args.resume):
             flwr_app.check_resumed(app, args.resume)
             return _run_resumed(args, every)
     base = scenario_mod.read_yaml(args.scenario) if args.scenario is not None else {}
@@ -498,7 +510,9 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
     run_config = flwr_app.parse_pairs(args.run_config, "--run-config")
     federation = flwr_app.parse_pairs(args.federation_config, "--federation-config")
     where = str(args.scenario) if args.scenario is not None else str(args.app_dir)
-    with names.allowing_imports(True):  # running the app's code is what the command is for, as with flwr run
+    # Running the app's own code is what the command is for, as with flwr run; an import path the scenario or a --set
+    # names is that file's, and needs --allow-imports as under simfl run.
+    with names.trusting(app.components()):
         raw = flwr_app.app_scenario(app, base, run_config, federation)
         if "latency" not in base and not args.quiet:
             print(f"simfl: {flwr_app.LATENCY_NOTE}", file=sys.stderr, flush=True)
@@ -534,7 +548,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
     outcome = run_sweep(args.file, args.out, overrides, workers=args.workers, ray_address=args.ray,
                         max_memory=args.max_memory, quiet=args.quiet, max_hours=args.max_hours,
-                        checkpoint_wall=_wall(args, None))
+                        checkpoint_wall=_wall(args, None), clock=args.clock)
     print(outcome.verdicts())
     print(f"{len(outcome.cells)} cells: {len(outcome.ran)} run, {len(outcome.skipped)} already finished")
     print(f"results: {outcome.out}  (comparison.md, comparison.csv, sweep.png; paper tables: simfl report {outcome.out})")

@@ -25,7 +25,9 @@ class Section(BaseModel):
     would run one client in flight). Numeric text stays a number: YAML 1.1 reads ``lr: 1e-3`` as the text
     ``"1e-3"``, the common way to write it."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, ser_json_inf_nan="constants")
+    """``ser_json_inf_nan``: NaN and infinities a section holds in an untyped value (a Flower App's run config from
+    ``--run-config lr=nan``) stay NaN and infinities in the scenario's text (pydantic writes null otherwise)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -11,7 +11,7 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from simfl.errors import InputError
@@ -22,6 +22,9 @@ GIVEN: dict[str, Any] = {}
 ALLOW_IMPORTS = "SIMFL_ALLOW_IMPORTS"
 """Environment variable that lets files name import paths (``1``); worker processes inherit it."""
 HOW_TO_ALLOW = f"--allow-imports, {ALLOW_IMPORTS}=1, or allow_imports=True in the Python API"
+TRUSTED_IMPORTS = "SIMFL_TRUSTED_IMPORTS"
+"""Environment variable listing, one per line, the import paths that may be imported without permission: a Flower
+App's own ServerApp and ClientApp under ``simfl flwr run`` (:func:`trusting`); worker processes inherit it."""
 
 
 def imports_allowed() -> bool:
@@ -37,16 +40,42 @@ def allowing_imports(allow: bool) -> Iterator[None]:
     ``evil:X`` would run ``evil.py`` from the working folder: it is done only on the user's word.
     Set through the environment so that worker processes started meanwhile inherit it.
     """
-    before = os.environ.get(ALLOW_IMPORTS)
-    if allow:
-        os.environ[ALLOW_IMPORTS] = "1"
+    with _environment(ALLOW_IMPORTS, "1" if allow else None):
+        yield
+
+
+def trusted() -> tuple[str, ...]:
+    """The import paths this process may import without permission (:func:`trusting`)."""
+    return tuple(p for p in os.environ.get(TRUSTED_IMPORTS, "").split("\n") if p)
+
+
+@contextlib.contextmanager
+def trusting(paths: Iterable[str]) -> Iterator[None]:
+    """Within the block, exactly ``paths`` may be imported without the user's permission (and, as before, any import
+    path once they allowed them).
+
+    ``simfl flwr run APP`` runs the app's code, as ``flwr run`` does: its ``pyproject.toml``'s ServerApp and
+    ClientApp (and what they import) are what the command is for. An import path written anywhere else (the
+    ``--scenario`` file, a ``--set``, a saved scenario) is the file's, not the app's, and still needs
+    :func:`allowing_imports`. Set through the environment so that worker processes started meanwhile inherit it.
+    """
+    with _environment(TRUSTED_IMPORTS, "\n".join(dict.fromkeys([*trusted(), *paths]))):
+        yield
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """Within the block, the environment variable ``name`` is ``value`` (None: left as it is); restored after."""
+    before = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
     try:
         yield
     finally:
         if before is None:
-            os.environ.pop(ALLOW_IMPORTS, None)
+            os.environ.pop(name, None)
         else:
-            os.environ[ALLOW_IMPORTS] = before
+            os.environ[name] = before
 
 
 def import_path(obj: Any) -> str:
@@ -70,14 +99,15 @@ def import_object(name: str, where: str) -> Any:
     """The object at import path ``module:attr.attr``; a one-line InputError when it is not there.
 
     Refused, before anything is imported, unless the user allowed import paths
-    (:func:`imports_allowed`); classes passed through the API (:data:`GIVEN`) need no permission.
+    (:func:`imports_allowed`) or the command trusts this one (:func:`trusting`: a Flower App's own components);
+    classes passed through the API (:data:`GIVEN`) need no permission.
     """
     if name in GIVEN:
         return GIVEN[name]
     module_name, _, attr = name.partition(":")
     if not module_name or not attr:
         raise InputError(where, f"'{name}' is not an import path of the form package.module:Class")
-    if not imports_allowed():
+    if not imports_allowed() and name not in trusted():
         raise InputError(where, f"'{name}' is an import path: importing it runs module '{module_name}''s code, "
                          f"which simfl does only when told to ({HOW_TO_ALLOW}); installed plugins need no permission")
     _search_working_folder()

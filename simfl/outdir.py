@@ -422,6 +422,18 @@ def _not_a_lock(path: Path, out: Path, kind: str) -> InputError:
                       "name; remove it, or choose another --out")
 
 
+def _foreign(fd: int) -> str:
+    """Why the open lock file ``fd`` is not one simfl may overwrite, or '': one with other names (a hard link: writing
+    would change the file it shares), or holding anything but a holder line (a user's file of that name)."""
+    links = os.fstat(fd).st_nlink
+    if links > 1:
+        return f"has {links - 1} other name{'s' if links > 2 else ''} (a hard link to another file)"
+    head = os.pread(fd, 64, 0)
+    if head and not head.startswith(b"pid "):
+        return "is not a lock file simfl wrote (those read 'pid N, `command`, since T')"
+    return ""
+
+
 @contextlib.contextmanager
 def _locked(path: Path, out: Path) -> Iterator[None]:
     """Hold the flock on ``path`` (the lock file of ``out``) for the block; see :func:`hold`."""
@@ -463,6 +475,11 @@ def _locked(path: Path, out: Path) -> Iterator[None]:
         os.close(fd)  # the holder removed the file as we opened it: take the new one
     else:
         raise InputError(str(path), "the lock file keeps changing; is another simfl command starting on it?")
+    foreign = _foreign(fd)
+    if foreign:
+        os.close(fd)
+        raise InputError(str(path), f"{foreign}: simfl keeps the lock of {out} in a file of that name and would "
+                         "overwrite it; remove it, or choose another --out")
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, (_holder_line() + "\n").encode(), 0)

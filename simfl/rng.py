@@ -303,6 +303,25 @@ class Streams(Sequence[np.random.Generator]):
         self.drawn = True
         return m * self.width + used
 
+    def states(self) -> list[dict[str, object]]:
+        """Every stream's :func:`generator_state`, as ``[generator_state(g) for g in self]`` gives it, without building
+        a generator: reading the state must not change what the streams draw next (a stream built here would start
+        at its beginning, and :meth:`claim` would then no longer advance it past the outputs it hands out). The
+        streams not built are computed all at once: PCG64's start (:func:`pcg64_start`), one LCG step per output
+        claimed."""
+        idle = np.flatnonzero(np.fromiter((g is None for g in self.gens), dtype=bool, count=len(self.gens)))
+        computed: dict[int, dict[str, object]] = {}
+        if idle.size:
+            hi, lo, inc_hi, inc_lo = pcg64_start(self.words[idle])
+            used = np.asarray(self.used, dtype=np.int64)[idle]
+            for step in range(int(used.max())):  # at most a first block's width
+                on = used > step
+                hi[on], lo[on] = _lcg_step(hi[on], lo[on], inc_hi[on], inc_lo[on])
+            state, inc = ((high.astype(object) << 64) | low.astype(object) for high, low in ((hi, lo), (inc_hi, inc_lo)))
+            for m, s, i in zip(idle.tolist(), state.tolist(), inc.tolist(), strict=True):
+                computed[m] = {"bit_generator": "PCG64", "state": {"state": s, "inc": i}, "has_uint32": 0, "uinteger": 0}
+        return [computed[m] if g is None else generator_state(g) for m, g in enumerate(self.gens)]
+
     def load(self, states: list[dict[str, object]]) -> None:
         """Take the generators from :func:`generator_state` outputs (a resumed run)."""
         self.gens = [restore_generator(s) for s in states]

@@ -144,7 +144,7 @@ class Availability:
 
     def state(self) -> dict[str, Any]:
         """Plain-data state (the per-client failure generator states)."""
-        return {"rngs": [rng.generator_state(g) for g in self.rngs]}
+        return {"rngs": self.rngs.states()}
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state` output."""

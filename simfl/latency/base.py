@@ -256,7 +256,7 @@ class LatencyModel(ABC, Generic[ConfigT]):
 
     def state(self) -> dict[str, Any]:
         """Plain-data state (the per-client generator states and drawn-ahead values)."""
-        return {"rngs": [rng.generator_state(g) for g in self.rngs], "ahead": [self._ahead(m) for m in range(self.num_clients)]}
+        return {"rngs": self.rngs.states(), "ahead": [self._ahead(m) for m in range(self.num_clients)]}
 
     def _ahead(self, client: int) -> list[float]:
         """``client``'s drawn but not yet used latencies, the next one last (those of its first block included)."""

@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
@@ -33,6 +33,9 @@ from simfl.names import allowing_imports
 from simfl.schema import estimate, limits, plugins
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
+
+if TYPE_CHECKING:
+    from simfl.launch.experiment import Engine
 
 ScenarioLike = Mapping[str, Any] | Scenario | str | Path
 
@@ -138,6 +141,7 @@ def run(
     quiet: bool | None = None,
     allow_imports: bool = False,
     checkpoint_wall: float | None = WALL_DEFAULT,
+    clock: Engine = "auto",
 ) -> Results:
     """Run every algorithm and seed of ``scenario`` into ``out`` (as ``simfl run``) and read the results.
 
@@ -149,13 +153,15 @@ def run(
     ``allow_imports`` lets the scenario name components by import path (``--allow-imports``; classes passed as
     objects need no permission). ``checkpoint_wall``: wall seconds between the checkpoints of each run under way
     (``--checkpoint-wall``; None: none), from which ``simfl run --resume OUT`` goes on after an interrupt.
+    ``clock`` is ``--clock``: ``"simpy"`` or ``"heap"`` simulates every run on that clock (the same numbers on
+    both, so one can be checked against the other), ``"auto"`` the heap clock in pure-latency mode, else SimPy's.
     """
     quiet = _quiet(quiet)
     given = arguments.read(scenario, out, seeds, overrides, workers, ray,
-                           {"force": force, "quiet": quiet, "allow_imports": allow_imports})
+                           {"force": force, "quiet": quiet, "allow_imports": allow_imports}, clock=clock)
     wall = arguments.interval(checkpoint_wall, "checkpoint_wall")
     with allowing_imports(allow_imports):
-        return _run(given.scenario, out, given.seeds, given.overrides, force, workers, ray, quiet, wall)
+        return _run(given.scenario, out, given.seeds, given.overrides, force, workers, ray, quiet, wall, clock)
 
 
 def _quiet(quiet: bool | None) -> bool:
@@ -170,7 +176,7 @@ def _quiet(quiet: bool | None) -> bool:
 
 
 def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | None, overrides: Iterable[str],
-         force: bool, workers: int | None, ray: str | None, quiet: bool, wall: float | None) -> Results:
+         force: bool, workers: int | None, ray: str | None, quiet: bool, wall: float | None, clock: Engine) -> Results:
     from simfl.launch.runner import Launch, fresh_target, run_targets, workers_for
 
     raw, base = _prepared(scenario, overrides, seeds)
@@ -184,7 +190,7 @@ def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | 
     where = _out(out, scn.name)
     with outdir.hold(where):
         target = fresh_target(scn, where, force=force, wall=wall)
-        done = run_targets([target], Launch(count, ray, quiet=quiet))[0]
+        done = run_targets([target], Launch(count, ray, quiet=quiet, clock=clock))[0]
     return Results(done.out, *read_folder(done.out), comparison=pd.read_csv(done.out / "comparison.csv"),
                    verdict=done.comparison.verdict)
 
@@ -201,31 +207,33 @@ def sweep(
     quiet: bool | None = None,
     allow_imports: bool = False,
     checkpoint_wall: float | None = WALL_DEFAULT,
+    clock: Engine = "auto",
 ) -> Results:
     """Run every cell of a sweep (as ``simfl sweep``, resumable in ``out``) and read the results.
 
     ``over`` maps dotted keys to the values to try (``{"data.partition.alpha": [0.1, 1.0]}``);
-    it replaces the scenario's own ``sweep:`` block when given. ``quiet``, ``allow_imports`` and
+    it replaces the scenario's own ``sweep:`` block when given. ``quiet``, ``allow_imports``, ``clock`` and
     ``checkpoint_wall`` as for :func:`run`: the same call again goes on from each unfinished run's checkpoint.
     """
     quiet = _quiet(quiet)
     given = arguments.read(scenario, out, seeds, overrides, workers, ray, {"quiet": quiet, "allow_imports": allow_imports},
-                           over=over)
+                           over=over, clock=clock)
     wall = arguments.interval(checkpoint_wall, "checkpoint_wall")
     with allowing_imports(allow_imports):
-        return _sweep(given.scenario, given.over, out, given.seeds, given.overrides, workers, ray, quiet, wall)
+        return _sweep(given.scenario, given.over, out, given.seeds, given.overrides, workers, ray, quiet, wall, clock)
 
 
 def _sweep(scenario: ScenarioLike, over: Mapping[str, Sequence[Any]] | None, out: str | Path | None,
            seeds: Sequence[int] | None, overrides: Iterable[str], workers: int | None, ray: str | None,
-           quiet: bool, wall: float | None) -> Results:
+           quiet: bool, wall: float | None, clock: Engine) -> Results:
     from simfl.launch.grid import column_value, run_sweep
 
     raw, base = _prepared(scenario, overrides, seeds)
     if over is not None:
         raw["sweep"] = {key: list(values) for key, values in over.items()}
     outcome = run_sweep(raw, _out(out, f"{raw.get('name', 'scenario')}-sweep"), workers=workers, ray_address=ray,
-                        log=(lambda line: None) if quiet else None, base=base, quiet=quiet, checkpoint_wall=wall)
+                        log=(lambda line: None) if quiet else None, base=base, quiet=quiet, checkpoint_wall=wall,
+                        clock=clock)
     swept = list(raw.get("sweep") or {})
     columns = {k: f"sweep.{k}" if k in _DATA_COLUMNS else k for k in swept}
     keys = tuple(columns.values())

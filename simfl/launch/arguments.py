@@ -96,8 +96,12 @@ class Arguments:
     over: dict[str, list[Any]] | None
 
 
+CLOCKS = ("auto", "simpy", "heap")
+"""The values of ``clock`` (``--clock``)."""
+
+
 def read(scenario: Any, out: Any, seeds: Any, overrides: Any, workers: Any, ray: Any, flags: Mapping[str, Any],
-         over: Any = None) -> Arguments:
+         over: Any = None, clock: Any = "auto") -> Arguments:
     """Every argument of ``simfl.run`` or ``simfl.sweep`` read once, then checked (see the module docstring)."""
     if not isinstance(scenario, (str, Path, Mapping, Scenario)):
         raise TypeError(f"scenario must be a path to a YAML file, a mapping or a Scenario, got {kind(scenario)}")
@@ -122,6 +126,10 @@ def read(scenario: Any, out: Any, seeds: Any, overrides: Any, workers: Any, ray:
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {kind(value)}")
+    if not isinstance(clock, str):
+        raise TypeError(f"clock must be one of {', '.join(map(repr, CLOCKS))}, got {kind(clock)}")
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {', '.join(map(repr, CLOCKS))}, got {clock!r}")
     return Arguments(scenario, seeds, overrides, None if over is None else _over(over))
 
 

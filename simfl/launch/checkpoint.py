@@ -26,8 +26,9 @@ Everything lives in the staging folder ``<out>.partial`` (see :mod:`simfl.output
     what finished, which runs have a checkpoint, how it ended (e.g. interrupted
     by SIGINT) and the command that continues it.
 ``FAILED``
-    In a published folder whose run was stopped by ``--verify``: which run and
-    which invariant; the files of the runs finished before it are complete and
+    In a published folder whose run was stopped by ``--verify`` (which run and
+    which invariant) or could make no progress (which run and why); the files
+    of the runs finished before it are complete and
     the stopped run's metrics.csv and events.csv hold its results so far.
 """
 

@@ -313,7 +313,7 @@ def run_one(
     try:
         state = sim.run()
     except RunStopped as exc:
-        raise RunStopped(exc.message, exc.state, run_name(config), fed.seed) from None
+        raise RunStopped(exc.message, exc.state, run_name(config), fed.seed, exc.cause) from None
     finally:
         executor.close()
         algorithm.close()

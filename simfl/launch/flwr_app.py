@@ -29,15 +29,20 @@ the ServerApp ends when its ``main`` returns, so the budget defaults to one no a
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 import tomllib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simfl import yamlsafe
 from simfl.errors import InputError
+from simfl.yamlsafe import MAX_DEPTH
 
 DEFAULT_CPUS = 2
 """Flower's simulation gives each ClientApp 2 CPUs unless told otherwise (``flower_default`` reads Flower's own)."""
@@ -79,20 +84,53 @@ class FlowerApp:
     federation: dict[str, Any]
     """The default federation's options, flattened (``num-supernodes``, ``backend.client-resources.num-cpus``)."""
 
+    def components(self) -> tuple[str, str]:
+        """The import paths of the app's own code (``simfl flwr run`` imports them without ``--allow-imports``)."""
+        return (self.serverapp, self.clientapp)
 
-def _flatten(raw: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping):
-            out.update(_flatten(value, name))
-        else:
-            out[name] = value
-    return out
+
+def _kind(value: Any) -> str:
+    """A TOML value's kind and a short repr, for messages."""
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "text", list: "an array", dict: "a table"}
+    text = repr(value)
+    return f"{kinds.get(type(value), type(value).__name__)} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _table(parent: Mapping[str, Any], key: str, where: str, needed: bool = False) -> Mapping[str, Any]:
+    """``parent[key]``, a table (empty when absent, unless ``needed``); else one line naming ``where``."""
+    value = parent.get(key)
+    if value is None and not needed:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(where, f"must be a table (a [{where.rsplit(': ', 1)[-1]}] section), got "
+                         f"{'nothing' if value is None else _kind(value)}")
+    return value
+
+
+def _flat(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``table`` flattened with dots by Flower's own rule (``flatten_dict``: values are booleans, numbers or text, or
+    tables of those); a value of another kind is one line naming its key."""
+    from flwr.common.config import flatten_dict
+
+    try:
+        return dict(flatten_dict(dict(table)))
+    except ValueError:
+        pass
+    stack = [(where, table)]
+    while stack:  # the key Flower's message names without its path
+        prefix, item = stack.pop()
+        for key, value in item.items():
+            if isinstance(value, Mapping):
+                stack.append((f"{prefix}.{key}", value))
+            elif not isinstance(value, bool | int | float | str):
+                raise InputError(f"{prefix}.{key}", f"must be a boolean, a number or text (a Flower config value), "
+                                 f"got {_kind(value)}")
+    raise InputError(where, "holds a value that is not a boolean, a number or text")  # pragma: no cover - found above
 
 
 def read_app(folder: Path) -> FlowerApp:
-    """The app in ``folder``, from its ``pyproject.toml`` (one line naming the file and key when it lacks one)."""
+    """The app in ``folder``, from its ``pyproject.toml``: one line naming the file and the key for a file that is not
+    TOML, nested too deeply, or with a value of the wrong kind where ``flwr run`` reads one."""
     project = folder / "pyproject.toml"
     if not project.is_file():
         raise InputError(str(folder), "is not a Flower App folder: it has no pyproject.toml")
@@ -100,25 +138,41 @@ def read_app(folder: Path) -> FlowerApp:
         raw = tomllib.loads(project.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(str(project), f"is not valid TOML ({exc})") from None
-    flwr = raw.get("tool", {}).get("flwr", {})
-    app = flwr.get("app", {})
-    components = app.get("components", {})
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise InputError(str(project), f"is nested too deeply (arrays or inline tables more than {MAX_DEPTH} levels "
+                         "inside each other)") from None
+    except OSError as exc:
+        raise InputError(str(project), f"cannot be read ({exc.strerror or exc})") from None
+    yamlsafe.check_value(raw, str(project))  # at most MAX_DEPTH levels and MAX_NODES values, as a scenario
+    at = f"{project}: "
+    flwr = _table(_table(raw, "tool", at + "tool"), "flwr", at + "tool.flwr")
+    app = _table(flwr, "app", at + "tool.flwr.app")
+    components = _table(app, "components", at + "tool.flwr.app.components")
     found = {}
     for key in ("serverapp", "clientapp"):
         value = components.get(key)
         if not isinstance(value, str) or ":" not in value:
-            raise InputError(f"{project}: tool.flwr.app.components.{key}",
+            raise InputError(f"{at}tool.flwr.app.components.{key}",
                              f"must be an import path package.module:attribute, got {value!r}")
         found[key] = value
-    config = app.get("config", {})
-    if not isinstance(config, Mapping):
-        raise InputError(f"{project}: tool.flwr.app.config", "must be a table of settings")
-    federations = flwr.get("federations", {})
+    config = _flat(_table(app, "config", at + "tool.flwr.app.config"), at + "tool.flwr.app.config")
+    federations = _table(flwr, "federations", at + "tool.flwr.federations")
     default = federations.get("default")
-    options = federations.get(default, {}).get("options", {}) if isinstance(default, str) else {}
-    name = raw.get("project", {}).get("name", folder.resolve().name)
-    return FlowerApp(folder, str(name), found["serverapp"], found["clientapp"], _flatten(config),
-                     _flatten(options) if isinstance(options, Mapping) else {})
+    options: dict[str, Any] = {}
+    if default is not None:
+        if not isinstance(default, str):
+            raise InputError(f"{at}tool.flwr.federations.default", f"must be the name of a federation, got {_kind(default)}")
+        where = f"{at}tool.flwr.federations.{default}"
+        if default not in federations:
+            raise InputError(f"{at}tool.flwr.federations.default", f"names the federation {default!r}, which has no "
+                             f"[tool.flwr.federations.{default}] table")
+        options = _flat(_table(_table(federations, default, where, needed=True), "options", where + ".options"),
+                        where + ".options")
+    described = _table(raw, "project", at + "project")
+    name = described.get("name", folder.resolve().name)
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{at}project.name", f"must be the app's name (text), got {_kind(name)}")
+    return FlowerApp(folder, name, found["serverapp"], found["clientapp"], config, options)
 
 
 def parse_pairs(texts: list[str], where: str) -> dict[str, Any]:
@@ -154,7 +208,7 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
     raw.setdefault("name", app.name)
     if "client" in raw:
         raise InputError("--scenario: client", "is the app's ClientApp under simfl flwr run; leave client out")
-    raw["client"] = {"flower_app": app.clientapp, "run_config": config}
+    raw["client"] = {"flower_app": app.clientapp, "run_config": config, "app_hash": app_hash(app.folder)}
     raw.setdefault("algorithms", [{"name": "serverapp", "app": app.serverapp, "run_config": config}])
     raw.setdefault("eval", {"every": DEFAULT_EVAL})
     every = raw["eval"].get("every", DEFAULT_EVAL) if isinstance(raw["eval"], Mapping) else DEFAULT_EVAL
@@ -199,8 +253,47 @@ def importable(folder: Path) -> None:
         os.environ["PYTHONPATH"] = path + (os.pathsep + current if current else "")
 
 
+def app_hash(folder: Path) -> str:
+    """The SHA-256 of the app in ``folder`` as Flower would bundle it: the files ``flwr build`` takes (its
+    ``.gitignore``, include and exclude rules, :mod:`flwr.cli.build`), by path and content, and ``pyproject.toml``
+    without its federations (which Flower leaves out of a bundle too). Result folders simfl writes inside the
+    app's folder (those with its marker, and staging folders) are not the app's. Where Flower's rules refuse the
+    folder (a path too deep, a pattern matching nothing), its Python files."""
+    from flwr.cli.build import collect_files, filter_paths_for_publish, get_filtered_fab_paths
+
+    from simfl import outdir
+
+    project = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+    project.get("tool", {}).get("flwr", {}).pop("federations", None)  # read_app checked that both are tables
+    simfls: dict[str, bool] = {}
+
+    def simfls_own(rel: str) -> bool:
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            key = "/".join(parts[:i])
+            if key not in simfls:
+                here = folder / key
+                simfls[key] = here.name.endswith(".partial") or outdir.is_ours(here)
+            if simfls[key]:
+                return True
+        return False
+
+    files = {rel: path for rel, path in collect_files(folder).items() if not simfls_own(rel)}
+    try:
+        with warnings.catch_warnings():  # Flower's use of pathspec's old pattern name is Flower's business
+            warnings.simplefilter("ignore", DeprecationWarning)
+            chosen = sorted(get_filtered_fab_paths(filter_paths_for_publish(files), project))
+    except Exception:  # Flower's rules refuse the folder (a path too deep, a pattern matching nothing): its code
+        chosen = sorted(rel for rel in files if rel.endswith(".py"))
+    digest = hashlib.sha256(json.dumps(project, sort_keys=True, default=str).encode())
+    for rel in chosen:
+        digest.update(f"\n{rel},{hashlib.sha256(files[rel].read_bytes()).hexdigest()}".encode())
+    return digest.hexdigest()
+
+
 def check_resumed(app: FlowerApp, out: Path) -> None:
-    """Refuse to continue ``out`` with another app than the one it ran (its scenario.yaml's client.flower_app)."""
+    """Refuse to continue ``out`` with another app than the one it ran (its scenario.yaml's client.flower_app), or with
+    the app's files changed since its runs began (client.app_hash)."""
     from simfl.output.results import OutputFolder
     from simfl.schema import scenario as scenario_mod
 
@@ -210,3 +303,8 @@ def check_resumed(app: FlowerApp, out: Path) -> None:
     if clientapp != app.clientapp:
         raise InputError("--resume", f"{out} ran the ClientApp {clientapp!r}, not {app.clientapp!r} of {app.folder}; "
                          "give the folder of the app it ran")
+    before = ran.get("app_hash") if isinstance(ran, Mapping) else None
+    if before is not None and before != app_hash(app.folder):
+        raise InputError("--resume", f"the app in {app.folder} changed since {out}'s runs began (the files Flower "
+                         "would bundle differ: its code, pyproject.toml or other files): continuing would mix two "
+                         "versions of the app in one folder; give the app as it was, or run it anew into another --out")

@@ -55,6 +55,7 @@ import yaml
 from simfl import outdir
 from simfl.errors import InputError
 from simfl.launch.checkpoint import WALL_DEFAULT
+from simfl.launch.experiment import Engine
 from simfl.launch.runner import Launch, Target, comparison_of, run_targets, staged_target, workers_for
 from simfl.output import comparison as comparing
 from simfl.output.comparison import Comparison
@@ -265,6 +266,7 @@ def run_sweep(
     quiet: bool = False,
     max_hours: float | None = None,
     checkpoint_wall: float | None = WALL_DEFAULT,
+    clock: Engine = "auto",
 ) -> SweepOutcome:
     """Run every unfinished cell of the scenario's sweep into ``out`` (default ``runs/<name>-sweep``).
 
@@ -286,6 +288,8 @@ def run_sweep(
     checkpoint_wall
         Wall seconds between the checkpoints of each run under way (None: none): the same sweep started
         again goes on from them.
+    clock
+        The clock every run is simulated on (``--clock``): ``simpy``, ``heap`` or ``auto``; the same numbers on all.
     """
     overrides = list(overrides)
     if isinstance(path, Mapping):
@@ -301,12 +305,12 @@ def run_sweep(
     count = workers_for(workers, scenarios, len(cells) * max((len(s.algorithms) for s in scenarios), default=1),
                         ray=ray_address is not None)
     with outdir.hold(out):
-        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published, checkpoint_wall)
+        return _sweep_into(out, raw, cells, count, ray_address, quiet, say, on_published, checkpoint_wall, clock)
 
 
 def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count: int, ray_address: str | None,
                 quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None,
-                wall: float | None) -> SweepOutcome:
+                wall: float | None, clock: Engine = "auto") -> SweepOutcome:
     """Run the unfinished cells into ``out``, which this command holds."""
     _prepare(out, raw, cells)
     outcome = SweepOutcome(out, list(cells))
@@ -325,7 +329,7 @@ def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count:
             on_published(target.label)
 
     if targets:
-        run_targets(targets, Launch(count, ray_address, quiet=quiet, say=say), published)
+        run_targets(targets, Launch(count, ray_address, quiet=quiet, say=say, clock=clock), published)
     outcome.comparisons = write_comparison(out, raw, cells)
     return outcome
 

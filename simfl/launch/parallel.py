@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from simfl.data import Dataset
-from simfl.errors import InputError, WorkerLost
+from simfl.errors import InputError, NoSpace, UserCodeFailed, WorkerLost
 from simfl.launch.spawning import context
 from simfl.launch.units import Done, Key, Message, Stopped, Unit, run_unit
 
@@ -69,9 +69,15 @@ def _ended(code: int) -> str:
 
 
 def _portable(unit: Unit, exc: BaseException) -> BaseException:
-    """``exc`` as it can travel between processes: a user mistake as it is, anything else with its traceback."""
+    """``exc`` as it can travel between processes: a user mistake as it is (a full disk still a full disk, so what
+    finished is kept), the user's own code failing with its traceback for crash.txt, anything else (a bug) with
+    its traceback."""
+    if isinstance(exc, NoSpace):
+        return NoSpace(exc.where, exc.message)
     if isinstance(exc, InputError):
         return InputError(exc.where, exc.message)
+    if isinstance(exc, UserCodeFailed):
+        return UserCodeFailed(exc.where, exc.message, exc.details)
     return UnitCrashed(unit.title, "".join(traceback.format_exception(exc)))
 
 

@@ -12,7 +12,8 @@ ends, summary.csv (rows in the scenario's order: seeds, then entries), the compa
 folder is published, while other folders' runs go on. So the files are the
 same, byte for byte, whatever the number of workers and wherever the runs went (only
 summary.csv's ``wall_seconds`` measures the machine). A run stopped by ``--verify`` is
-published with a FAILED marker and reported as :class:`VerifyFailed`.
+published with a FAILED marker and reported as :class:`VerifyFailed`; one that could make no
+progress (:meth:`simfl.sim.world.World.note`) likewise, reported as an :class:`InputError`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from simfl import numerics, outdir
 from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, WorkerLost
 from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, WALL_DEFAULT, Session, parse_every
+from simfl.launch.experiment import Engine
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
 from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, units_of
@@ -89,10 +91,12 @@ class Launch:
     quiet: bool = False
     say: Callable[[str], None] | None = None
     """Receives the finished-unit lines (default: stderr)."""
+    clock: Engine = "auto"
+    """The clock every run is simulated on (``--clock``): ``simpy``, ``heap`` or ``auto`` (:class:`RunOptions`)."""
 
 
 class _Stop(Exception):
-    """A run stopped by ``--verify``, carried out of the backend."""
+    """A stopped run (``--verify``, no progress), carried out of the backend."""
 
     def __init__(self, outcome: Stopped) -> None:
         super().__init__(outcome.message)
@@ -222,7 +226,7 @@ def run_targets(targets: Sequence[Target], launch: Launch,
                 on_published: Callable[[Target], None] | None = None) -> list[Completed]:
     """Run every unfinished run of ``targets`` as ``launch`` says and publish each folder when complete."""
     numerics.check()
-    units = units_for(targets)
+    units = [replace(u, clock=launch.clock) for u in units_for(targets)]
     for target in targets:
         target.session.write()
     progress = Progress(units, launch.workers, launch.quiet, sum(len(t.session.finished) for t in targets),
@@ -339,16 +343,23 @@ def _publish(target: Target) -> Completed:
     return done
 
 
-def _failed(targets: Sequence[Target], outcome: Stopped) -> VerifyFailed:
-    """Publish the folder of a run stopped by ``--verify`` with a FAILED marker; the others stay resumable."""
+def _failed(targets: Sequence[Target], outcome: Stopped) -> Exception:
+    """Publish the folder of a stopped run with a FAILED marker; the others stay resumable. ``--verify``'s stop is a
+    :class:`VerifyFailed`; a run that could make no progress, a user mistake found while running (its scenario
+    cannot reach its budget): an :class:`InputError` naming the run and where its results so far are."""
     cell, name, seed = outcome.key
     target = targets[cell]
-    _close_unpublished([t for t in targets if t is not target], "stopped: another run failed --verify")
+    verify = outcome.cause == "--verify"
+    _close_unpublished([t for t in targets if t is not target],
+                       "stopped: another run failed --verify" if verify else f"stopped: {name} seed{seed} made no progress")
     write_run(target.folder, name, seed, outcome.files)
     rows = [f["row"] for f in target.session.finished]
     write_csv(target.folder.path("summary.csv"), SUMMARY_COLUMNS, rows)
     target.folder.path(FAILED_FILE).write_text(
-        f"status: failed (--verify)\nrun: {name} seed{seed}\ninvariant: {outcome.message}\n"
+        f"status: failed ({outcome.cause})\nrun: {name} seed{seed}\n{'invariant' if verify else 'why'}: {outcome.message}\n"
     )
     target.session.close()
-    return VerifyFailed(target.folder.publish(), f"{name} seed{seed}: {outcome.message}")
+    out = target.folder.publish()
+    if verify:
+        return VerifyFailed(out, f"{name} seed{seed}: {outcome.message}")
+    return InputError(f"{name} seed{seed}", f"{outcome.message}; results so far in {out} (marked FAILED)")

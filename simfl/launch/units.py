@@ -17,7 +17,7 @@ A unit never writes a file of the result folder itself: it reports what it has
 through ``emit`` as :class:`Grown` (new rows of metrics.csv and events.csv),
 :class:`Saved` (a checkpoint's bytes) and :class:`Moved` (how far it is), and
 returns :class:`Done` (its files as bytes and its summary row) or :class:`Stopped`
-(``--verify`` stopped it). The process that launched it writes them into the
+(``--verify`` stopped it, or it could make no progress). The process that launched it writes them into the
 staging folder, which therefore need not exist where the unit runs.
 """
 
@@ -38,9 +38,9 @@ from simfl.algorithms.configs import run_name
 from simfl.data import Dataset
 from simfl.errors import InputError
 from simfl.launch.checkpoint import FRESH, Every, parse_every, run_blob
-from simfl.launch.experiment import RunOptions, chain, federation, load_dataset, run_one
+from simfl.launch.experiment import Engine, RunOptions, chain, federation, load_dataset, run_one
 from simfl.launch.workers import unit_cpus as unit_cpus  # re-exported
-from simfl.names import allowing_imports, imports_allowed
+from simfl.names import allowing_imports, imports_allowed, trusted, trusting
 from simfl.output.results import GrowingRun, run_files, summary_row
 from simfl.output.tracking import Tracking
 from simfl.schema import scenario as scenario_mod
@@ -83,10 +83,15 @@ class Unit:
     """Wall seconds the run had cost before its checkpoint."""
     allow_imports: bool = False
     """Whether the launching process allowed import paths (a Ray task does not inherit its environment)."""
+    trusted: tuple[str, ...] = ()
+    """The import paths the launching process trusts without that permission (a Flower App's own components)."""
     estimate: float = 1.0
     """Estimated wall seconds of the whole run (only progress reports use it)."""
     saved_as: str = ""
     """Where the run's checkpoint is kept, for messages about a damaged one."""
+    clock: Engine = "auto"
+    """The clock the run is simulated on (``--clock``; :attr:`~simfl.launch.experiment.RunOptions.engine`): the same
+    numbers on both."""
 
     @property
     def key(self) -> Key:
@@ -139,11 +144,13 @@ class Done:
 
 @dataclass(frozen=True)
 class Stopped:
-    """A run that ``--verify`` stopped: its files so far and the broken invariant."""
+    """A run stopped before its end: its files so far, why (the broken invariant, or what kept it from making
+    progress) and the cause (``--verify`` or ``no progress``, :class:`~simfl.sim.verify.RunStopped`)."""
 
     key: Key
     files: dict[str, bytes]
     message: str
+    cause: str = "--verify"
 
 
 Message = Grown | Saved | Moved
@@ -242,10 +249,11 @@ def unit_scenario(unit: Unit) -> Scenario:
 def run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None = None) -> Done | Stopped:
     """Run ``unit`` in this process, reporting through ``emit``; returns its files and summary row.
 
-    A user mistake raises :class:`~simfl.errors.InputError`; a run stopped by ``--verify`` returns
-    :class:`Stopped` with its files so far.
+    A user mistake raises :class:`~simfl.errors.InputError`; a run stopped by ``--verify``, or because it cannot
+    make progress, returns :class:`Stopped` with its files so far.
     """
-    with allowing_imports(unit.allow_imports), numerics.applied():  # the caller's torch switches restored after
+    # the caller's torch switches restored after
+    with allowing_imports(unit.allow_imports), trusting(unit.trusted), numerics.applied():
         return _run_unit(unit, emit, fallback)
 
 
@@ -265,7 +273,8 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         if feed is not None:
             watchers.append(feed.progress)
         options = RunOptions(chain(watchers), unit.verify, feeds.checkpointing(), resume,
-                             on_update=None if feed is None else feed.on_update, say=feeds.say, pulse=feeds.moved)
+                             on_update=None if feed is None else feed.on_update, say=feeds.say, pulse=feeds.moved,
+                             engine=unit.clock)
         try:
             result = run_one(scn, fed, unit.index, options)
         except InputError as exc:
@@ -278,7 +287,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
             if feed is not None:
                 feed.finish({}, failed=True)
             files = run_files(exc.state, written=growing.handed_on(exc.state))
-            return Stopped(unit.key, {**files, numerics.FILE: numerics.record()}, exc.message)
+            return Stopped(unit.key, {**files, numerics.FILE: numerics.record()}, exc.message, exc.cause)
         except BaseException:
             if feed is not None:
                 feed.finish({}, failed=True)
@@ -301,5 +310,5 @@ def units_of(cell: int, scn: Scenario, out: Path, every: str | None, verify: boo
     threads, workers = unit_threads(scn), pinned_workers(scn)
     return [Unit(cell, index, run_name(config), seed, text, str(out.absolute()), threads, workers, every,
                  wall if scn.checkpointable(index) else None, verify, allow_imports=imports_allowed(),
-                 estimate=estimate)
+                 trusted=trusted(), estimate=estimate)
             for seed in scn.seeds for index, config in enumerate(scn.algorithms)]

@@ -148,7 +148,8 @@ class Simulation:
         """Run until the budget is spent; returns the final state (events and metrics included).
 
         Raises :class:`~simfl.sim.verify.RunStopped` (with the state so far) when
-        ``verify`` is on and an invariant breaks.
+        ``verify`` is on and an invariant breaks, or when the run cannot make progress
+        (:meth:`~simfl.sim.world.World.note`: its final metric row is recorded first).
         """
         world = self.world
         with collector.paused():  # the first rounds of a population, dispatched at once
@@ -172,6 +173,8 @@ class Simulation:
         world.recorder.finish(st, self.algorithm.global_weights(), world.clock.now)
         self._settle()
         self._release()
+        if world.stalled is not None:
+            raise RunStopped(world.stalled, st, cause="no progress")
         return st
 
     def _settle(self) -> None:

@@ -145,6 +145,8 @@ class SimState:
     """Update-based checkpoints: the next one is due once ``updates`` reaches this."""
     selections: int = 0
     """Cross-device serving (scenario ``server:``): draws taken from the selection stream so far."""
+    dry: int = 0
+    """Client rounds ended without an update (failed, lost, late) since the last update."""
 
     def in_flight(self) -> int:
         """Clients with a round under way."""

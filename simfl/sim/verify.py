@@ -27,13 +27,17 @@ class InvariantError(Exception):
 
 
 class RunStopped(InvariantError):
-    """A broken invariant stopped a run: the message, the state so far and which run (once known)."""
+    """A run stopped before its end: the message, the state so far, which run (once known) and the ``cause``: a
+    broken invariant (``--verify``) or a run that cannot make progress (``no progress``,
+    :meth:`~simfl.sim.world.World.note`)."""
 
-    def __init__(self, message: str, state: SimState, algorithm: str = "?", seed: int = -1) -> None:
+    def __init__(self, message: str, state: SimState, algorithm: str = "?", seed: int = -1,
+                 cause: str = "--verify") -> None:
         super().__init__(message)
         self.state = state
         self.algorithm = algorithm
         self.seed = seed
+        self.cause = cause
 
 
 class Verifier(Observer):

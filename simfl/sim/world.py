@@ -3,8 +3,9 @@
 The :class:`World` owns the rules of one (algorithm, seed) run that do not depend
 on the server's kind: a client's round starts (dispatch) and ends (deliver, fail,
 or lost to a departure), a client rejoins after a failure or returns from an
-absence, the evaluation grid, the time and update budgets, and recording a
-metric. What the server does with a delivered round is the scheduler's business
+absence, the evaluation grid, the time and update budgets, a run that can make
+no progress (:meth:`World.note`), and recording a metric. What the server does
+with a delivered round is the scheduler's business
 (:mod:`simfl.sim.schedulers`: an asynchronous server or synchronous rounds,
 chosen once from the algorithm's kind), which may use only the narrow set of
 methods :class:`World` lists. Checkpoints and verification are
@@ -24,6 +25,8 @@ parallel in real time while the virtual clock stays exact.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +44,17 @@ from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor
 from simfl.train.local import Job
 from simfl.train.message import MEMORY, Message
+
+DRY_ROUNDS = 1000
+"""A run without a time budget stops once its clients' rounds ended this many times per client in a row without an
+update (failed, lost to a departure, or late for their synchronous round): it cannot reach its update budget as
+its scenario stands (:meth:`World.note`). At a failure probability below 1 a client delivers with probability
+``1 - p`` per round, so 1,000 fruitless rounds per client in a row are beyond chance (``0.99 ** 1000`` is 4e-5,
+for a single client failing 99% of its rounds); a deadline or presence windows shorter than the clients' rounds
+give nothing but such rounds."""
+DRY_MOST = 100_000
+"""At most this many fruitless rounds in a row in all, whatever the population: each is an events.csv row, and a
+large population's rounds come from its many clients."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +185,10 @@ class World:
             self.dispatch if availability is None else self._send_if_present)
         """Start a client's round from the given weights now, unless it is away (:meth:`away`): then its return
         restarts it from them. With no availability nobody is ever away: it is :meth:`dispatch` itself."""
+        self.dry_limit = min(DRY_ROUNDS * len(state.clients), DRY_MOST) if budget.time is None else math.inf
+        """Fruitless client rounds in a row (:attr:`SimState.dry`) that stop a run without a time budget."""
+        self.stalled: str | None = None
+        """Why the run stopped before its budget was spent, if it did (:meth:`_stall`)."""
         self.recorder = Recorder(evaluate, watching.progress)
         self._watched = watching.eval_each_update or watching.on_update is not None
         self._started: tuple[Callable[[], None], ...] = ()
@@ -360,17 +378,41 @@ class World:
         self.scheduler.returned(client)
 
     def note(self, client: ClientState, kind: EventKind) -> None:
-        """Log a failure, departure, late update or return of ``client`` now (no update, no staleness)."""
+        """Log a failure, departure, late update or return of ``client`` now (no update, no staleness).
+
+        The first three end a client's round without an update; once :attr:`dry_limit` such rounds came in a row
+        (the update count unchanged), the run stops: it cannot make progress (:meth:`_stall`)."""
+        st = self.state
         timed = kind in ("failure", "leave", "late")
-        self.state.events.append(
+        st.events.append(
             Event(self.clock.now, None, client.index, None, client.latency if timed else None,
                   client.dispatch_time if timed else None, None, kind)
         )
+        if timed:
+            st.dry += 1
+            if st.dry >= self.dry_limit and self.stalled is None:
+                self._stall()
+
+    def _stall(self) -> None:
+        """Stop a run whose last :attr:`dry_limit` client rounds all ended without an update, saying why."""
+        st = self.state
+        kinds: Counter[str] = Counter()
+        for e in reversed(st.events):
+            if e.event == "arrival":
+                break
+            kinds[e.event] += 1
+        why = {"late": "late for their round's close", "failure": "failed", "leave": "cut short by a departure"}
+        causes = ", ".join(f"{kinds[k]} {text}" for k, text in why.items() if kinds[k])
+        self.stalled = (f"no update in the last {st.dry} client rounds in a row ({causes}): the update budget of "
+                        f"{self.budget.updates} cannot be reached (stopped at {self.clock.now:g} s after {st.updates} "
+                        "updates; with budget.time such a run goes on to its time)")
+        self.clock.stop()
 
     def arrival(self, client: ClientState, staleness: int) -> Arrival:
         """Count the arrival of ``client`` (t += 1) and collect its reply: trained weights, arrays, metrics."""
         st = self.state
         st.updates += 1
+        st.dry = 0
         assert client.handle is not None and client.start is not None
         reply = self.executor.collect(client.handle)
         client.handle = client.message = None

@@ -161,6 +161,11 @@ class ClientConfig(Section):
         default_factory=dict, description="flower_app only: the app's run config (context.run_config), "
         "e.g. {local-epochs: 1, lr: 0.01}, as [tool.flwr.app.config] gives it under Flower.",
     )
+    app_hash: str | None = Field(
+        None, description="Written by simfl flwr run: the SHA-256 of the app folder's files that Flower would bundle "
+        "(flwr build's selection: its code, pyproject.toml without federations). simfl flwr run --resume refuses "
+        "an app whose files changed since, so that one folder never mixes two versions of an app.",
+    )
     train_config: dict[str, Scalar] = Field(
         default_factory=dict, description="flower_app only: the ConfigRecord a train message of simfl's own "
         "algorithms carries (a Flower strategy or ServerApp sends its own), with server-round, the client's "

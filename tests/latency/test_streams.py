@@ -83,6 +83,48 @@ def test_streams_save_and_load_as_a_list_of_generators_does() -> None:
     assert len(restored) == 6 and len(restored[1:4]) == 3
 
 
+def test_streams_states_are_the_generators_states_without_building_them() -> None:
+    """Unbuilt streams' states computed all at once (PCG64's start, one LCG step per output claimed) are those of
+    their generators; a built one's is its own; nothing is built."""
+    streams = rng.Streams(7, "latency", count=40)
+    streams.first(64)
+    streams.claim(3, 10), streams.claim(5, 64), streams.claim(9, 1)
+    streams[7].random(3)
+    plain = [rng.stream(7, "latency", m) for m in range(40)]
+    for m, n in ((3, 10), (5, 64), (9, 1)):
+        plain[m].bit_generator.advance(n)
+    plain[7].random(3)
+    assert streams.states() == [rng.generator_state(g) for g in plain]
+    assert [m for m, g in enumerate(streams.gens) if g is not None] == [7]
+
+
+@pytest.mark.parametrize("model", ["lognormal", "uniform", "halfnormal"])
+def test_reading_a_models_state_changes_nothing_it_draws(model: str) -> None:
+    """A checkpoint reads every stream's state, also of clients that have not drawn yet: the streams must not be
+    built there, or a client's first block (derived beforehand) would no longer move its generator past it, and
+    its next block would repeat it (a run checkpointed before such a client's first round diverged from the same
+    run without checkpoints once that client had drawn its first block)."""
+    work = Workload(model_bytes=100, flops=10, samples=(3,) * 8, epochs=1)
+    cls = LATENCY_MODELS[model]
+    config = cls.Config(model=model)
+    read, plain = cls(config, 8, 5, work), cls(config, 8, 5, work)
+    assert read.width == 64  # first blocks derived for every client
+    read.sample(0), plain.sample(0)
+    saved = read.state()
+    first = rng.stream(5, "latency", 0)
+    first.bit_generator.advance(64)  # past client 0's first block
+    assert saved["rngs"] == [rng.generator_state(g) for g in [first, *(rng.stream(5, "latency", m) for m in range(1, 8))]]
+    for m in range(8):
+        assert [read.sample(m) for _ in range(3 * read.width)] == [plain.sample(m) for _ in range(3 * read.width)]
+    assert read.rngs.states() == plain.rngs.states()
+    restored = cls(config, 8, 5, work)
+    restored.load_state(saved)
+    fresh = cls(config, 8, 5, work)
+    fresh.sample(0)
+    assert [[restored.sample(m) for _ in range(100)] for m in range(8)] == [
+        [fresh.sample(m) for _ in range(100)] for m in range(8)]
+
+
 def test_models_and_availability_draw_the_streams_they_drew_before() -> None:
     work = Workload(model_bytes=100, flops=10, samples=(3,) * 17000, epochs=1)
     uniform = LATENCY_MODELS["uniform"]
