@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from scipy import stats
+from scipy import special  # stdtrit is Student's t quantile, without scipy.stats' second of imports
 
 from simfl.output.target import TargetSpec, percent, resolve_target
 
@@ -109,7 +109,7 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
 
 def t_half(sd: Any, n: Any) -> Any:
     """Half the width of the 95% Student-t interval of a mean of ``n`` values of sample std ``sd`` (arrays too)."""
-    return stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / n ** 0.5
+    return special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2) * sd / n ** 0.5
 
 
 def ratio_interval(ratios: Sequence[float]) -> tuple[float, float, float]:
