@@ -22,12 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def busy_scenario(**changes: Any) -> dict[str, Any]:
-    """Six units (two entries x three seeds) of a few seconds each: time to kill a launch midway."""
+    """Six units (two entries x three seeds) of a second or two each: time to kill a launch midway."""
     raw = tiny_scenario(
         seeds=[0, 1, 2],
         latency={"model": "exponential", "mean": 1.5},
-        budget={"time": 400.0},
-        eval={"every": 20.0},
+        budget={"time": 250.0},
+        eval={"every": 25.0},
         algorithms=[{"name": "fedasync", "alpha": 0.6}, {"name": "fedavg", "clients_per_round": 2}],
     )
     raw.update(changes)

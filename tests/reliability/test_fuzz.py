@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from simfl.cli import main
 from tests.conftest import SHARED, tiny_scenario
+from tests.reliability.hostile import fuzz
 
 RAW_TRACES = SHARED / "latency_traces_raw"
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+FUZZ = fuzz(300)
 
 HOSTILE: st.SearchStrategy[Any] = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
@@ -87,7 +88,7 @@ def test_mutated_scenarios_validate_or_fail_in_one_line(tmp_path_factory: pytest
     _check(capsys, ["validate", str(path)])
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@fuzz(12)
 @given(data=st.data())
 def test_mutated_scenarios_run_or_fail_in_one_line(tmp_path_factory: pytest.TempPathFactory,
                                                   capsys: pytest.CaptureFixture[str], data: st.DataObject) -> None:
@@ -110,7 +111,7 @@ def _idx_files(root: Path) -> None:
         (root / f"{name}.gz").write_bytes(gzip.compress(head + body.tobytes()))
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@fuzz(100)
 @given(which=st.sampled_from(["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-labels-idx1-ubyte"]),
        gz=st.booleans(), cut=st.integers(0, 3000), flips=st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 255)),
                                                                    max_size=4))
@@ -144,7 +145,7 @@ def raw_traces() -> Path:
 
 
 @pytest.mark.data
-@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@fuzz(100)
 @given(file=st.sampled_from(["gw1_round_delay.txt", "gw1_comp_delay.txt", "gw2_round_delay.txt"]),
        edit=st.sampled_from(["cell", "drop_line", "truncate", "bytes", "empty", "columns"]),
        line=st.integers(0, 10**6), text=st.sampled_from(["nan", "-1", "inf", "x", "", "1e999", "☃", "0", "5,5", "\x00"]),
