@@ -6,6 +6,7 @@ Run from the repository root: ``python results/derived.py``. Each line is
 - ``cpu_minutes[FOLDER]``: the sum of ``wall_seconds`` over every run of a
   result folder (machine time; it varies from run to run); ``cpu_hours_total`` sums the folders of
   the earlier set (E = 1 and the studies), ``cpu_hours_e5`` those at the paper's E = 5 (``-e5``),
+  ``cpu_hours_tune`` the tuning trials (``tune-*``),
   ``cpu_hours_sensitivity`` the sensitivity study's (``sensitivity-*``);
 - ``delays[CELL]``: OrthoFL's drawn latencies in a delay-study cell (mean and
   maximum, s) and its update count;
@@ -76,11 +77,13 @@ def main() -> None:
     minutes = {p.name: cpu_minutes(p) for p in folders}
     for name, value in minutes.items():
         print(f"cpu_minutes[{name}]={value:.0f}")
-    e5 = sum(v for k, v in minutes.items() if "-e5" in k)
+    tune = sum(v for k, v in minutes.items() if k.startswith("tune-"))
+    e5 = sum(v for k, v in minutes.items() if "-e5" in k and not k.startswith("tune-"))
     cross = minutes.get(CROSS_DEVICE.name, 0.0)
     sensitivity = sum(v for k, v in minutes.items() if k.startswith("sensitivity-"))
-    print(f"cpu_hours_total={(sum(minutes.values()) - e5 - cross - sensitivity) / 60:.1f}")
+    print(f"cpu_hours_total={(sum(minutes.values()) - e5 - cross - sensitivity - tune) / 60:.1f}")
     print(f"cpu_hours_e5={e5 / 60:.1f}")
+    print(f"cpu_hours_tune={tune / 60:.1f}")
     print(f"cpu_hours_sensitivity={sensitivity / 60:.1f}")
 
     for cell in sorted((RESULTS / "delays-mnist-e1-6000s").glob("latency=*")):
