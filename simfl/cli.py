@@ -80,15 +80,21 @@ def _hours(text: str) -> float:
     return value
 
 
+def _check_clients(scn: Scenario) -> None:
+    """What every run checks once its data is split, where the scenario states its clients: validate and run
+    both call it before the estimate reads the entries' rounds, so both refuse with the same line."""
+    clients = scn.stated_clients()
+    if clients is not None:
+        scn.check_clients(clients)
+
+
 def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> list[str]:
     """The scenario's estimate as comment lines, after refusing it if it exceeds a limit (memory, then the disk
     of the output folder, ``--out`` or what ``simfl run`` would use)."""
     from simfl import outdir
     from simfl.schema import limits
 
-    clients = scn.stated_clients()
-    if clients is not None:
-        scn.check_clients(clients)  # what every run checks once its data is split
+    _check_clients(scn)
     from simfl.launch.workers import workers_for
 
     est = _estimate(scn, None, _wall(args, None), cells)  # with the checkpoints a run takes by default
@@ -474,9 +480,7 @@ def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, wal
     before anything is written."""
     from simfl.schema import limits
 
-    clients = scn.stated_clients()
-    if clients is not None:
-        scn.check_clients(clients)  # as validate checks it, before the estimate reads the entries' rounds
+    _check_clients(scn)
     est = _estimate(scn, every, wall)
     limits.check(est, args.max_memory or limits.default_max_memory(), f"{args.file}: estimate", args.max_hours)
     if every is not None:

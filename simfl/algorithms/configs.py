@@ -6,7 +6,7 @@ these configs and nothing of the implementations, which :data:`BUILTINS` names b
 too: ``client_vectors`` (model-sized vectors kept per client), ``keeps_client_models`` (under
 cross-device serving a client trains again from the model its last arrival returned),
 ``chooses_clients`` (the algorithm picks each round's clients), ``checkpointable`` (its runs can be
-checkpointed) and :meth:`AlgorithmConfig.check_federation`
+checkpointed), ``holds_model`` (its own code holds the model) and :meth:`AlgorithmConfig.check_federation`
 (refusals that need the number of clients). A plugin's config derives from :class:`AlgorithmConfig`
 and sets them alike.
 """
@@ -53,6 +53,9 @@ class AlgorithmConfig(Section):
     replaces_training: ClassVar[bool] = False
     """True when the entry's clients do not run simfl's local training (``train:``): the estimate then states no
     training cost for its updates, and says so."""
+    holds_model: ClassVar[bool] = False
+    """True when the entry's own code holds the model (a ServerApp's ``main`` sends it): a Flower app's model
+    (``model: flower_app``) is then not built as weights before the run (:func:`simfl.launch.experiment.federation`)."""
     synchronous: ClassVar[bool] = False
     """True for a synchronous rule (its implementation a ``SyncAlgorithm``): a comparison's default baseline is the
     first synchronous entry (:mod:`simfl.output.comparison`). A plugin's config gets it from its class."""
@@ -470,6 +473,7 @@ class ServerAppConfig(AlgorithmConfig):
 
     chooses_clients: ClassVar[bool] = True
     checkpointable: ClassVar[bool] = False
+    holds_model: ClassVar[bool] = True
 
     name: Literal["serverapp"] = Field("serverapp", description="Algorithm name.")
     app: str = Field(

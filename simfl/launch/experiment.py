@@ -127,7 +127,7 @@ def federation(scenario: Scenario, dataset: Dataset, seed: int, entry: int | Non
     flops: int | Callable[[], int]
     if isinstance(scenario.model, FlowerAppModelConfig):
         entries = scenario.algorithms if entry is None else [scenario.algorithms[entry]]
-        if all(a.name == "serverapp" for a in entries):
+        if all(a.holds_model for a in entries):
             from simfl.models.arrays import held
 
             model = held()
