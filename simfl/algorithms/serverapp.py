@@ -240,9 +240,12 @@ class Handoff:
         self.to_app: queue.Queue[Any] = queue.Queue()
         self.ended = False
         self.watch = Watch()
+        self.heard = threading.Event()
+        """Set once the app's log lines have somewhere to go: ``main`` starts only then, so none is lost."""
         self.thread = threading.Thread(target=self._run, args=(main,), name=APP_THREAD, daemon=True)
 
     def _run(self, main: Callable[[], Any]) -> None:
+        self.heard.wait()
         self.watch.install()
         try:
             user_call(WHERE, self.what, main)
@@ -284,6 +287,7 @@ class Handoff:
             self.to_app.put(answer)
         try:
             with flower.saying(self.thread, say):
+                self.heard.set()
                 return self.to_sim.get(timeout=self.limit)
         except queue.Empty:
             error = overran(WHERE, self.what, self.thread, float(self.limit or 0.0),
