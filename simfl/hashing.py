@@ -11,8 +11,9 @@ the first 32 bits of the fractional parts of the square roots (initial hash) and
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from simfl import jit
 
 _MASK = 0xFFFFFFFF
 
@@ -43,12 +44,12 @@ _ROUNDS = np.array([_iroot(p << 96, 3) & _MASK for p in _primes(64)], dtype=np.i
 """K: the fractional parts of the cube roots of the first 64 primes, 32 bits each."""
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@jit.njit(cache=True, nogil=True, inline="always")
 def _rotr(x: int, r: int) -> int:  # pragma: no cover - compiled
     return ((x >> r) | (x << (32 - r))) & 0xFFFFFFFF
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _digests(prefix: np.ndarray, out: np.ndarray, initial: np.ndarray, rounds: np.ndarray) -> None:  # pragma: no cover
     """Row m of ``out`` (uint8, width up to 32): the first bytes of SHA-256(``prefix`` + decimal(m))."""
     n = prefix.size

@@ -24,12 +24,13 @@ dtypes take the eager path.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import torch
 
+from simfl import jit
 
-@numba.njit(cache=True, fastmath={"reassoc"}, nogil=True)
+
+@jit.njit(cache=True, fastmath={"reassoc"}, nogil=True)
 def _dots(
     x: np.ndarray, x0: np.ndarray, g: np.ndarray, a: np.ndarray, lo: int, hi: int
 ) -> tuple[float, float]:  # pragma: no cover - compiled
@@ -45,7 +46,7 @@ def _dots(
     return su, uu
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _calibrate(
     x: np.ndarray, x0: np.ndarray, g: np.ndarray, a: np.ndarray, coef: float, lo: int, hi: int, out: np.ndarray
 ) -> None:  # pragma: no cover - compiled
@@ -57,7 +58,7 @@ def _calibrate(
         o[i] = xs[i] + np.float32(s - coef * u)
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _mix(w: np.ndarray, x: np.ndarray, weight: np.float32, lo: int, hi: int, out: np.ndarray) -> None:  # pragma: no cover
     """``out = lerp(w, x, weight)`` over ``[lo, hi)``, with ``torch.lerp``'s two-branch formula (both ends exact)."""
     ws, xs, o = w[lo:hi], x[lo:hi], out[lo:hi]
@@ -70,7 +71,7 @@ def _mix(w: np.ndarray, x: np.ndarray, weight: np.float32, lo: int, hi: int, out
             o[i] = xs[i] - (xs[i] - ws[i]) * one_minus
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _arrival(
     x: np.ndarray, x0: np.ndarray, g: np.ndarray, a: np.ndarray, w: np.ndarray, weight: float,
     offsets: np.ndarray, local: np.ndarray, calibrated: np.ndarray, mixed: np.ndarray, mix: bool,

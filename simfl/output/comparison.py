@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from scipy import special  # stdtrit is Student's t quantile, without scipy.stats' second of imports
 
 from simfl.output.target import TargetSpec, percent, resolve_target
 
@@ -108,7 +107,10 @@ def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
 
 
 def t_half(sd: Any, n: Any) -> Any:
-    """Half the width of the 95% Student-t interval of a mean of ``n`` values of sample std ``sd`` (arrays too)."""
+    """Half the width of the 95% Student-t interval of a mean of ``n`` values of sample std ``sd`` (arrays too).
+    SciPy is imported here, where an interval is drawn (two seeds or more): a run of one seed goes without it."""
+    from scipy import special  # stdtrit is Student's t quantile, without scipy.stats' second of imports
+
     return special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2) * sd / n ** 0.5
 
 

@@ -38,10 +38,9 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
-from simfl import rng
+from simfl import jit, rng
 from simfl.sim.configs import Selection
 
 BLOCK = 1024
@@ -88,7 +87,7 @@ class Draws:
 # positive while it is a member and negated while it is not.
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _change(data: np.ndarray, span: int, index: int, delta: int) -> None:  # pragma: no cover - compiled
     """Add ``delta`` to client ``index``'s weight in the tree."""
     i = index + 1
@@ -97,7 +96,7 @@ def _change(data: np.ndarray, span: int, index: int, delta: int) -> None:  # pra
         i += i & -i
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _add(data: np.ndarray, span: int, index: int) -> None:  # pragma: no cover - compiled
     """Make client ``index`` a member (no-op when it is one)."""
     w = data[span + 1 + index]
@@ -107,7 +106,7 @@ def _add(data: np.ndarray, span: int, index: int) -> None:  # pragma: no cover -
         _change(data, span, index, -w)
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _remove(data: np.ndarray, span: int, index: int) -> None:  # pragma: no cover - compiled
     """Make client ``index`` not a member (no-op when it is not one)."""
     w = data[span + 1 + index]
@@ -117,7 +116,7 @@ def _remove(data: np.ndarray, span: int, index: int) -> None:  # pragma: no cove
         _change(data, span, index, -w)
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _draw(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - compiled
     """The member whose cumulative weight interval holds ``floor(u * total)`` (a non-empty pool)."""
     total = data[span]
@@ -132,7 +131,7 @@ def _draw(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - c
     return pos  # the (pos + 1)-th tree slot, i.e. client index pos
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def take_member(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cover - compiled
     """:func:`_draw`, and the drawn client is no longer a member."""
     index = _draw(data, span, u)
@@ -140,14 +139,14 @@ def take_member(data: np.ndarray, span: int, u: float) -> int:  # pragma: no cov
     return index
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def swap_member(data: np.ndarray, span: int, index: int, u: float) -> int:  # pragma: no cover - compiled
     """:func:`_add` of ``index``, then :func:`take_member`."""
     _add(data, span, index)
     return take_member(data, span, u)
 
 
-@numba.njit(cache=True, nogil=True)
+@jit.njit(cache=True, nogil=True)
 def _build(data: np.ndarray, span: int) -> None:  # pragma: no cover - compiled
     """Turn leaves (each member's weight at its own slot) into the Fenwick tree in one pass."""
     for i in range(1, span + 1):  # each node passes its sum on to its parent
