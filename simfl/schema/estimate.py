@@ -87,8 +87,9 @@ class Estimate:
     """One model: 4 bytes per parameter and floating-point buffer; a run holds four (global, evaluated, in
     training, its gradients)."""
     client_state_bytes: int
-    """In RAM: the weights dispatched to each client in flight (one model each) and, when the store is in RAM,
-    the per-client vectors (``store_rows`` models per client reached)."""
+    """In RAM: the weights the clients in flight hold (:func:`held_models`: the global versions they started from,
+    shared, and the trained weights of an executor that trains ahead) and, when the store is in RAM, the
+    per-client vectors (``store_rows`` models per client reached)."""
     rows_bytes: int
     """Events and metrics of one run in RAM (:func:`simfl.schema.costs.rows_bytes`)."""
     mean_latency: float | None
@@ -126,7 +127,8 @@ class Estimate:
     """The recordings' share of ``results_bytes`` (every run's)."""
     checkpoint_bytes: int = 0
     """One run's checkpoint file at the end of its budget (:func:`simfl.schema.costs.checkpoint_bytes`): each
-    model-sized tensor (global, last evaluated, kept, one per client in flight, ``store_rows`` per client reached),
+    model-sized tensor (global, last evaluated, kept, those held for the clients in flight, ``store_rows`` per
+    client reached),
     the events, evaluations and clients. An upper bound where rows share a tensor (OrthoFL's anchors of one global
     version are saved once): 239 KB estimated for 122 KB measured on the quickstart, 12.6 MB for 4.2 MB with 400
     clients at concurrency 20."""
@@ -416,6 +418,15 @@ def _mean(extents: list[Extent]) -> Extent:
     return Extent(**values)
 
 
+def held_models(in_flight: int, aggregations: float | None, ahead: bool) -> int:
+    """Model-sized tensors held for the clients in flight: the global versions they started from (each dispatch
+    hands out the current global tensor itself, so at most one per aggregation and the initial one; all
+    ``in_flight`` where the aggregations are not known), and where the executor trains ahead (``ahead``) each
+    one's trained weights until its arrival."""
+    versions = in_flight if aggregations is None else min(in_flight, count(aggregations) + 1)
+    return versions + (in_flight if ahead else 0)
+
+
 def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estimate:
     """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`); ``checkpoints``:
     the runs write checkpoints (``--checkpoint-every``)."""
@@ -510,7 +521,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     in_flight = clients if server is None else min(clients, server.concurrency)
     reached = clients if server is None else int(min(float(clients), in_flight + (arrivals or 0.0)))
     vectors = reached * model.bytes * rows
-    client_state = in_flight * model.bytes + (0 if on_disk else vectors)
+    held = held_models(in_flight, None if arrivals is None else aggregations, scenario.executor.trains_ahead())
+    client_state = held * model.bytes + (0 if on_disk else vectors)
     largest_csv = max(p[4] for p in per_run)
     rows_bytes = costs.rows_bytes(events, evaluations or 0.0, largest_csv)
     values = None if layer is None or model.tensors is None else model.tensors[layer]
@@ -519,7 +531,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     record_disk = n_seeds * sum(recordings)
     results = (n_seeds * sum(p[4] for p in per_run) + record_disk + n_seeds * len(per_run) * RUN_FILES_BYTES
                + count(events) * costs.EVENT_CSV_BYTES + FOLDER_BYTES)
-    checkpoint = costs.checkpoint_bytes(3 + in_flight + reached * rows, model.bytes, events, evaluations or 0.0, clients)
+    checkpoint = costs.checkpoint_bytes(3 + held + reached * rows, model.bytes, events, evaluations or 0.0, clients)
     walls = [r.wall_seconds for r in runs]
     wall = None if any(w is None for w in walls) else max(w for w in walls if w is not None)
     mean_latency = None
