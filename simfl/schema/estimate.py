@@ -38,13 +38,12 @@ from simfl.schema import bounds, costs
 from simfl.schema.bounds import Budget, Extent, World
 from simfl.schema.costs import (
     CHECKPOINT_TUPLE_BYTES,
-    CLIENT_SECONDS,
     FOLDER_BYTES,
-    LAUNCH_SECONDS,
     NPY_HEADER_BYTES,
     RECORD_COPIES,
     RUN_FILES_BYTES,
     RUNTIME_BYTES,
+    Speeds,
     count,
 )
 
@@ -153,6 +152,26 @@ class Estimate:
     """Rounds closed with no update in that run."""
     endless: str | None = None
     """Why some run never reaches its budget, and what to change (None: every run does)."""
+    speeds: Speeds = field(default_factory=lambda: Speeds.reference(0.0))
+    """The speeds the wall time is counted at: measured on this machine, or the reference machine's."""
+    timed: tuple[str, ...] = ()
+    """The parts whose speed the wall time depends on (``training``, ``engine``)."""
+
+    @property
+    def launch_seconds(self) -> float:
+        """What a launch adds once beyond its runs, at :attr:`speeds`."""
+        return costs.launch_seconds(self.speeds)
+
+    def speeds_text(self) -> str:
+        """Which speeds the wall time is counted at, in a short clause."""
+        measured = [p for p in self.timed if p in self.speeds.measured]
+        missing = [p for p in self.timed if p not in self.speeds.measured]
+        if not missing:
+            return f"speeds: {', '.join(measured)} measured on this machine"
+        if not measured:
+            return "speeds: reference machine; `simfl run` measures this one"
+        return (f"speeds: {', '.join(measured)} measured on this machine, {', '.join(missing)} the reference "
+                "machine's; `simfl run` measures this one")
 
     @property
     def wall_total(self) -> float | None:
@@ -243,10 +262,10 @@ class Estimate:
         total = self.wall_total
         if total is not None:
             per_run = self.wall_seconds or 0.0
-            out.append(f"#   wall time:     about {duration_text(total * self.cells + LAUNCH_SECONDS)} in all "
-                       "with 1 worker")
+            out.append(f"#   wall time:     about {duration_text(total * self.cells + self.launch_seconds)} in all "
+                       f"with 1 worker ({self.speeds_text()})")
             if workers > 1:
-                spreaded = max(total * self.cells / workers, per_run) + LAUNCH_SECONDS
+                spreaded = max(total * self.cells / workers, per_run) + self.launch_seconds
                 out.append(f"#                  about {duration_text(spreaded)} with {workers} workers (the default here; "
                            "--workers, --ray)")
         out += [f"#   not stated:    {what}" for what in self.unstated]
@@ -480,6 +499,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     flops = 0 if null or model.params is None or model.flops is None else counted(model.flops)
     threads = scenario.executor.cpu_threads()
     client = getattr(scenario, "client", None)
+    trains = not null and model.params is not None and threads is not None
+    speed = costs.speeds_of(scenario.model, data.shape, data.classes, scenario.train.batch_size, flops, trains)
     for name, algo, ext in entries:
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
@@ -493,13 +514,13 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
         if ext is not None and math.isfinite(ext.horizon):
             if null:
                 wall = costs.null_run_seconds(ext.arrivals + ext.failed + ext.late, ext.arrivals, rows, model.bytes,
-                                              on_disk)
-            elif model.params is not None and threads is not None and trained:
-                wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, flops, samples, scenario.train.epochs,
+                                              on_disk, speed)
+            elif trains and trained:
+                wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, samples, scenario.train.epochs,
                                                   scenario.train.batch_size, data.test,
-                                                  min(float(scenario.executor.jobs()), ext.in_flight))
+                                                  min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
-                wall += clients * CLIENT_SECONDS
+                wall += costs.setup_seconds(clients, speed)
         runs.append(Run(name, ext, wall, events, evals))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
     if not null and model.params is not None and threads is None:
@@ -546,4 +567,5 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
                     seeds=n_seeds, unstated=unstated, late=0.0 if top is None else top.late,
                     empty=0.0 if top is None else top.empty, endless=endless,
                     executor_bytes=costs.executor_bytes(scenario.executor.processes(), model.bytes),
-                    workers=scenario.executor.processes())
+                    workers=scenario.executor.processes(), speeds=speed,
+                    timed=("training", "engine") if trains else ("engine",))

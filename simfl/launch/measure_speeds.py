@@ -1,0 +1,160 @@
+"""Measure this machine's speeds for a scenario's estimate, where :mod:`simfl.speeds` has none cached yet.
+
+``simfl run`` calls :func:`ensure` before its estimate (torch is loaded for the run anyway); what it measures is
+cached, so ``simfl validate`` and later runs read it without torch. Two measurements, both on one thread under
+simfl's numerics pin (:mod:`simfl.numerics`), and neither touching the global random generators:
+
+- **training** (per model config, sample shape and batch): the scenario's own model built as a run builds it,
+  a few warm-up SGD steps on random samples, then a short timed loop at the scenario's batch and at a batch of
+  two; the line through both gives the step's fixed cost and its cost per sample. A forward pass of a batch in
+  evaluation mode gives the cost per evaluated sample. About three times a step's time in all, a few seconds for
+  VGG11.
+- **engine** (per machine): a fixed pure-latency run of the real engine (:data:`PROBE`), after a short one that
+  warms the engine up; its wall time over its updates is the cost of an arrival. About a second.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from simfl import numerics, speeds
+from simfl.speeds import Speed
+
+if TYPE_CHECKING:
+    from simfl.schema.scenario import Scenario
+
+PROBE: dict[str, Any] = {
+    "name": "speed-probe", "seeds": [0],
+    "data": {"dataset": "synthetic", "train_size": 4000, "test_size": 10, "features": 8, "classes": 4,
+             "partition": {"kind": "iid", "clients": 1000}},
+    "model": {"name": "mlp", "hidden": [8]}, "train": {"epochs": 1},
+    "latency": {"model": "lognormal", "mean": 5.0, "std": 2.0}, "eval": {"every": 1e9},
+    "algorithms": [{"name": "fedasync", "alpha": 0.6}], "executor": {"kind": "none"},
+    "server": {"concurrency": 1000},
+}
+"""The engine's probe: FedAsync over 1,000 clients with lognormal latencies, in pure-latency mode (as the
+population cases of ``python -m benchmarks.estimate``). Changing it means raising the version in
+:data:`simfl.speeds.ENGINE_FACTS`."""
+PROBE_UPDATES = (500, 5_000)
+"""The probe's budgets of updates: a warm-up (the first run in a process loads the engine's compiled kernels),
+then the timed one, run three times (their median: wall time, as the estimate counts it, which a shared
+machine's other work lengthens; the CPU time was half the wall time with four other processes on two cores).
+Its population's setup, 1,000 clients, is about 2% of its wall time."""
+SMALL_BATCH = 2
+"""The batch of the second timed loop (batch norm cannot train on one sample)."""
+
+
+def ensure(scenario: Scenario) -> None:
+    """Measure and cache what the estimate of ``scenario`` reads and the cache lacks: the engine's arrival, and
+    where the scenario trains its model on the CPU, the model's training step and evaluation."""
+    from simfl.schema.estimate import data_facts
+
+    speeds.measured(speeds.ENGINE, speeds.ENGINE_FACTS, engine)
+    facts = data_facts(scenario.data)
+    executor = scenario.executor
+    if facts is None or not facts.shape or not executor.trains or executor.cpu_threads() is None:
+        return
+    from simfl.models import measured
+    from simfl.schema import costs
+
+    cost = scenario.model.cost(facts.shape, facts.classes) if callable(getattr(scenario.model, "cost", None)) else None
+    if cost is not None and cost.unknown is not None:
+        return  # sized only once the run starts: no step to time ahead
+    batch = scenario.train.batch_size
+    key = speeds.training(scenario.model, facts.shape, facts.classes, batch)
+    if speeds.cached(speeds.TRAINING, key) is None:
+        tokens = measured.takes(scenario.model) == "tokens"
+        speed = training(scenario, facts.shape, facts.classes, batch, tokens)
+        if all(k in speed for k in costs.TRAINED):
+            speeds.store(speeds.TRAINING, key, speed)
+
+
+@contextmanager
+def _quiet_state() -> Iterator[None]:
+    """One thread under the numerics pin, the global random generators (torch's, Python's, numpy's) and the
+    thread count restored after."""
+    import numpy as np
+    import torch
+
+    from simfl.train.executor import torch_threads
+
+    state, legacy = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]), numerics.applied(), torch_threads(1):
+            yield
+    finally:
+        random.setstate(state)
+        np.random.set_state(legacy)
+
+
+def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: int, tokens: bool) -> Speed:
+    """Seconds per training step beside its samples (``step``), per training sample (``sample``) and per
+    evaluated sample (``eval_sample``) of the scenario's model on one thread; none where it does not build or
+    run on such samples (the run itself then says why)."""
+    import torch
+    from torch import nn
+
+    from simfl.schema import plugins
+    from simfl.train.local import channels_last_helps
+
+    config = scenario.model
+    with _quiet_state():
+        torch.manual_seed(0)
+        try:
+            model = plugins.lookup("model", config.name).build(config, shape, classes)
+        except Exception:  # noqa: BLE001 - a model that does not build is the run's to report
+            return {}
+        if channels_last_helps(model):  # as the trainer trains it
+            model.to(memory_format=torch.channels_last)
+        params = [p for p in model.parameters() if p.requires_grad]
+        train = scenario.train
+        opt = torch.optim.SGD(params, lr=train.lr, momentum=train.momentum, weight_decay=train.weight_decay)
+        loss_fn = nn.CrossEntropyLoss()
+
+        def samples(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+            x = torch.zeros((n, *shape), dtype=torch.long) if tokens else torch.randn(n, *shape)
+            return x, torch.randint(0, classes, (n,))
+
+        def stepper(n: int) -> Any:
+            x, y = samples(n)
+
+            def step() -> None:
+                opt.zero_grad(set_to_none=True)
+                loss_fn(model(x), y).backward()
+                opt.step()
+
+            return step
+
+        model.train()
+        try:
+            at_batch = speeds.per_call(stepper(batch))
+            small = min(SMALL_BATCH, batch)
+            at_small = speeds.per_call(stepper(small)) if small < batch else at_batch
+            model.eval()
+            x, _ = samples(batch)
+            with torch.no_grad():
+                forward = speeds.per_call(lambda: model(x))
+        except Exception:  # noqa: BLE001 - likewise
+            return {}
+    sample = (at_batch - at_small) / (batch - small) if batch > small else 0.0
+    if sample <= 0.0:  # noise, or a single batch size: the whole step per sample
+        sample = at_batch / batch
+    return {"step": max(at_batch - batch * sample, 0.0), "sample": sample, "eval_sample": forward / batch}
+
+
+def engine() -> Speed:
+    """Seconds per arrival without training (``arrival``): the probe run's wall time over its updates, the median of
+    three runs after a warm-up."""
+    from simfl.launch import experiment
+    from simfl.schema.scenario import validate
+
+    warmup, updates = PROBE_UPDATES
+    with _quiet_state():
+        first, timed = (validate({**PROBE, "budget": {"updates": n}}) for n in PROBE_UPDATES)
+        fed = experiment.federation(first, experiment.load_dataset(first), 0)
+        experiment.run_one(first, fed, 0)
+        walls = sorted(experiment.run_one(timed, fed, 0).wall_seconds for _ in range(3))
+    return {"arrival": walls[1] / updates}
