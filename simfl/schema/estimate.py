@@ -73,8 +73,8 @@ class Estimate:
 
     Each ``*_bytes`` field is one store, a count times bytes per item (:mod:`simfl.schema.costs`). Counts come from
     what bounds each run (:mod:`simfl.schema.bounds`): the expected updates in the budget (``arrivals``), the
-    aggregations they make, the evaluations on the time grid, the events (updates, failed, late and lost rounds).
-    Per-run figures are those of the most demanding entry; times are per entry (:attr:`entries`).
+    aggregations they make, the evaluations on the time grid and at the run's end, the events (updates, failed,
+    late and lost rounds). Per-run figures are those of the most demanding entry; times are per entry (:attr:`entries`).
     """
 
     data: DataFacts
@@ -506,7 +506,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
         horizon = ext.horizon if ext is not None else budget.time
         aggs = (ext.aggregations if ext is not None else done) or 0.0
         points = None if horizon is None or not math.isfinite(horizon) else horizon / every
-        grid = None if points is None else math.floor(points) + 1.0 if math.isfinite(points) else math.inf
+        # the grid's points from 0, and the run's last row where it ends between two of them
+        grid = None if points is None else math.ceil(points) + 1.0 if math.isfinite(points) else math.inf
         evals = None if grid is None else grid + (aggs if scenario.eval.after_each_update else 0.0)
         events = (done or 0.0) if ext is None else ext.arrivals + ext.failed + ext.late + ext.absences
         wall = None
