@@ -139,15 +139,6 @@ def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
             os.unlink(name)
 
 
-def measured(what: str, facts: Mapping[str, Any], measure: Callable[[], Speed]) -> Speed:
-    """The cached measurement of ``what`` with ``facts``, else ``measure()``'s, cached."""
-    found = cached(what, facts)
-    if found is None:
-        found = measure()
-        store(what, facts, found)
-    return found
-
-
 def per_call(call: Callable[[], object], warmup: int = 2, least: int = 3, seconds: float = 0.2) -> float:
     """Wall seconds of one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and as many as fit
     in ``seconds``; their median, which a busy moment of a shared machine moves least."""

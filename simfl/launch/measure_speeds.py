@@ -4,17 +4,19 @@
 cached, so ``simfl validate`` and later runs read it without torch. Two measurements, both on one thread under
 simfl's numerics pin (:mod:`simfl.numerics`), and neither touching the global random generators:
 
-- **training** (per model config, sample shape and batch): the scenario's own model built as a run builds it,
-  a few warm-up SGD steps on random samples, then a short timed loop at the scenario's batch and at a batch of
-  two; the line through both gives the step's fixed cost and its cost per sample. A forward pass of a batch in
-  evaluation mode gives the cost per evaluated sample. About three times a step's time in all, a few seconds for
-  VGG11.
+- **training** (per model config, sample shape and batch): the scenario's own model trained by simfl's own
+  trainer (:class:`~simfl.train.local.LocalTrainer`) on random samples, a job of one step at the scenario's
+  batch, one at a batch of two and one of no step, each warmed up once and then timed in a short loop; the line
+  through the two steps gives the step's fixed cost and its cost per sample, the empty job what a job costs
+  beside its steps. The evaluator (:class:`~simfl.train.evaluate.Evaluator`) on a batch gives the cost per
+  evaluated sample. About five steps' time in all, some seconds for VGG11.
 - **engine** (per machine): a fixed pure-latency run of the real engine (:data:`PROBE`), after a short one that
   warms the engine up; its wall time over its updates is the cost of an arrival. About a second.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,7 +54,11 @@ def ensure(scenario: Scenario) -> None:
     where the scenario trains its model on the CPU, the model's training step and evaluation."""
     from simfl.schema.estimate import data_facts
 
-    speeds.measured(speeds.ENGINE, speeds.ENGINE_FACTS, engine)
+    if speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None:
+        try:
+            speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, engine())
+        except Exception:  # noqa: BLE001 - a probe that fails leaves the reference speeds, never the run undone
+            pass
     facts = data_facts(scenario.data)
     executor = scenario.executor
     if facts is None or not facts.shape or not executor.trains or executor.cpu_threads() is None:
@@ -91,58 +97,43 @@ def _quiet_state() -> Iterator[None]:
 
 
 def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: int, tokens: bool) -> Speed:
-    """Seconds per training step beside its samples (``step``), per training sample (``sample``) and per
-    evaluated sample (``eval_sample``) of the scenario's model on one thread; none where it does not build or
-    run on such samples (the run itself then says why)."""
+    """Seconds per local training job beside its steps (``job``: the weights loaded and read back, the optimizer
+    made), per step beside its samples (``step``), per training sample (``sample``) and per evaluated sample
+    (``eval_sample``) of the scenario's model on one thread, as simfl's own trainer and evaluator take them; none
+    where the model does not build or run on such samples (the run itself then says why)."""
     import torch
-    from torch import nn
 
+    from simfl.models.flat import Layout
     from simfl.schema import plugins
-    from simfl.train.local import channels_last_helps
+    from simfl.train.evaluate import Evaluator
+    from simfl.train.local import Job, LocalTrainer
 
     config = scenario.model
+    small = min(SMALL_BATCH, batch)
     with _quiet_state():
         torch.manual_seed(0)
-        try:
-            model = plugins.lookup("model", config.name).build(config, shape, classes)
-        except Exception:  # noqa: BLE001 - a model that does not build is the run's to report
-            return {}
-        if channels_last_helps(model):  # as the trainer trains it
-            model.to(memory_format=torch.channels_last)
-        params = [p for p in model.parameters() if p.requires_grad]
-        train = scenario.train
-        opt = torch.optim.SGD(params, lr=train.lr, momentum=train.momentum, weight_decay=train.weight_decay)
-        loss_fn = nn.CrossEntropyLoss()
 
         def samples(n: int) -> tuple[torch.Tensor, torch.Tensor]:
             x = torch.zeros((n, *shape), dtype=torch.long) if tokens else torch.randn(n, *shape)
             return x, torch.randint(0, classes, (n,))
 
-        def stepper(n: int) -> Any:
-            x, y = samples(n)
-
-            def step() -> None:
-                opt.zero_grad(set_to_none=True)
-                loss_fn(model(x), y).backward()
-                opt.step()
-
-            return step
-
-        model.train()
         try:
-            at_batch = speeds.per_call(stepper(batch))
-            small = min(SMALL_BATCH, batch)
-            at_small = speeds.per_call(stepper(small)) if small < batch else at_batch
-            model.eval()
-            x, _ = samples(batch)
-            with torch.no_grad():
-                forward = speeds.per_call(lambda: model(x))
-        except Exception:  # noqa: BLE001 - likewise
+            model = plugins.lookup("model", config.name).build(config, shape, classes)
+            layout = Layout.of(model)
+            start = layout.flatten(model)
+            shards = [samples(0), samples(small), samples(batch)]  # no step, a small one, one of the batch
+            trainer = LocalTrainer(model, layout, shards, scenario.train.model_copy(update={"epochs": 1}), 0)
+            job = [speeds.per_call(functools.partial(trainer.run, Job(m, 0, start)), warmup=1) for m in range(3)]
+            evaluate = Evaluator(model, layout, *samples(batch))
+            forward = speeds.per_call(lambda: evaluate(start), warmup=1)
+        except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
             return {}
+    empty, at_small, at_batch = job
     sample = (at_batch - at_small) / (batch - small) if batch > small else 0.0
     if sample <= 0.0:  # noise, or a single batch size: the whole step per sample
-        sample = at_batch / batch
-    return {"step": max(at_batch - batch * sample, 0.0), "sample": sample, "eval_sample": forward / batch}
+        sample = (at_batch - empty) / batch
+    return {"job": max(empty, 0.0), "step": max(at_batch - empty - batch * sample, 0.0), "sample": max(sample, 0.0),
+            "eval_sample": forward / batch}
 
 
 def engine() -> Speed:

@@ -82,8 +82,8 @@ STEP_SECONDS = 0.6e-3
 the quickstart's small CNN on one sample per batch took 0.7 ms a step under load and 0.9 ms with nothing else
 running (``python -m benchmarks.train_step``: ``smallcnn_b1_ms``)."""
 UPDATE_SECONDS = 1e-4
-"""What one update with training adds beside its steps: the job handed over and its reply read (scaled by
-:attr:`Speeds.factor`)."""
+"""Reference value: what one update with training adds beside its steps: the job handed over and its reply
+read."""
 EVAL_BATCH = 1024
 """Test samples per evaluation batch (:class:`simfl.train.evaluate.Evaluator`)."""
 NULL_ARRIVAL_SECONDS = 35e-6
@@ -123,12 +123,14 @@ class Speeds:
     """How fast this machine runs each part of a run: measured here and cached (:mod:`simfl.speeds`, measured by
     ``simfl run``), else the reference machine's constants above.
 
-    A training step of ``b`` samples takes ``step + b * sample`` seconds and an evaluation ``eval_batch`` per
-    batch of :data:`EVAL_BATCH` plus ``eval_sample`` per sample; an arrival without training ``arrival``;
+    A local training job takes ``job`` beside its steps, a step of ``b`` samples ``step + b * sample`` seconds and
+    an evaluation ``eval_batch`` per batch of :data:`EVAL_BATCH` plus ``eval_sample`` per sample; an arrival
+    without training ``arrival``;
     ``factor`` is this machine's engine time against the reference's, by which the engine's other per-thing
     seconds (clients set up, updates handed over, per-client vectors, the launch) are scaled.
     """
 
+    job: float
     step: float
     sample: float
     eval_batch: float
@@ -141,14 +143,14 @@ class Speeds:
     @classmethod
     def reference(cls, flops: float) -> Speeds:
         """The reference machine's speeds for a model of ``flops`` training FLOPs per sample: one thread at
-        :func:`flops_per_second`, :data:`STEP_SECONDS` per step and per evaluation batch, a forward pass a
-        third of the training FLOPs."""
+        :func:`flops_per_second`, :data:`UPDATE_SECONDS` per job, :data:`STEP_SECONDS` per step and per evaluation
+        batch, a forward pass a third of the training FLOPs."""
         per_sample = flops / flops_per_second(flops)
-        return cls(STEP_SECONDS, per_sample, STEP_SECONDS, per_sample / 3)
+        return cls(UPDATE_SECONDS, STEP_SECONDS, per_sample, STEP_SECONDS, per_sample / 3)
 
     def with_training(self, measured: speeds.Speed) -> Speeds:
         """These speeds with a training step and evaluation measured here (:data:`TRAINED` figures)."""
-        return replace(self, step=measured["step"], sample=measured["sample"], eval_batch=0.0,
+        return replace(self, job=measured["job"], step=measured["step"], sample=measured["sample"], eval_batch=0.0,
                        eval_sample=measured["eval_sample"], measured=(*self.measured, "training"))
 
     def with_engine(self, measured: speeds.Speed) -> Speeds:
@@ -158,9 +160,9 @@ class Speeds:
                        measured=(*self.measured, "engine"))
 
 
-TRAINED = ("step", "sample", "eval_sample")
-"""The figures of a measured training step (:data:`simfl.speeds.TRAINING`): seconds per step beside its samples,
-per training sample, per evaluated sample."""
+TRAINED = ("job", "step", "sample", "eval_sample")
+"""The figures of a measured training step (:data:`simfl.speeds.TRAINING`): seconds per local training job beside
+its steps, per step beside its samples, per training sample, per evaluated sample."""
 ENGINE = ("arrival",)
 """The figure of a measured engine (:data:`simfl.speeds.ENGINE`): seconds per arrival without training."""
 
@@ -192,10 +194,10 @@ def dataset_bytes(facts: DataFacts, clients: int) -> int:
 
 def update_seconds(samples: int, epochs: int, batch_size: int, speed: Speeds) -> float:
     """Wall seconds of one client's local training: ``epochs`` over its ``samples`` in steps of ``batch_size`` at
-    one thread's ``speed`` (more threads per job are not counted: the small models gain little), plus
-    :data:`UPDATE_SECONDS`."""
+    one thread's ``speed`` (more threads per job are not counted: the small models gain little), plus the job's own
+    cost."""
     steps = epochs * math.ceil(max(samples, 1) / batch_size)
-    return steps * speed.step + samples * epochs * speed.sample + UPDATE_SECONDS * speed.factor
+    return speed.job + steps * speed.step + samples * epochs * speed.sample
 
 
 def eval_seconds(test: int, speed: Speeds) -> float:
