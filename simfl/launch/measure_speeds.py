@@ -46,12 +46,12 @@ then the timed one, run three times (their median: wall time, as the estimate co
 machine's other work lengthens; the CPU time was half the wall time with four other processes on two cores).
 Its population's setup, 1,000 clients, is about 2% of its wall time."""
 SMALL_BATCH = 2
-"""The batch of the second timed loop (batch norm cannot train on one sample)."""
+"""The samples of the small timed job (batch norm cannot train on one)."""
 
 
 def ensure(scenario: Scenario) -> None:
     """Measure and cache what the estimate of ``scenario`` reads and the cache lacks: the engine's arrival, and
-    where the scenario trains its model on the CPU, the model's training step and evaluation."""
+    where the scenario trains its model on the CPU, the model's local training and evaluation."""
     from simfl.schema.estimate import data_facts
 
     if speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None:
@@ -66,7 +66,7 @@ def ensure(scenario: Scenario) -> None:
     from simfl.models import measured
     from simfl.schema import costs
 
-    cost = scenario.model.cost(facts.shape, facts.classes) if callable(getattr(scenario.model, "cost", None)) else None
+    cost = measured.stated(scenario.model, facts.shape, facts.classes)
     if cost is not None and cost.unknown is not None:
         return  # sized only once the run starts: no step to time ahead
     batch = scenario.train.batch_size
