@@ -140,15 +140,17 @@ def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
 
 
 def per_call(call: Callable[[], object], warmup: int = 2, least: int = 3, seconds: float = 0.2) -> float:
-    """Wall seconds of one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and as many as fit
-    in ``seconds``; their median, which a busy moment of a shared machine moves least."""
+    """CPU seconds of this thread in one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and
+    as many as fit in ``seconds``; their median. CPU time, not wall time: it is the machine's speed, which the
+    cache keeps, and other processes' load does not change it (on two cores shared with four other processes the
+    wall time of the same steps was twice their CPU time, and varied by 2x from one minute to the next)."""
     for _ in range(warmup):
         call()
     times: list[float] = []
     deadline = time.perf_counter() + seconds
     while len(times) < least or time.perf_counter() < deadline:
-        start = time.perf_counter()
+        start = time.thread_time()
         call()
-        times.append(time.perf_counter() - start)
+        times.append(time.thread_time() - start)
     times.sort()
     return times[len(times) // 2]

@@ -1,15 +1,16 @@
 """Measure this machine's speeds for a scenario's estimate, where :mod:`simfl.speeds` has none cached yet.
 
 ``simfl run`` calls :func:`ensure` before its estimate (torch is loaded for the run anyway); what it measures is
-cached, so ``simfl validate`` and later runs read it without torch. Two measurements, both on one thread under
-simfl's numerics pin (:mod:`simfl.numerics`), and neither touching the global random generators:
+cached, so ``simfl validate`` and later runs read it without torch. Two measurements, both in CPU time on one
+thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching the global random generators:
 
 - **training** (per model config, sample shape and batch): the scenario's own model trained by simfl's own
   trainer (:class:`~simfl.train.local.LocalTrainer`) on random samples, a job of one step at the scenario's
   batch, one at a batch of two and one of no step, each warmed up once and then timed in a short loop; the line
   through the two steps gives the step's fixed cost and its cost per sample, the empty job what a job costs
-  beside its steps. The evaluator (:class:`~simfl.train.evaluate.Evaluator`) on a batch gives the cost per
-  evaluated sample. About five steps' time in all, some seconds for VGG11.
+  beside its steps. The evaluator (:class:`~simfl.train.evaluate.Evaluator`) on a batch and on two samples
+  gives likewise the cost of an evaluation and per evaluated sample. About five steps' time in all, some seconds
+  for VGG11.
 - **engine** (per machine): a fixed pure-latency run of the real engine (:data:`PROBE`), after a short one that
   warms the engine up; its wall time over its updates is the cost of an arrival. About a second.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -42,9 +44,9 @@ population cases of ``python -m benchmarks.estimate``). Changing it means raisin
 :data:`simfl.speeds.ENGINE_FACTS`."""
 PROBE_UPDATES = (500, 5_000)
 """The probe's budgets of updates: a warm-up (the first run in a process loads the engine's compiled kernels),
-then the timed one, run three times (their median: wall time, as the estimate counts it, which a shared
-machine's other work lengthens; the CPU time was half the wall time with four other processes on two cores).
-Its population's setup, 1,000 clients, is about 2% of its wall time."""
+then the timed one, run three times (their median CPU time: the machine's speed, which other processes' load
+does not change, see :func:`simfl.speeds.per_call`). Its population's setup, 1,000 clients, is about 2% of
+its time."""
 SMALL_BATCH = 2
 """The samples of the small timed job (batch norm cannot train on one)."""
 
@@ -97,10 +99,11 @@ def _quiet_state() -> Iterator[None]:
 
 
 def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: int, tokens: bool) -> Speed:
-    """Seconds per local training job beside its steps (``job``: the weights loaded and read back, the optimizer
-    made), per step beside its samples (``step``), per training sample (``sample``) and per evaluated sample
-    (``eval_sample``) of the scenario's model on one thread, as simfl's own trainer and evaluator take them; none
-    where the model does not build or run on such samples (the run itself then says why)."""
+    """CPU seconds per local training job beside its steps (``job``: the weights loaded and read back, the optimizer
+    made), per step beside its samples (``step``), per training sample (``sample``), per evaluation beside its
+    samples (``eval``) and per evaluated sample (``eval_sample``) of the scenario's model on one thread, as simfl's
+    own trainer and evaluator take them; none where the model does not build or run on such samples (the run
+    itself then says why)."""
     import torch
 
     from simfl.models.flat import Layout
@@ -124,21 +127,24 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
             shards = [samples(0), samples(small), samples(batch)]  # no step, a small one, one of the batch
             trainer = LocalTrainer(model, layout, shards, scenario.train.model_copy(update={"epochs": 1}), 0)
             job = [speeds.per_call(functools.partial(trainer.run, Job(m, 0, start)), warmup=1) for m in range(3)]
-            evaluate = Evaluator(model, layout, *samples(batch))
-            forward = speeds.per_call(lambda: evaluate(start), warmup=1)
+            scored = [speeds.per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=1)
+                      for n in (small, batch)]
         except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
             return {}
     empty, at_small, at_batch = job
     sample = (at_batch - at_small) / (batch - small) if batch > small else 0.0
     if sample <= 0.0:  # noise, or a single batch size: the whole step per sample
         sample = (at_batch - empty) / batch
+    evaluated = (scored[1] - scored[0]) / (batch - small) if batch > small else 0.0
+    if evaluated <= 0.0:
+        evaluated = scored[1] / batch
     return {"job": max(empty, 0.0), "step": max(at_batch - empty - batch * sample, 0.0), "sample": max(sample, 0.0),
-            "eval_sample": forward / batch}
+            "eval": max(scored[1] - batch * evaluated, 0.0), "eval_sample": evaluated}
 
 
 def engine() -> Speed:
-    """Seconds per arrival without training (``arrival``): the probe run's wall time over its updates, the median of
-    three runs after a warm-up."""
+    """CPU seconds per arrival without training (``arrival``): the probe run's CPU time over its updates, the median
+    of three runs after a warm-up."""
     from simfl.launch import experiment
     from simfl.schema.scenario import validate
 
@@ -147,5 +153,9 @@ def engine() -> Speed:
         first, timed = (validate({**PROBE, "budget": {"updates": n}}) for n in PROBE_UPDATES)
         fed = experiment.federation(first, experiment.load_dataset(first), 0)
         experiment.run_one(first, fed, 0)
-        walls = sorted(experiment.run_one(timed, fed, 0).wall_seconds for _ in range(3))
-    return {"arrival": walls[1] / updates}
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            experiment.run_one(timed, fed, 0)
+            times.append(time.process_time() - start)
+    return {"arrival": sorted(times)[1] / updates}

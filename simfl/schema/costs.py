@@ -150,7 +150,8 @@ class Speeds:
 
     def with_training(self, measured: speeds.Speed) -> Speeds:
         """These speeds with a training step and evaluation measured here (:data:`TRAINED` figures)."""
-        return replace(self, job=measured["job"], step=measured["step"], sample=measured["sample"], eval_batch=0.0,
+        return replace(self, job=measured["job"], step=measured["step"], sample=measured["sample"],
+                       eval_batch=measured["eval"],
                        eval_sample=measured["eval_sample"], measured=(*self.measured, "training"))
 
     def with_engine(self, measured: speeds.Speed) -> Speeds:
@@ -160,9 +161,10 @@ class Speeds:
                        measured=(*self.measured, "engine"))
 
 
-TRAINED = ("job", "step", "sample", "eval_sample")
+TRAINED = ("job", "step", "sample", "eval", "eval_sample")
 """The figures of a measured training step (:data:`simfl.speeds.TRAINING`): seconds per local training job beside
-its steps, per step beside its samples, per training sample, per evaluated sample."""
+its steps, per step beside its samples, per training sample, per evaluation beside its samples (counted per batch
+of :data:`EVAL_BATCH`), per evaluated sample."""
 ENGINE = ("arrival",)
 """The figure of a measured engine (:data:`simfl.speeds.ENGINE`): seconds per arrival without training."""
 

@@ -35,7 +35,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_each_model_batch_shape_and_mode_has_its_own_entry(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     facts = speeds.training(SmallCNNConfig(channels=8), (1, 8, 8), 10, 32)
-    measured = {"job": 1e-4, "step": 1e-3, "sample": 1e-4, "eval_sample": 1e-5}
+    measured = {"job": 1e-4, "step": 1e-3, "sample": 1e-4, "eval": 1e-4, "eval_sample": 1e-5}
     speeds.store(speeds.TRAINING, facts, measured)
     assert speeds.cached(speeds.TRAINING, facts) == measured
     assert speeds.path() == cache / speeds.FILE
@@ -83,14 +83,15 @@ def test_the_wall_time_is_counted_at_the_measured_speeds(cache: Path) -> None:
     assert before.speeds.measured == () and before.speeds_text().startswith("speeds: reference machine")
     facts = estimate.data_facts(scn.data)
     assert facts is not None
-    job, step, sample, eval_sample, arrival = 0.03, 0.01, 0.002, 0.0005, 2 * costs.NULL_ARRIVAL_SECONDS
+    job, step, sample, evaluation, eval_sample = 0.03, 0.01, 0.002, 0.02, 0.0005
+    arrival = 2 * costs.NULL_ARRIVAL_SECONDS
     speeds.store(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, 16),
-                 {"job": job, "step": step, "sample": sample, "eval_sample": eval_sample})
+                 {"job": job, "step": step, "sample": sample, "eval": evaluation, "eval_sample": eval_sample})
     speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": arrival})
     est = estimate.estimate(scn)
     assert (facts.train, facts.test) == (1500, 297)
     update = job + 32 * step + 500 * sample
-    wall = 13 * update + 5 * 297 * eval_sample + 3 * 2 * costs.CLIENT_SECONDS
+    wall = 13 * update + 5 * (evaluation + 297 * eval_sample) + 3 * 2 * costs.CLIENT_SECONDS  # 297: one batch
     assert est.wall_seconds == pytest.approx(wall, rel=1e-9) and not math.isclose(wall, before.wall_seconds or 0.0)
     assert est.launch_seconds == pytest.approx(2 * costs.LAUNCH_SECONDS)
     assert "(speeds: training, engine measured on this machine)" in "\n".join(est.lines())
@@ -137,7 +138,7 @@ def test_validate_reads_a_warm_cache_without_torch(cache: Path) -> None:
     cold = validated()
     assert len(cold) == 1 and "(speeds: reference machine; `simfl run` measures this one)" in cold[0]
     speeds.store(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, scn.train.batch_size),
-                 {"job": 0.0, "step": 1.0, "sample": 0.0, "eval_sample": 0.0})
+                 {"job": 0.0, "step": 1.0, "sample": 0.0, "eval": 0.0, "eval_sample": 0.0})
     speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": costs.NULL_ARRIVAL_SECONDS})
     warm = validated()
     assert len(warm) == 1 and "(speeds: training, engine measured on this machine)" in warm[0]
