@@ -141,9 +141,10 @@ def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
 
 def per_call(call: Callable[[], object], warmup: int = 2, least: int = 3, seconds: float = 0.2) -> float:
     """CPU seconds of this thread in one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and
-    as many as fit in ``seconds``; their median. CPU time, not wall time: it is the machine's speed, which the
-    cache keeps, and other processes' load does not change it (on two cores shared with four other processes the
-    wall time of the same steps was twice their CPU time, and varied by 2x from one minute to the next)."""
+    as many as fit in ``seconds``; the shortest. CPU time, not wall time, and the shortest: the machine's own
+    speed, which the cache keeps, as little moved as can be by other processes' load (on two cores shared with four
+    other processes the wall time of the same steps was twice their CPU time and varied by 2x from one minute to
+    the next; their median CPU time by up to 2x too)."""
     for _ in range(warmup):
         call()
     times: list[float] = []
@@ -152,5 +153,4 @@ def per_call(call: Callable[[], object], warmup: int = 2, least: int = 3, second
         start = time.thread_time()
         call()
         times.append(time.thread_time() - start)
-    times.sort()
-    return times[len(times) // 2]
+    return min(times)

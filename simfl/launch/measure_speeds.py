@@ -5,12 +5,14 @@ cached, so ``simfl validate`` and later runs read it without torch. Two measurem
 thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching the global random generators:
 
 - **training** (per model config, sample shape and batch): the scenario's own model trained by simfl's own
-  trainer (:class:`~simfl.train.local.LocalTrainer`) on random samples, a job of one step at the scenario's
-  batch, one at a batch of two and one of no step, each warmed up once and then timed in a short loop; the line
-  through the two steps gives the step's fixed cost and its cost per sample, the empty job what a job costs
-  beside its steps. The evaluator (:class:`~simfl.train.evaluate.Evaluator`) on a batch and on two samples
-  gives likewise the cost of an evaluation and per evaluated sample. About five steps' time in all, some seconds
-  for VGG11.
+  trainer (:class:`~simfl.train.local.LocalTrainer`) on random samples, jobs of one step and of several (two for
+  a large model, up to twenty for a small one) at the scenario's batch and at a batch of two, each warmed up once
+  and then timed in a short loop. Their difference over the added steps is a step as a job's later steps take it
+  (its first makes the optimizer's state: it counts with the job); the line through the two batches' steps gives
+  the step's fixed cost and its cost per sample, the one-step job less its step what a job costs beside its
+  steps. The evaluator (:class:`~simfl.train.evaluate.Evaluator`) on a
+  batch and on two samples gives likewise the cost of an evaluation and per evaluated sample. About fifteen
+  steps' time in all for VGG11 (some seconds), well under a second for a small model.
 - **engine** (per machine): a fixed pure-latency run of the real engine (:data:`PROBE`), after a short one that
   warms the engine up; its wall time over its updates is the cost of an arrival. About a second.
 """
@@ -18,6 +20,7 @@ thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching 
 from __future__ import annotations
 
 import functools
+import math
 import random
 import time
 from collections.abc import Iterator
@@ -48,7 +51,12 @@ then the timed one, run three times (their median CPU time: the machine's speed,
 does not change, see :func:`simfl.speeds.per_call`). Its population's setup, 1,000 clients, is about 2% of
 its time."""
 SMALL_BATCH = 2
-"""The samples of the small timed job (batch norm cannot train on one)."""
+"""The samples of the small timed jobs (batch norm cannot train on one)."""
+JOB_SECONDS = 0.05
+"""CPU seconds the longer timed job should take at least, in steps of the scenario's batch, so that the difference
+of the two jobs, a step's time, stands out of their noise..."""
+MAX_STEPS = 20
+"""...in at most this many steps (and at least two)."""
 
 
 def ensure(scenario: Scenario) -> None:
@@ -124,21 +132,28 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
             model = plugins.lookup("model", config.name).build(config, shape, classes)
             layout = Layout.of(model)
             start = layout.flatten(model)
-            shards = [samples(0), samples(small), samples(batch)]  # no step, a small one, one of the batch
-            trainer = LocalTrainer(model, layout, shards, scenario.train.model_copy(update={"epochs": 1}), 0)
-            job = [speeds.per_call(functools.partial(trainer.run, Job(m, 0, start)), warmup=1) for m in range(3)]
+            train = scenario.train.model_copy(update={"epochs": 1})
+
+            def jobs(steps: int) -> list[float]:
+                """CPU seconds of a job of ``steps`` steps at the small batch and at the scenario's."""
+                trainer = LocalTrainer(model, layout, [samples(steps * n) for n in (small, batch)], train, 0)
+                return [speeds.per_call(functools.partial(trainer.run, Job(m, 0, start)), warmup=1) for m in (0, 1)]
+
+            one = jobs(1)
+            many = max(2, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
+            job = list(zip(one, jobs(many), strict=True))
             scored = [speeds.per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=1)
                       for n in (small, batch)]
         except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
             return {}
-    empty, at_small, at_batch = job
+    at_small, at_batch = (max(longer - single, 0.0) / (many - 1) for single, longer in job)  # a step beyond the first
     sample = (at_batch - at_small) / (batch - small) if batch > small else 0.0
     if sample <= 0.0:  # noise, or a single batch size: the whole step per sample
-        sample = (at_batch - empty) / batch
+        sample = at_batch / batch
     evaluated = (scored[1] - scored[0]) / (batch - small) if batch > small else 0.0
     if evaluated <= 0.0:
         evaluated = scored[1] / batch
-    return {"job": max(empty, 0.0), "step": max(at_batch - empty - batch * sample, 0.0), "sample": max(sample, 0.0),
+    return {"job": max(job[1][0] - at_batch, 0.0), "step": max(at_batch - batch * sample, 0.0), "sample": sample,
             "eval": max(scored[1] - batch * evaluated, 0.0), "eval_sample": evaluated}
 
 
