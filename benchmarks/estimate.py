@@ -295,7 +295,8 @@ def main(argv: list[str] | None = None) -> None:
             folder = Path(tmp) / name
             folder.mkdir()
             for _, ratio in measure(name, make(folder), folder, args.counts):
-                worst = ratio if abs(math.log(max(ratio, 1e-12))) > abs(math.log(worst)) else worst
+                ratio = max(ratio, 1e-12)  # a negative wall (validate slower than the run, on a busy machine) counts as 0
+                worst = ratio if abs(math.log(ratio)) > abs(math.log(worst)) else worst
     print(f"worst={worst:.2f}")
     if not 1 / LIMIT <= worst <= LIMIT:
         raise SystemExit(1)
