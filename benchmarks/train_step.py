@@ -4,7 +4,9 @@ Builds LeNet5 (MNIST shape, batch 128), VGG11 (CIFAR-10, batch 32), MobileNetV2 
 quickstart's small CNN (8x8 digits, batches of 32 and of 1), runs SGD steps on random data under simfl's
 numerics pin and prints ``<model>_b<batch>_ms`` (CPU milliseconds per step) and, for each,
 ``_flops_per_s`` (FlopCounterMode's training FLOPs per sample times the batch, over that time). These gave
-:data:`simfl.schema.costs.CPU_FLOPS`, ``FLOPS_EXPONENT`` and ``STEP_SECONDS``.
+the reference values :data:`simfl.schema.costs.CPU_FLOPS`, ``FLOPS_EXPONENT`` and ``STEP_SECONDS``, which the
+estimate counts where ``simfl run`` has not yet timed the scenario's own model on the machine at hand
+(:mod:`simfl.launch.measure_speeds`).
 """
 
 from __future__ import annotations

@@ -427,11 +427,13 @@ def _checkpointable(scn: Scenario, option: str) -> None:
 def _run_fresh(args: argparse.Namespace, scn: Scenario, every: Every | None) -> int:
     """Run ``scn`` into ``--out`` (default: runs/<scenario name>), after its estimate's checks."""
     from simfl import outdir
+    from simfl.launch.measure_speeds import ensure
     from simfl.launch.runner import fresh_target, workers_for
 
     if every is not None:
         _checkpointable(scn, "--checkpoint-every")
     wall = _wall(args, scn)
+    ensure(scn)  # this machine's speeds for the estimate, measured once (torch is loaded for the run anyway)
     out = args.out if args.out is not None else outdir.default_out(scn.name)
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
     _check_run(scn, args, every, wall, out, workers)

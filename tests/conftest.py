@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,20 @@ os.environ["SIMFL_DATA"] = str(Path(os.environ.get("SIMFL_DATA") or SHARED / "da
 # Tests run a scenario's units one after another in the test process (as `--workers 1`) unless they ask for more:
 # most check one process's behaviour (monkeypatches, signals), and the suite already uses both cores.
 os.environ["SIMFL_WORKERS"] = "1"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def speeds_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The cache of this machine's speeds (``$SIMFL_CACHE``, :mod:`simfl.speeds`) in a folder of the test session,
+    never a user's ~/.cache/simfl: what ``simfl run`` measures once serves the session's other runs."""
+    folder = tmp_path_factory.mktemp("speeds")
+    before = os.environ.get("SIMFL_CACHE")
+    os.environ["SIMFL_CACHE"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("SIMFL_CACHE", None)
+    else:
+        os.environ["SIMFL_CACHE"] = before
 
 
 def tiny_scenario(**changes: Any) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Each constant is one model of one store or one step, with where its figure was measured; the functions turn
 what the components state (the model's bytes and FLOPs, the dataset's sizes, the executor's threads) and what
-bounds a run (:mod:`simfl.schema.bounds`: updates, evaluations, events) into bytes and seconds. The estimate
+bounds a run (:mod:`simfl.schema.bounds`: updates, evaluations, events) into bytes and seconds. Seconds are
+counted at :class:`Speeds`: this machine's, as ``simfl run`` measured and cached them (:mod:`simfl.speeds`), else
+the reference machine's (the constants marked so, fitted on one machine on one day). The estimate
 (:mod:`simfl.schema.estimate`) adds them up. Where the per-client vectors live, RAM or disk, is decided here
 too (:func:`store_spec`), for the estimate and the run alike.
 """
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass, replace
 from typing import Any
 
+from simfl import speeds
 from simfl.algorithms.configs import StoreKind, StoreSpec
 from simfl.data.configs import DataFacts
 
@@ -59,47 +63,52 @@ WORKER_BYTES = 720 << 20
 PyTorch and the trainer loaded; the clients' data is shared, not copied (the quickstart with two process workers:
 peaks of 686 and 759 MiB, ``VmHWM``)."""
 CPU_FLOPS = 7e9
-"""Training FLOPs per second of one thread under the portable kernels (``SIMFL_NUMERICS``'s default) for a model
-of :data:`REFERENCE_FLOPS` per sample: LeNet5 on MNIST, batches of 128, ran at 5.5e9 and 7.4e9 in two runs of
-``python -m benchmarks.train_step`` with nothing else running."""
+"""Reference value (a machine whose training was not measured, :class:`Speeds`): training FLOPs per second of
+one thread under the portable kernels (``SIMFL_NUMERICS``'s default) for a model of :data:`REFERENCE_FLOPS` per
+sample: LeNet5 on MNIST, batches of 128, ran at 5.5e9 and 7.4e9 in two runs of ``python -m benchmarks.train_step``
+with nothing else running."""
 REFERENCE_FLOPS = 1.5e6
 """Training FLOPs per sample of the model :data:`CPU_FLOPS` was measured on (LeNet5 on MNIST)."""
 FLOPS_EXPONENT = 0.25
-"""How the speed grows with a model's FLOPs per sample (larger layers keep the vector units busier):
-``CPU_FLOPS * (flops / REFERENCE_FLOPS) ** FLOPS_EXPONENT``, fitted to LeNet5 (7.4e9), VGG11 on CIFAR-10
+"""Reference value: how the speed grows with a model's FLOPs per sample (larger layers keep the vector units
+busier): ``CPU_FLOPS * (flops / REFERENCE_FLOPS) ** FLOPS_EXPONENT``, fitted to LeNet5 (7.4e9), VGG11 on CIFAR-10
 (913 MFLOP per sample, batch 32: 3.75e10) and MobileNetV2 on CIFAR-100 (3.9 GFLOP as FlopCounterMode counts
-it: 9.0e10), by ``python -m benchmarks.train_step`` with nothing else running."""
+it: 9.0e10), by ``python -m benchmarks.train_step`` with nothing else running. One formula for every model: it
+missed some by 2x (the small CNN), which is why ``simfl run`` measures the model's own step."""
 
 
 STEP_SECONDS = 0.6e-3
-"""The fixed cost of one optimizer step beside its FLOPs (forward, backward and update calls): the quickstart's small
-CNN on one sample per batch took 0.7 ms a step under load and 0.9 ms with nothing else running
-(``python -m benchmarks.train_step``: ``smallcnn_b1_ms``)."""
+"""Reference value: the fixed cost of one optimizer step beside its FLOPs (forward, backward and update calls):
+the quickstart's small CNN on one sample per batch took 0.7 ms a step under load and 0.9 ms with nothing else
+running (``python -m benchmarks.train_step``: ``smallcnn_b1_ms``)."""
 UPDATE_SECONDS = 1e-4
-"""What one update with training adds beside its steps: the job handed over and its reply read."""
+"""Reference value: what one update with training adds beside its steps: the job handed over and its reply
+read."""
 EVAL_BATCH = 1024
 """Test samples per evaluation batch (:class:`simfl.train.evaluate.Evaluator`)."""
 NULL_ARRIVAL_SECONDS = 35e-6
-"""Wall time of one arrival without training (``executor: {kind: none}``): the rules, the latency draw, the
-event row. ``python -m benchmarks.population_setup``: 29,900 arrivals per CPU second with lognormal latencies
-at 10^5 clients and 22,500 at 10^6 (a client's first draw builds its stream: 33-44 us), 42,300 and 41,000
-with uniform ones (24 us); ``simfl run`` also writes the rows as it goes. This sits between."""
+"""Reference value: wall time of one arrival without training (``executor: {kind: none}``): the rules, the
+latency draw, the event row. ``python -m benchmarks.population_setup``: 29,900 arrivals per CPU second with
+lognormal latencies at 10^5 clients and 22,500 at 10^6 (a client's first draw builds its stream: 33-44 us),
+42,300 and 41,000 with uniform ones (24 us); ``simfl run`` also writes the rows as it goes. This sits between.
+Where the engine was measured on this machine (:attr:`Speeds.arrival`), that figure replaces it, and its ratio
+to this one (:attr:`Speeds.factor`) scales the other per-thing seconds of the engine below."""
 STORE_ARRIVAL_SECONDS = 45e-6
-"""Added per arrival without training by an algorithm with per-client vectors (OrthoFL's calibration), beside
-:data:`STORE_SECONDS_PER_BYTE` per byte of those vectors."""
+"""Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
+calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors."""
 STORE_SECONDS_PER_BYTE = 2.7e-10
-"""Per arrival and byte of a client's vectors: reading and writing its rows."""
+"""Reference value: per arrival and byte of a client's vectors, reading and writing its rows."""
 DISK_STORE_FACTOR = 1.4
 """The disk store's arrivals against the RAM store's. With the two constants above, fitted to the OrthoFL
 cases of ``python -m benchmarks.estimate`` (3,010 and 19,210 parameters, 10^3 and 10^4 clients, RAM and
 disk): measured over estimated wall 0.74-1.15."""
 LAUNCH_SECONDS = 2.5
-"""What a launch adds once beyond its runs: the result folder's tables and plots (pandas and matplotlib
-loaded) and its summary. The rest of the smallest case of ``python -m benchmarks.estimate`` (FedAsync, 10^3
-clients: 5.6 s measured beyond ``simfl validate``, 3.5 s of them arrivals)."""
+"""Reference value: what a launch adds once beyond its runs: the result folder's tables and plots (pandas and
+matplotlib loaded) and its summary. The rest of the smallest case of ``python -m benchmarks.estimate`` (FedAsync,
+10^3 clients: 5.6 s measured beyond ``simfl validate``, 3.5 s of them arrivals)."""
 CLIENT_SECONDS = 10e-6
-"""Setup time per client of the population: its partition, state, latency stream and selection entry.
-``python -m benchmarks.population_setup`` at 10^6 clients: 7.5 s of CPU before the first arrival with
+"""Reference value: setup time per client of the population: its partition, state, latency stream and selection
+entry. ``python -m benchmarks.population_setup`` at 10^6 clients: 7.5 s of CPU before the first arrival with
 lognormal latencies, 11.8 s with uniform ones (their first draws are made for every client at once); 4.0 s
 with lognormal latencies since the collector is paused while a population is built. The constant still fits
 the grid of ``python -m benchmarks.estimate`` (FedAsync at 10^6 clients: measured over estimated wall 0.93)."""
@@ -109,8 +118,72 @@ FedAsync from 10^3 to 10^6 clients: peak resident memory 1.02 to 2.26 GiB, measu
 0.97-1.02."""
 
 
+@dataclass(frozen=True)
+class Speeds:
+    """How fast this machine runs each part of a run: measured here and cached (:mod:`simfl.speeds`, measured by
+    ``simfl run``), else the reference machine's constants above.
+
+    A local training job takes ``job`` beside its steps, a step of ``b`` samples ``step + b * sample`` seconds and
+    an evaluation ``eval_batch`` per batch of :data:`EVAL_BATCH` plus ``eval_sample`` per sample; an arrival
+    without training ``arrival``;
+    ``factor`` is this machine's engine time against the reference's, by which the engine's other per-thing
+    seconds (clients set up, updates handed over, per-client vectors, the launch) are scaled.
+    """
+
+    job: float
+    step: float
+    sample: float
+    eval_batch: float
+    eval_sample: float
+    arrival: float = NULL_ARRIVAL_SECONDS
+    factor: float = 1.0
+    measured: tuple[str, ...] = ()
+    """What was measured on this machine (``training``, ``engine``); the rest is the reference machine's."""
+
+    @classmethod
+    def reference(cls, flops: float) -> Speeds:
+        """The reference machine's speeds for a model of ``flops`` training FLOPs per sample: one thread at
+        :func:`flops_per_second`, :data:`UPDATE_SECONDS` per job, :data:`STEP_SECONDS` per step and per evaluation
+        batch, a forward pass a third of the training FLOPs."""
+        per_sample = flops / flops_per_second(flops)
+        return cls(UPDATE_SECONDS, STEP_SECONDS, per_sample, STEP_SECONDS, per_sample / 3)
+
+    def with_training(self, measured: speeds.Speed) -> Speeds:
+        """These speeds with a training step and evaluation measured here (:data:`TRAINED` figures)."""
+        return replace(self, job=measured["job"], step=measured["step"], sample=measured["sample"],
+                       eval_batch=measured["eval"],
+                       eval_sample=measured["eval_sample"], measured=(*self.measured, "training"))
+
+    def with_engine(self, measured: speeds.Speed) -> Speeds:
+        """These speeds with the engine's arrival measured here (:data:`ENGINE` figures)."""
+        arrival = measured["arrival"]
+        return replace(self, arrival=arrival, factor=arrival / NULL_ARRIVAL_SECONDS,
+                       measured=(*self.measured, "engine"))
+
+
+TRAINED = ("job", "step", "sample", "eval", "eval_sample")
+"""The figures of a measured training step (:data:`simfl.speeds.TRAINING`): seconds per local training job beside
+its steps, per step beside its samples, per training sample, per evaluation beside its samples (counted per batch
+of :data:`EVAL_BATCH`), per evaluated sample."""
+ENGINE = ("arrival",)
+"""The figure of a measured engine (:data:`simfl.speeds.ENGINE`): seconds per arrival without training."""
+
+
+def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flops: float, trains: bool) -> Speeds:
+    """This machine's speeds for training ``model`` (a model config) on samples of ``shape`` in batches of
+    ``batch`` (``trains``: the run trains it at all): what was measured here and cached, else the reference's."""
+    found = Speeds.reference(flops)
+    trained = speeds.cached(speeds.TRAINING, speeds.training(model, shape, classes, batch)) if trains else None
+    if trained is not None and all(k in trained for k in TRAINED):
+        found = found.with_training(trained)
+    engine = speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS)
+    if engine is not None and all(k in engine for k in ENGINE) and engine["arrival"] > 0:
+        found = found.with_engine(engine)
+    return found
+
+
 def flops_per_second(flops: float) -> float:
-    """Training FLOPs per second of one thread for a model of ``flops`` per sample."""
+    """Reference training FLOPs per second of one thread for a model of ``flops`` per sample."""
     return CPU_FLOPS * (max(flops, 1.0) / REFERENCE_FLOPS) ** FLOPS_EXPONENT
 
 
@@ -121,41 +194,49 @@ def dataset_bytes(facts: DataFacts, clients: int) -> int:
     return samples * math.prod(facts.shape) * facts.item_bytes + 16 * samples + CLIENT_BYTES * clients
 
 
-def update_seconds(flops: int, samples: int, epochs: int, batch_size: int) -> float:
-    """Wall seconds of one client's local training: ``epochs`` over its ``samples`` at one thread's speed for a
-    model of ``flops`` per sample (more threads per job are not counted: the small models gain little), plus
-    :data:`STEP_SECONDS` per step and :data:`UPDATE_SECONDS`."""
+def update_seconds(samples: int, epochs: int, batch_size: int, speed: Speeds) -> float:
+    """Wall seconds of one client's local training: ``epochs`` over its ``samples`` in steps of ``batch_size`` at
+    one thread's ``speed`` (more threads per job are not counted: the small models gain little), plus the job's own
+    cost."""
     steps = epochs * math.ceil(max(samples, 1) / batch_size)
-    return flops * samples * epochs / flops_per_second(flops) + steps * STEP_SECONDS + UPDATE_SECONDS
+    return speed.job + steps * speed.step + samples * epochs * speed.sample
 
 
-def eval_seconds(flops: int, test: int) -> float:
-    """Wall seconds of one evaluation of the global model on ``test`` samples: a forward pass (a third of the
-    training FLOPs) per sample at one thread's speed, plus :data:`STEP_SECONDS` per batch of :data:`EVAL_BATCH`."""
-    return 2 * flops / 6 * test / flops_per_second(flops) + math.ceil(test / EVAL_BATCH) * STEP_SECONDS
+def eval_seconds(test: int, speed: Speeds) -> float:
+    """Wall seconds of one evaluation of the global model on ``test`` samples in batches of :data:`EVAL_BATCH`."""
+    return test * speed.eval_sample + math.ceil(test / EVAL_BATCH) * speed.eval_batch
 
 
-def null_update_seconds(rows: int, model_bytes: int, on_disk: bool) -> float:
-    """Wall seconds of one update without training (``executor: {kind: none}``): :data:`NULL_ARRIVAL_SECONDS`,
-    and with ``rows`` per-client vectors of ``model_bytes`` each, their reading and writing."""
+def null_update_seconds(rows: int, model_bytes: int, on_disk: bool, speed: Speeds) -> float:
+    """Wall seconds of one update without training (``executor: {kind: none}``): ``speed.arrival``, and with
+    ``rows`` per-client vectors of ``model_bytes`` each, their reading and writing."""
     stored = (STORE_ARRIVAL_SECONDS + rows * model_bytes * STORE_SECONDS_PER_BYTE) if rows else 0.0
-    return NULL_ARRIVAL_SECONDS + stored * (DISK_STORE_FACTOR if on_disk else 1.0)
+    return speed.arrival + stored * speed.factor * (DISK_STORE_FACTOR if on_disk else 1.0)
 
 
-def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, on_disk: bool) -> float:
+def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, on_disk: bool, speed: Speeds) -> float:
     """Wall seconds of one run's ``steps`` rounds (updates, failed and late rounds) without training: each
-    :data:`NULL_ARRIVAL_SECONDS`, and each of its ``updates`` the reading and writing of ``rows`` per-client
-    vectors (:func:`null_update_seconds`)."""
-    return steps * NULL_ARRIVAL_SECONDS + updates * (null_update_seconds(rows, model_bytes, on_disk)
-                                                     - NULL_ARRIVAL_SECONDS)
+    ``speed.arrival``, and each of its ``updates`` the reading and writing of ``rows`` per-client vectors
+    (:func:`null_update_seconds`)."""
+    return steps * speed.arrival + updates * (null_update_seconds(rows, model_bytes, on_disk, speed) - speed.arrival)
 
 
-def training_run_seconds(updates: float, evaluations: float, flops: int, samples: int, epochs: int, batch_size: int,
-                         test: int, parallel: float) -> float:
+def training_run_seconds(updates: float, evaluations: float, samples: int, epochs: int, batch_size: int, test: int,
+                         parallel: float, speed: Speeds) -> float:
     """Wall seconds of one run's ``updates`` trained ``parallel`` at a time (:func:`update_seconds`) and its
     ``evaluations`` (:func:`eval_seconds`)."""
-    return (updates * update_seconds(flops, samples, epochs, batch_size) / max(parallel, 1.0)
-            + evaluations * eval_seconds(flops, test))
+    return (updates * update_seconds(samples, epochs, batch_size, speed) / max(parallel, 1.0)
+            + evaluations * eval_seconds(test, speed))
+
+
+def setup_seconds(clients: int, speed: Speeds) -> float:
+    """Wall seconds of setting up a population of ``clients`` (:data:`CLIENT_SECONDS` each)."""
+    return clients * CLIENT_SECONDS * speed.factor
+
+
+def launch_seconds(speed: Speeds) -> float:
+    """What a launch adds once beyond its runs (:data:`LAUNCH_SECONDS`)."""
+    return LAUNCH_SECONDS * speed.factor
 
 
 def rows_bytes(events: float, evaluations: float, csv_bytes: float) -> int:

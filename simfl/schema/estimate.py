@@ -38,13 +38,12 @@ from simfl.schema import bounds, costs
 from simfl.schema.bounds import Budget, Extent, World
 from simfl.schema.costs import (
     CHECKPOINT_TUPLE_BYTES,
-    CLIENT_SECONDS,
     FOLDER_BYTES,
-    LAUNCH_SECONDS,
     NPY_HEADER_BYTES,
     RECORD_COPIES,
     RUN_FILES_BYTES,
     RUNTIME_BYTES,
+    Speeds,
     count,
 )
 
@@ -74,8 +73,8 @@ class Estimate:
 
     Each ``*_bytes`` field is one store, a count times bytes per item (:mod:`simfl.schema.costs`). Counts come from
     what bounds each run (:mod:`simfl.schema.bounds`): the expected updates in the budget (``arrivals``), the
-    aggregations they make, the evaluations on the time grid, the events (updates, failed, late and lost rounds).
-    Per-run figures are those of the most demanding entry; times are per entry (:attr:`entries`).
+    aggregations they make, the evaluations on the time grid and at the run's end, the events (updates, failed,
+    late and lost rounds). Per-run figures are those of the most demanding entry; times are per entry (:attr:`entries`).
     """
 
     data: DataFacts
@@ -87,8 +86,9 @@ class Estimate:
     """One model: 4 bytes per parameter and floating-point buffer; a run holds four (global, evaluated, in
     training, its gradients)."""
     client_state_bytes: int
-    """In RAM: the weights dispatched to each client in flight (one model each) and, when the store is in RAM,
-    the per-client vectors (``store_rows`` models per client reached)."""
+    """In RAM: the weights the clients in flight hold (:func:`held_models`: the global versions they started from,
+    shared, and the trained weights of an executor that trains ahead) and, when the store is in RAM, the
+    per-client vectors (``store_rows`` models per client reached)."""
     rows_bytes: int
     """Events and metrics of one run in RAM (:func:`simfl.schema.costs.rows_bytes`)."""
     mean_latency: float | None
@@ -126,7 +126,8 @@ class Estimate:
     """The recordings' share of ``results_bytes`` (every run's)."""
     checkpoint_bytes: int = 0
     """One run's checkpoint file at the end of its budget (:func:`simfl.schema.costs.checkpoint_bytes`): each
-    model-sized tensor (global, last evaluated, kept, one per client in flight, ``store_rows`` per client reached),
+    model-sized tensor (global, last evaluated, kept, those held for the clients in flight, ``store_rows`` per
+    client reached),
     the events, evaluations and clients. An upper bound where rows share a tensor (OrthoFL's anchors of one global
     version are saved once): 239 KB estimated for 122 KB measured on the quickstart, 12.6 MB for 4.2 MB with 400
     clients at concurrency 20."""
@@ -151,6 +152,26 @@ class Estimate:
     """Rounds closed with no update in that run."""
     endless: str | None = None
     """Why some run never reaches its budget, and what to change (None: every run does)."""
+    speeds: Speeds = field(default_factory=lambda: Speeds.reference(0.0))
+    """The speeds the wall time is counted at: measured on this machine, or the reference machine's."""
+    timed: tuple[str, ...] = ()
+    """The parts whose speed the wall time depends on (``training``, ``engine``)."""
+
+    @property
+    def launch_seconds(self) -> float:
+        """What a launch adds once beyond its runs, at :attr:`speeds`."""
+        return costs.launch_seconds(self.speeds)
+
+    def speeds_text(self) -> str:
+        """Which speeds the wall time is counted at, in a short clause."""
+        measured = [p for p in self.timed if p in self.speeds.measured]
+        missing = [p for p in self.timed if p not in self.speeds.measured]
+        if not missing:
+            return f"speeds: {', '.join(measured)} measured on this machine"
+        if not measured:
+            return "speeds: reference machine; `simfl run` measures this one"
+        return (f"speeds: {', '.join(measured)} measured on this machine, {', '.join(missing)} the reference "
+                "machine's; `simfl run` measures this one")
 
     @property
     def wall_total(self) -> float | None:
@@ -241,10 +262,10 @@ class Estimate:
         total = self.wall_total
         if total is not None:
             per_run = self.wall_seconds or 0.0
-            out.append(f"#   wall time:     about {duration_text(total * self.cells + LAUNCH_SECONDS)} in all "
-                       "with 1 worker")
+            out.append(f"#   wall time:     about {duration_text(total * self.cells + self.launch_seconds)} in all "
+                       f"with 1 worker ({self.speeds_text()})")
             if workers > 1:
-                spreaded = max(total * self.cells / workers, per_run) + LAUNCH_SECONDS
+                spreaded = max(total * self.cells / workers, per_run) + self.launch_seconds
                 out.append(f"#                  about {duration_text(spreaded)} with {workers} workers (the default here; "
                            "--workers, --ray)")
         out += [f"#   not stated:    {what}" for what in self.unstated]
@@ -416,6 +437,15 @@ def _mean(extents: list[Extent]) -> Extent:
     return Extent(**values)
 
 
+def held_models(in_flight: int, aggregations: float | None, ahead: bool) -> int:
+    """Model-sized tensors held for the clients in flight: the global versions they started from (each dispatch
+    hands out the current global tensor itself, so at most one per aggregation and the initial one; all
+    ``in_flight`` where the aggregations are not known), and where the executor trains ahead (``ahead``) each
+    one's trained weights until its arrival."""
+    versions = in_flight if aggregations is None else min(in_flight, count(aggregations) + 1)
+    return versions + (in_flight if ahead else 0)
+
+
 def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estimate:
     """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`); ``checkpoints``:
     the runs write checkpoints (``--checkpoint-every``)."""
@@ -469,12 +499,15 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     flops = 0 if null or model.params is None or model.flops is None else counted(model.flops)
     threads = scenario.executor.cpu_threads()
     client = getattr(scenario, "client", None)
+    trains = not null and model.params is not None and threads is not None
+    speed = costs.speeds_of(scenario.model, data.shape, data.classes, scenario.train.batch_size, flops, trains)
     for name, algo, ext in entries:
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
         aggs = (ext.aggregations if ext is not None else done) or 0.0
         points = None if horizon is None or not math.isfinite(horizon) else horizon / every
-        grid = None if points is None else math.floor(points) + 1.0 if math.isfinite(points) else math.inf
+        # the grid's points from 0, and the run's last row where it ends between two of them
+        grid = None if points is None else math.ceil(points) + 1.0 if math.isfinite(points) else math.inf
         evals = None if grid is None else grid + (aggs if scenario.eval.after_each_update else 0.0)
         events = (done or 0.0) if ext is None else ext.arrivals + ext.failed + ext.late + ext.absences
         wall = None
@@ -482,13 +515,13 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
         if ext is not None and math.isfinite(ext.horizon):
             if null:
                 wall = costs.null_run_seconds(ext.arrivals + ext.failed + ext.late, ext.arrivals, rows, model.bytes,
-                                              on_disk)
-            elif model.params is not None and threads is not None and trained:
-                wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, flops, samples, scenario.train.epochs,
+                                              on_disk, speed)
+            elif trains and trained:
+                wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, samples, scenario.train.epochs,
                                                   scenario.train.batch_size, data.test,
-                                                  min(float(scenario.executor.jobs()), ext.in_flight))
+                                                  min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
-                wall += clients * CLIENT_SECONDS
+                wall += costs.setup_seconds(clients, speed)
         runs.append(Run(name, ext, wall, events, evals))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
     if not null and model.params is not None and threads is None:
@@ -510,7 +543,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     in_flight = clients if server is None else min(clients, server.concurrency)
     reached = clients if server is None else int(min(float(clients), in_flight + (arrivals or 0.0)))
     vectors = reached * model.bytes * rows
-    client_state = in_flight * model.bytes + (0 if on_disk else vectors)
+    held = held_models(in_flight, None if arrivals is None else aggregations, scenario.executor.trains_ahead())
+    client_state = held * model.bytes + (0 if on_disk else vectors)
     largest_csv = max(p[4] for p in per_run)
     rows_bytes = costs.rows_bytes(events, evaluations or 0.0, largest_csv)
     values = None if layer is None or model.tensors is None else model.tensors[layer]
@@ -519,7 +553,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     record_disk = n_seeds * sum(recordings)
     results = (n_seeds * sum(p[4] for p in per_run) + record_disk + n_seeds * len(per_run) * RUN_FILES_BYTES
                + count(events) * costs.EVENT_CSV_BYTES + FOLDER_BYTES)
-    checkpoint = costs.checkpoint_bytes(3 + in_flight + reached * rows, model.bytes, events, evaluations or 0.0, clients)
+    checkpoint = costs.checkpoint_bytes(3 + held + reached * rows, model.bytes, events, evaluations or 0.0, clients)
     walls = [r.wall_seconds for r in runs]
     wall = None if any(w is None for w in walls) else max(w for w in walls if w is not None)
     mean_latency = None
@@ -534,4 +568,5 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
                     seeds=n_seeds, unstated=unstated, late=0.0 if top is None else top.late,
                     empty=0.0 if top is None else top.empty, endless=endless,
                     executor_bytes=costs.executor_bytes(scenario.executor.processes(), model.bytes),
-                    workers=scenario.executor.processes())
+                    workers=scenario.executor.processes(), speeds=speed,
+                    timed=("training", "engine") if trains else ("engine",))

@@ -155,7 +155,8 @@ class SimState:
     def to_data(self) -> dict[str, Any]:
         """Plain data for a checkpoint: numbers, strings, lists, dicts and tensors only (no handles)."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["clients"] = [_client_data(c) for c in self.clients]
+        memo: dict[int, Any] = {}  # one copy of a tensor the clients share (the global version they started from)
+        data["clients"] = [_client_data(c, memo) for c in self.clients]
         data["events"] = [tuple(e) for e in self.events]
         data["metrics"] = [asdict(m) for m in self.metrics]
         data["pending"] = [(w.kind, w.order, w.time, w.target) for w in sorted(self.pending.values(), key=lambda w: w.order)]
@@ -178,14 +179,16 @@ _COPIED = frozenset(("start", "message", "memory"))
 """The fields of a client that hold more than a number or a string."""
 
 
-def _client_data(client: ClientState) -> dict[str, Any]:
+def _client_data(client: ClientState, memo: dict[int, Any]) -> dict[str, Any]:
     """What ``asdict(client)`` gives (its tensors copied, its message as dicts), without ``asdict``'s walk of every
-    field of every client: a population's checkpoint is made of 10^5 or 10^6 of them."""
+    field of every client: a population's checkpoint is made of 10^5 or 10^6 of them. ``memo``: the copies made for
+    the clients before, so that a tensor several clients hold is copied once (500 clients of VGG11 dispatched from
+    the same global weights took 17 GiB when each was copied apart)."""
     data = {name: getattr(client, name) for name in _CLIENT_FIELDS}
     for name in _COPIED:
         value = data[name]
         if value is not None:
-            data[name] = asdict(value) if name == "message" else copy.deepcopy(value)
+            data[name] = asdict(value) if name == "message" else copy.deepcopy(value, memo)
     return data
 
 

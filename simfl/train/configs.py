@@ -142,6 +142,12 @@ class ExecutorConfig(Section):
         """Threads one training job runs on when it trains on the CPU; None on a GPU, whose speed is not stated."""
         return None if self.kind == "cuda" else self.train_threads()
 
+    def trains_ahead(self) -> bool:
+        """Whether jobs are trained before the engine collects them, so that each client in flight may hold its
+        trained weights until its arrival (the pools of workers or streams); inline and none train a job only
+        when it is collected."""
+        return self.kind in ("process", "ray", "cuda")
+
     def processes(self) -> int:
         """Processes beside the simulating one, each holding the runtime and a model (process workers, Ray
         actors)."""

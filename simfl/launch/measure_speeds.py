@@ -1,0 +1,176 @@
+"""Measure this machine's speeds for a scenario's estimate, where :mod:`simfl.speeds` has none cached yet.
+
+``simfl run`` calls :func:`ensure` before its estimate (torch is loaded for the run anyway); what it measures is
+cached, so ``simfl validate`` and later runs read it without torch. Two measurements, both in CPU time on one
+thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching the global random generators:
+
+- **training** (per model config, sample shape and batch): the scenario's own model trained by simfl's own
+  trainer (:class:`~simfl.train.local.LocalTrainer`) on random samples, jobs of one step and of several (two for
+  a large model, up to twenty for a small one) at the scenario's batch and at a batch of two, each warmed up once
+  and then timed in a short loop. Their difference over the added steps is a step as a job's later steps take it
+  (its first makes the optimizer's state: it counts with the job); the line through the two batches' steps gives
+  the step's fixed cost and its cost per sample, the one-step job less its step what a job costs beside its
+  steps. The evaluator (:class:`~simfl.train.evaluate.Evaluator`) on a
+  batch and on two samples gives likewise the cost of an evaluation and per evaluated sample. About fifteen
+  steps' time in all for VGG11 (some seconds), well under a second for a small model.
+- **engine** (per machine): a fixed pure-latency run of the real engine (:data:`PROBE`), after a short one that
+  warms the engine up; its wall time over its updates is the cost of an arrival. About a second.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from simfl import numerics, speeds
+from simfl.speeds import Speed
+
+if TYPE_CHECKING:
+    from simfl.schema.scenario import Scenario
+
+PROBE: dict[str, Any] = {
+    "name": "speed-probe", "seeds": [0],
+    "data": {"dataset": "synthetic", "train_size": 4000, "test_size": 10, "features": 8, "classes": 4,
+             "partition": {"kind": "iid", "clients": 1000}},
+    "model": {"name": "mlp", "hidden": [8]}, "train": {"epochs": 1},
+    "latency": {"model": "lognormal", "mean": 5.0, "std": 2.0}, "eval": {"every": 1e9},
+    "algorithms": [{"name": "fedasync", "alpha": 0.6}], "executor": {"kind": "none"},
+    "server": {"concurrency": 1000},
+}
+"""The engine's probe: FedAsync over 1,000 clients with lognormal latencies, in pure-latency mode (as the
+population cases of ``python -m benchmarks.estimate``). Changing it means raising the version in
+:data:`simfl.speeds.ENGINE_FACTS`."""
+PROBE_UPDATES = (500, 5_000)
+"""The probe's budgets of updates: a warm-up (the first run in a process loads the engine's compiled kernels),
+then the timed one, run three times (their median CPU time: the machine's speed, which other processes' load
+does not change, see :func:`simfl.speeds.per_call`). Its population's setup, 1,000 clients, is about 2% of
+its time."""
+SMALL_BATCH = 2
+"""The samples of the small timed jobs (batch norm cannot train on one)."""
+JOB_SECONDS = 0.05
+"""CPU seconds the longer timed job should take at least, in steps of the scenario's batch, so that the difference
+of the two jobs, a step's time, stands out of their noise..."""
+MAX_STEPS = 20
+"""...in at most this many steps (and at least two)."""
+
+
+def ensure(scenario: Scenario) -> None:
+    """Measure and cache what the estimate of ``scenario`` reads and the cache lacks: the engine's arrival, and
+    where the scenario trains its model on the CPU, the model's local training and evaluation."""
+    from simfl.schema.estimate import data_facts
+
+    if speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None:
+        try:
+            speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, engine())
+        except Exception:  # noqa: BLE001 - a probe that fails leaves the reference speeds, never the run undone
+            pass
+    facts = data_facts(scenario.data)
+    executor = scenario.executor
+    if facts is None or not facts.shape or not executor.trains or executor.cpu_threads() is None:
+        return
+    from simfl.models import measured
+    from simfl.schema import costs
+
+    cost = measured.stated(scenario.model, facts.shape, facts.classes)
+    if cost is not None and cost.unknown is not None:
+        return  # sized only once the run starts: no step to time ahead
+    batch = scenario.train.batch_size
+    key = speeds.training(scenario.model, facts.shape, facts.classes, batch)
+    if speeds.cached(speeds.TRAINING, key) is None:
+        tokens = measured.takes(scenario.model) == "tokens"
+        speed = training(scenario, facts.shape, facts.classes, batch, tokens)
+        if all(k in speed for k in costs.TRAINED):
+            speeds.store(speeds.TRAINING, key, speed)
+
+
+@contextmanager
+def _quiet_state() -> Iterator[None]:
+    """One thread under the numerics pin, the global random generators (torch's, Python's, numpy's) and the
+    thread count restored after."""
+    import numpy as np
+    import torch
+
+    from simfl.train.executor import torch_threads
+
+    state, legacy = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]), numerics.applied(), torch_threads(1):
+            yield
+    finally:
+        random.setstate(state)
+        np.random.set_state(legacy)
+
+
+def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: int, tokens: bool) -> Speed:
+    """CPU seconds per local training job beside its steps (``job``: the weights loaded and read back, the optimizer
+    made), per step beside its samples (``step``), per training sample (``sample``), per evaluation beside its
+    samples (``eval``) and per evaluated sample (``eval_sample``) of the scenario's model on one thread, as simfl's
+    own trainer and evaluator take them; none where the model does not build or run on such samples (the run
+    itself then says why)."""
+    import torch
+
+    from simfl.models.flat import Layout
+    from simfl.schema import plugins
+    from simfl.train.evaluate import Evaluator
+    from simfl.train.local import Job, LocalTrainer
+
+    config = scenario.model
+    small = min(SMALL_BATCH, batch)
+    with _quiet_state():
+        torch.manual_seed(0)
+
+        def samples(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+            x = torch.zeros((n, *shape), dtype=torch.long) if tokens else torch.randn(n, *shape)
+            return x, torch.randint(0, classes, (n,))
+
+        try:
+            model = plugins.lookup("model", config.name).build(config, shape, classes)
+            layout = Layout.of(model)
+            start = layout.flatten(model)
+            train = scenario.train.model_copy(update={"epochs": 1})
+
+            def jobs(steps: int) -> list[float]:
+                """CPU seconds of a job of ``steps`` steps at the small batch and at the scenario's."""
+                trainer = LocalTrainer(model, layout, [samples(steps * n) for n in (small, batch)], train, 0)
+                return [speeds.per_call(functools.partial(trainer.run, Job(m, 0, start)), warmup=1) for m in (0, 1)]
+
+            one = jobs(1)
+            many = max(2, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
+            job = list(zip(one, jobs(many), strict=True))
+            scored = [speeds.per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=1)
+                      for n in (small, batch)]
+        except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
+            return {}
+    at_small, at_batch = (max(longer - single, 0.0) / (many - 1) for single, longer in job)  # a step beyond the first
+    sample = (at_batch - at_small) / (batch - small) if batch > small else 0.0
+    if sample <= 0.0:  # noise, or a single batch size: the whole step per sample
+        sample = at_batch / batch
+    evaluated = (scored[1] - scored[0]) / (batch - small) if batch > small else 0.0
+    if evaluated <= 0.0:
+        evaluated = scored[1] / batch
+    return {"job": max(job[1][0] - at_batch, 0.0), "step": max(at_batch - batch * sample, 0.0), "sample": sample,
+            "eval": max(scored[1] - batch * evaluated, 0.0), "eval_sample": evaluated}
+
+
+def engine() -> Speed:
+    """CPU seconds per arrival without training (``arrival``): the probe run's CPU time over its updates, the median
+    of three runs after a warm-up."""
+    from simfl.launch import experiment
+    from simfl.schema.scenario import validate
+
+    warmup, updates = PROBE_UPDATES
+    with _quiet_state():
+        first, timed = (validate({**PROBE, "budget": {"updates": n}}) for n in PROBE_UPDATES)
+        fed = experiment.federation(first, experiment.load_dataset(first), 0)
+        experiment.run_one(first, fed, 0)
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            experiment.run_one(timed, fed, 0)
+            times.append(time.process_time() - start)
+    return {"arrival": sorted(times)[1] / updates}

@@ -1,0 +1,156 @@
+"""Speeds measured on this machine, kept in a small JSON cache so that each is measured once.
+
+The estimate's wall time (:mod:`simfl.schema.costs`) needs how fast this machine trains a model and runs the
+engine. Fixed constants cannot follow a machine, or the same machine on a busier day, so ``simfl run`` measures
+what it needs on a cache miss (:mod:`simfl.launch.measure_speeds`) and stores it here; ``simfl validate`` only
+reads. An entry is keyed by the machine (CPU model, torch and Python versions, the numerics mode of
+:mod:`simfl.numerics`) and by what was measured (its name and facts: a model's config, sample shape and batch), so
+that any change gives a new measurement.
+
+The cache is ``speeds.json`` in ``$SIMFL_CACHE``, else ``~/.cache/simfl``. It is JSON only, never executed; a
+file that is unreadable, corrupt or of another layout counts as empty, and one that cannot be written is left as it
+is: the estimate then falls back on the reference speeds. Writes replace the file atomically. Light to import: no
+torch (its version is read from the installed package's metadata).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from simfl import numerics
+
+ENV = "SIMFL_CACHE"
+FILE = "speeds.json"
+LAYOUT = 1
+"""The file's layout; a file of another one is ignored (and replaced at the next write)."""
+MAX_ENTRIES = 256
+"""Entries kept: the oldest go first beyond this."""
+
+Speed = dict[str, float]
+"""One measurement: named figures, seconds each."""
+TRAINING = "training"
+"""A model's training step and evaluation, on one thread (:func:`training` gives its facts)."""
+ENGINE = "engine"
+"""The engine's arrival without training, on a fixed probe run."""
+ENGINE_FACTS: dict[str, Any] = {"probe": 1}
+"""The facts of :data:`ENGINE`: the probe's version (a changed probe gives a new measurement)."""
+
+
+def folder() -> Path:
+    """The user's cache folder of simfl: ``$SIMFL_CACHE``, else ``~/.cache/simfl``."""
+    given = os.environ.get(ENV, "").strip()
+    return Path(given).expanduser() if given else Path.home() / ".cache" / "simfl"
+
+
+def path() -> Path:
+    """The cache file."""
+    return folder() / FILE
+
+
+@functools.cache
+def _cpu() -> str:
+    """The CPU model as the system names it (``platform.processor()`` where ``/proc/cpuinfo`` is not readable)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() in ("model name", "Hardware", "cpu model"):
+                return value.strip()
+    return platform.processor() or platform.machine()
+
+
+def _torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def machine() -> dict[str, str]:
+    """What makes one machine's speeds differ from another's: CPU model, torch and Python versions, numerics mode."""
+    return {"cpu": _cpu(), "torch": _torch_version(), "python": platform.python_version(), "numerics": numerics.mode()}
+
+
+def key(what: str, facts: Mapping[str, Any]) -> str:
+    """The cache key of measuring ``what`` with ``facts`` (plain JSON data) on this machine."""
+    return json.dumps([machine(), what, facts], sort_keys=True)
+
+
+def training(model: Any, shape: Sequence[int], classes: int, batch: int) -> dict[str, Any]:
+    """The facts of :data:`TRAINING`: ``model`` (a model's validated config) on samples of ``shape`` in
+    ``classes``, in batches of ``batch``."""
+    return {"model": model.model_dump(mode="json"), "shape": [int(n) for n in shape], "classes": int(classes),
+            "batch": int(batch)}
+
+
+def _entries() -> dict[str, Speed]:
+    """The cache's entries, or none where the file is missing, unreadable, corrupt or of another layout."""
+    try:
+        data = json.loads(path().read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    if not isinstance(data, dict) or data.get("layout") != LAYOUT or not isinstance(data.get("entries"), dict):
+        return {}
+    return {k: v for k, v in data["entries"].items() if isinstance(k, str) and _valid(v)}
+
+
+def _valid(value: Any) -> bool:
+    """A measurement: a non-empty mapping of names to finite non-negative numbers."""
+    return (isinstance(value, dict) and bool(value) and all(
+        isinstance(n, str) and isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+        for n, x in value.items()))
+
+
+def cached(what: str, facts: Mapping[str, Any]) -> Speed | None:
+    """The cached measurement of ``what`` with ``facts`` on this machine (None: not measured yet)."""
+    found = _entries().get(key(what, facts))
+    return None if found is None else {n: float(x) for n, x in found.items()}
+
+
+def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
+    """Add a measurement to the cache, atomically (a temporary file renamed over it); a folder that cannot be
+    written leaves the cache as it was."""
+    entries = _entries()
+    entries.pop(key(what, facts), None)
+    entries[key(what, facts)] = dict(speed)
+    kept = dict(list(entries.items())[-MAX_ENTRIES:])
+    target = path()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".speeds-", suffix=".tmp", dir=target.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"layout": LAYOUT, "entries": kept}, fh, indent=1, sort_keys=True)
+        os.replace(name, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+
+
+def per_call(call: Callable[[], object], warmup: int = 2, least: int = 3, seconds: float = 0.2) -> float:
+    """CPU seconds of this thread in one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and
+    as many as fit in ``seconds``; the shortest. CPU time, not wall time, and the shortest: the machine's own
+    speed, which the cache keeps, as little moved as can be by other processes' load (on two cores shared with four
+    other processes the wall time of the same steps was twice their CPU time and varied by 2x from one minute to
+    the next; their median CPU time by up to 2x too)."""
+    for _ in range(warmup):
+        call()
+    times: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while len(times) < least or time.perf_counter() < deadline:
+        start = time.thread_time()
+        call()
+        times.append(time.thread_time() - start)
+    return min(times)

@@ -1,0 +1,145 @@
+"""This machine's speeds: measured by ``simfl run`` on a cache miss, cached per machine and per model, batch and
+shape, read by ``simfl validate`` without torch, and used by the estimate's wall time (hand-computed)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from simfl import speeds
+from simfl.cli import main
+from simfl.launch import measure_speeds
+from simfl.models.configs import MLPConfig, SmallCNNConfig
+from simfl.schema import costs, estimate
+from simfl.schema.scenario import load, validate
+from tests.conftest import tiny_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache of this test's own."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(speeds.ENV, str(folder))
+    return folder
+
+
+def test_each_model_batch_shape_and_mode_has_its_own_entry(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    facts = speeds.training(SmallCNNConfig(channels=8), (1, 8, 8), 10, 32)
+    measured = {"job": 1e-4, "step": 1e-3, "sample": 1e-4, "eval": 1e-4, "eval_sample": 1e-5}
+    speeds.store(speeds.TRAINING, facts, measured)
+    assert speeds.cached(speeds.TRAINING, facts) == measured
+    assert speeds.path() == cache / speeds.FILE
+    for other in (speeds.training(SmallCNNConfig(channels=8), (1, 8, 8), 10, 64),
+                  speeds.training(SmallCNNConfig(channels=16), (1, 8, 8), 10, 32),
+                  speeds.training(MLPConfig(hidden=[8]), (1, 8, 8), 10, 32),
+                  speeds.training(SmallCNNConfig(channels=8), (1, 16, 16), 10, 32)):
+        assert speeds.cached(speeds.TRAINING, other) is None
+    monkeypatch.setenv("SIMFL_NUMERICS", "native")
+    assert speeds.cached(speeds.TRAINING, facts) is None
+    monkeypatch.setattr(speeds, "_torch_version", lambda: "0.0.1")
+    assert speeds.key(speeds.TRAINING, facts) != json.dumps([{}, speeds.TRAINING, facts])
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"layout": 99, "entries": {}}', "\xff\xfe",
+                                  '{"layout": 1, "entries": {"k": {"step": "import os"}}}'])
+def test_a_corrupt_or_foreign_cache_is_ignored_and_replaced(cache: Path, text: str) -> None:
+    cache.mkdir()
+    (cache / speeds.FILE).write_text(text, errors="surrogateescape")
+    assert speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None
+    est = estimate.estimate(validate(tiny_scenario(executor={"kind": "none"})))
+    assert est.speeds.measured == () and "speeds: reference machine" in "\n".join(est.lines())
+    speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": 5e-5})
+    assert speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) == {"arrival": 5e-5}
+    assert json.loads((cache / speeds.FILE).read_text())["layout"] == speeds.LAYOUT
+    assert [p.name for p in cache.iterdir()] == [speeds.FILE]  # no temporary file left
+
+
+def test_an_unwritable_cache_is_no_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(speeds.ENV, str(blocker / "cache"))  # below a file: cannot be made
+    speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": 1e-5})
+    assert speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None
+
+
+def test_the_wall_time_is_counted_at_the_measured_speeds(cache: Path) -> None:
+    """The tiny scenario on the quickstart's data and model (listed: no torch): rounds of 1, 2.5 and 4 s for 8 s give
+    8 + 3 + 2 = 13 updates, each one epoch over 1,500 / 3 = 500 samples in batches of 16 (32 steps), and evaluations
+    at 0, 2, ..., 8 s (5) of the 297 test samples; 3 clients set up. The engine measured at twice the reference
+    arrival scales the engine's other costs by 2."""
+    scn = validate(tiny_scenario(data={"dataset": "digits", "partition": {"kind": "iid", "clients": 3}},
+                                 model={"name": "smallcnn", "channels": 8}))
+    before = estimate.estimate(scn)
+    assert before.speeds.measured == () and before.speeds_text().startswith("speeds: reference machine")
+    facts = estimate.data_facts(scn.data)
+    assert facts is not None
+    job, step, sample, evaluation, eval_sample = 0.03, 0.01, 0.002, 0.02, 0.0005
+    arrival = 2 * costs.NULL_ARRIVAL_SECONDS
+    speeds.store(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, 16),
+                 {"job": job, "step": step, "sample": sample, "eval": evaluation, "eval_sample": eval_sample})
+    speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": arrival})
+    est = estimate.estimate(scn)
+    assert (facts.train, facts.test) == (1500, 297)
+    update = job + 32 * step + 500 * sample
+    wall = 13 * update + 5 * (evaluation + 297 * eval_sample) + 3 * 2 * costs.CLIENT_SECONDS  # 297: one batch
+    assert est.wall_seconds == pytest.approx(wall, rel=1e-9) and not math.isclose(wall, before.wall_seconds or 0.0)
+    assert est.launch_seconds == pytest.approx(2 * costs.LAUNCH_SECONDS)
+    assert "(speeds: training, engine measured on this machine)" in "\n".join(est.lines())
+
+
+def test_run_measures_on_a_miss(cache: Path, tmp_path: Path) -> None:
+    raw = tiny_scenario()
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    scn = validate(raw)
+    facts = estimate.data_facts(scn.data)
+    assert facts is not None
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    trained = speeds.cached(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, 16))
+    engine = speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS)
+    assert trained is not None and set(trained) == set(costs.TRAINED) and trained["sample"] > 0
+    assert engine is not None and 1e-7 < engine["arrival"] < 1e-2
+
+
+def test_measuring_leaves_the_random_state_and_threads() -> None:
+    scn = validate(tiny_scenario())
+    torch.manual_seed(7)
+    state, threads = torch.random.get_rng_state(), torch.get_num_threads()
+    speed = measure_speeds.training(scn, (8,), 3, 16, tokens=False)
+    assert torch.equal(torch.random.get_rng_state(), state) and torch.get_num_threads() == threads
+    assert set(speed) == set(costs.TRAINED)
+
+
+def test_validate_reads_a_warm_cache_without_torch(cache: Path) -> None:
+    """The quickstart's speeds cached: validate counts them and says so, and still loads no torch; on a miss it
+    says the speeds are the reference machine's."""
+    scn = load(QUICKSTART)
+    facts = estimate.data_facts(scn.data)
+    assert facts is not None
+    code = ("import sys; from simfl.cli import main; rc = main(['validate', sys.argv[1]]); "
+            "print(rc, sorted(m for m in ('torch', 'numba', 'matplotlib', 'pandas') if m in sys.modules))")
+
+    def validated() -> list[str]:
+        out = subprocess.run([sys.executable, "-c", code, str(QUICKSTART)], capture_output=True, text=True,
+                             check=True).stdout.strip().splitlines()
+        assert out[-1] == "0 []"
+        return [line for line in out if line.startswith("#   wall time:")]
+
+    cold = validated()
+    assert len(cold) == 1 and "(speeds: reference machine; `simfl run` measures this one)" in cold[0]
+    speeds.store(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, scn.train.batch_size),
+                 {"job": 0.0, "step": 1.0, "sample": 0.0, "eval": 0.0, "eval_sample": 0.0})
+    speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": costs.NULL_ARRIVAL_SECONDS})
+    warm = validated()
+    assert len(warm) == 1 and "(speeds: training, engine measured on this machine)" in warm[0]
+    assert "h in all" in warm[0]  # a second per step: hours of steps
