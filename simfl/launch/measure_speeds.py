@@ -14,7 +14,7 @@ thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching 
   batch and on two samples gives likewise the cost of an evaluation and per evaluated sample. About fifteen
   steps' time in all for VGG11 (some seconds), well under a second for a small model.
 - **engine** (per machine): a fixed pure-latency run of the real engine (:data:`PROBE`), after a short one that
-  warms the engine up; its wall time over its updates is the cost of an arrival. About a second.
+  warms the engine up; its CPU time over its updates is the cost of an arrival. About half a second.
 """
 
 from __future__ import annotations
@@ -45,12 +45,15 @@ PROBE: dict[str, Any] = {
 """The engine's probe: FedAsync over 1,000 clients with lognormal latencies, in pure-latency mode (as the
 population cases of ``python -m benchmarks.estimate``). Changing it means raising the version in
 :data:`simfl.speeds.ENGINE_FACTS`."""
-PROBE_UPDATES = (500, 5_000)
+PROBE_UPDATES = (300, 3_000)
 """The probe's budgets of updates: a warm-up (the first run in a process loads the engine's compiled kernels),
 then the timed one, run three times (their median CPU time: the machine's speed, which other processes' load
-does not change, see :func:`simfl.speeds.per_call`). Its population's setup, 1,000 clients, is about 2% of
+does not change, see :func:`simfl.speeds.per_call`). Its population's setup, 1,000 clients, is about 3% of
 its time."""
 SMALL_BATCH = 2
+TIMED_SECONDS = 0.05
+"""Each of the six timed calls of a model (two jobs at two batches, two evaluations) repeats for this long (and at
+least three times), keeping the shortest: a new model's measurement stays well under a second."""
 """The samples of the small timed jobs (batch norm cannot train on one)."""
 JOB_SECONDS = 0.05
 """CPU seconds the longer timed job should take at least, in steps of the scenario's batch, so that the difference
@@ -137,13 +140,14 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
             def jobs(steps: int) -> list[float]:
                 """CPU seconds of a job of ``steps`` steps at the small batch and at the scenario's."""
                 trainer = LocalTrainer(model, layout, [samples(steps * n) for n in (small, batch)], train, 0)
-                return [speeds.per_call(functools.partial(trainer.run, Job(m, 0, start)), warmup=1) for m in (0, 1)]
+                return [speeds.per_call(functools.partial(trainer.run, Job(m, 0, start)), warmup=1,
+                                        seconds=TIMED_SECONDS) for m in (0, 1)]
 
             one = jobs(1)
             many = max(2, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
             job = list(zip(one, jobs(many), strict=True))
-            scored = [speeds.per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=1)
-                      for n in (small, batch)]
+            scored = [speeds.per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=1,
+                                      seconds=TIMED_SECONDS) for n in (small, batch)]
         except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
             return {}
     at_small, at_batch = (max(longer - single, 0.0) / (many - 1) for single, longer in job)  # a step beyond the first
