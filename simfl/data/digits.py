@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
+from pathlib import Path
+
+import numpy as np
 import torch
 
 from simfl.data.base import Dataset
@@ -18,10 +23,26 @@ class Digits:
 
     @staticmethod
     def load(config: DigitsConfig) -> Dataset:
-        from sklearn.datasets import load_digits  # imported here: sklearn.datasets takes seconds to import
-
-        bunch = load_digits()
-        x = torch.tensor(bunch.data, dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
-        y = torch.tensor(bunch.target, dtype=torch.int64)
+        data, target = read_digits()
+        x = torch.tensor(data, dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
+        y = torch.tensor(target, dtype=torch.int64)
         cut = len(y) - TEST_SIZE
         return Dataset("digits", x[:cut], y[:cut], x[cut:], y[cut:], num_classes=10)
+
+
+def read_digits() -> tuple[np.ndarray, np.ndarray]:
+    """The images (1,797 x 64, float64) and labels, as ``sklearn.datasets.load_digits`` gives them: read from the
+    file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``, one image and its label per row) without
+    importing scikit-learn, whose import takes a second or more of every process; where that file is not found,
+    ``load_digits`` itself."""
+    spec = importlib.util.find_spec("sklearn")
+    origin = Path(spec.origin) if spec is not None and spec.origin else None
+    shipped = origin.parent / "datasets" / "data" / "digits.csv.gz" if origin is not None else None
+    if shipped is None or not shipped.is_file():
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        return bunch.data, bunch.target
+    with gzip.open(shipped, "rt") as fh:
+        rows = np.loadtxt(fh, delimiter=",")
+    return rows[:, :-1], rows[:, -1].astype(int)
