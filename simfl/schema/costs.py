@@ -86,32 +86,40 @@ UPDATE_SECONDS = 1e-4
 read."""
 EVAL_BATCH = 1024
 """Test samples per evaluation batch (:class:`simfl.train.evaluate.Evaluator`)."""
-NULL_ARRIVAL_SECONDS = 35e-6
+NULL_ARRIVAL_SECONDS = 45e-6
 """Reference value: wall time of one arrival without training (``executor: {kind: none}``): the rules, the
-latency draw, the event row. ``python -m benchmarks.population_setup``: 29,900 arrivals per CPU second with
-lognormal latencies at 10^5 clients and 22,500 at 10^6 (a client's first draw builds its stream: 33-44 us),
-42,300 and 41,000 with uniform ones (24 us); ``simfl run`` also writes the rows as it goes. This sits between.
-Where the engine was measured on this machine (:attr:`Speeds.arrival`), that figure replaces it, and its ratio
-to this one (:attr:`Speeds.factor`) scales the other per-thing seconds of the engine below."""
-STORE_ARRIVAL_SECONDS = 45e-6
+latency draw, the event row. Fitted with the three values below to the grid of ``python -m benchmarks.estimate``
+(nothing else running, the probe at :data:`PROBE_ARRIVAL_SECONDS`): FedAsync serving 10^3 to 10^6 clients,
+100,000 arrivals, took 4.8 s beyond the launch at 10^4 clients (48 us an arrival with the population's setup).
+Where the engine was measured on this machine, it is scaled by :attr:`Speeds.factor`, as are the other
+per-thing seconds of the engine below."""
+PROBE_ARRIVAL_SECONDS = 78e-6
+"""Reference value: CPU seconds per arrival of the engine's probe (:data:`simfl.launch.measure_speeds.PROBE`:
+FedAsync serving 1,000 clients with lognormal latencies) on the machine the reference values describe (this
+project's 2-core VM with nothing else running, measured by ``python -m benchmarks.estimate`` before its grid:
+7.8e-05). A machine's measured probe over this is its :attr:`Speeds.factor`: the probe's arrival is heavier than
+the plain one :data:`NULL_ARRIVAL_SECONDS` counts, so the probe gives a ratio of speeds, not an arrival's
+cost."""
+STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
-calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors."""
-STORE_SECONDS_PER_BYTE = 2.7e-10
+calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
+grid: 20,000 arrivals took 3.7-7.9 s beyond the launch)."""
+STORE_SECONDS_PER_BYTE = 5e-10
 """Reference value: per arrival and byte of a client's vectors, reading and writing its rows."""
 DISK_STORE_FACTOR = 1.4
 """The disk store's arrivals against the RAM store's. With the two constants above, fitted to the OrthoFL
 cases of ``python -m benchmarks.estimate`` (3,010 and 19,210 parameters, 10^3 and 10^4 clients, RAM and
-disk): measured over estimated wall 0.74-1.15."""
+disk): measured over estimated wall 0.90-1.35 at the probe's reference speed, beside one case of 2.01 whose run
+compiled the fused kernels (numba's first call on a machine, cached after)."""
 LAUNCH_SECONDS = 2.5
 """Reference value: what a launch adds once beyond its runs: the result folder's tables and plots (pandas and
 matplotlib loaded) and its summary. The rest of the smallest case of ``python -m benchmarks.estimate`` (FedAsync,
 10^3 clients: 5.6 s measured beyond ``simfl validate``, 3.5 s of them arrivals)."""
-CLIENT_SECONDS = 10e-6
+CLIENT_SECONDS = 15e-6
 """Reference value: setup time per client of the population: its partition, state, latency stream and selection
-entry. ``python -m benchmarks.population_setup`` at 10^6 clients: 7.5 s of CPU before the first arrival with
-lognormal latencies, 11.8 s with uniform ones (their first draws are made for every client at once); 4.0 s
-with lognormal latencies since the collector is paused while a population is built. The constant still fits
-the grid of ``python -m benchmarks.estimate`` (FedAsync at 10^6 clients: measured over estimated wall 0.93)."""
+entry. The grid of ``python -m benchmarks.estimate``: FedAsync at 10^5 clients 1.0 s of setup beyond its
+arrivals and launch, at 10^6 clients 21 s (the larger population's memory is slower to fill); this sits
+between (measured over estimated wall 0.94 and 1.27)."""
 CLIENT_BYTES = 768
 """Memory per client of the population beside its data: the same records. ``python -m benchmarks.estimate``,
 FedAsync from 10^3 to 10^6 clients: peak resident memory 1.02 to 2.26 GiB, measured over estimated
@@ -126,8 +134,9 @@ class Speeds:
     A local training job takes ``job`` beside its steps, a step of ``b`` samples ``step + b * sample`` seconds and
     an evaluation ``eval_batch`` per batch of :data:`EVAL_BATCH` plus ``eval_sample`` per sample; an arrival
     without training ``arrival``;
-    ``factor`` is this machine's engine time against the reference's, by which the engine's other per-thing
-    seconds (clients set up, updates handed over, per-client vectors, the launch) are scaled.
+    ``factor`` is this machine's engine time against the reference's (the probe's arrival over
+    :data:`PROBE_ARRIVAL_SECONDS`), by which the engine's per-thing seconds (arrivals, clients set up, per-client
+    vectors, the launch) are scaled.
     """
 
     job: float
@@ -155,9 +164,10 @@ class Speeds:
                        eval_sample=measured["eval_sample"], measured=(*self.measured, "training"))
 
     def with_engine(self, measured: speeds.Speed) -> Speeds:
-        """These speeds with the engine's arrival measured here (:data:`ENGINE` figures)."""
-        arrival = measured["arrival"]
-        return replace(self, arrival=arrival, factor=arrival / NULL_ARRIVAL_SECONDS,
+        """These speeds with the engine measured here (:data:`ENGINE` figures): the reference's per-thing seconds
+        of the engine scaled by the probe's arrival over :data:`PROBE_ARRIVAL_SECONDS`."""
+        factor = measured["arrival"] / PROBE_ARRIVAL_SECONDS
+        return replace(self, arrival=NULL_ARRIVAL_SECONDS * factor, factor=factor,
                        measured=(*self.measured, "engine"))
 
 

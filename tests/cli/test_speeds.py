@@ -75,7 +75,7 @@ def test_an_unwritable_cache_is_no_error(tmp_path: Path, monkeypatch: pytest.Mon
 def test_the_wall_time_is_counted_at_the_measured_speeds(cache: Path) -> None:
     """The tiny scenario on the quickstart's data and model (listed: no torch): rounds of 1, 2.5 and 4 s for 8 s give
     8 + 3 + 2 = 13 updates, each one epoch over 1,500 / 3 = 500 samples in batches of 16 (32 steps), and evaluations
-    at 0, 2, ..., 8 s (5) of the 297 test samples; 3 clients set up. The engine measured at twice the reference
+    at 0, 2, ..., 8 s (5) of the 297 test samples; 3 clients set up. The engine measured at twice the reference probe
     arrival scales the engine's other costs by 2."""
     scn = validate(tiny_scenario(data={"dataset": "digits", "partition": {"kind": "iid", "clients": 3}},
                                  model={"name": "smallcnn", "channels": 8}))
@@ -84,7 +84,7 @@ def test_the_wall_time_is_counted_at_the_measured_speeds(cache: Path) -> None:
     facts = estimate.data_facts(scn.data)
     assert facts is not None
     job, step, sample, evaluation, eval_sample = 0.03, 0.01, 0.002, 0.02, 0.0005
-    arrival = 2 * costs.NULL_ARRIVAL_SECONDS
+    arrival = 2 * costs.PROBE_ARRIVAL_SECONDS
     speeds.store(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, 16),
                  {"job": job, "step": step, "sample": sample, "eval": evaluation, "eval_sample": eval_sample})
     speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": arrival})
@@ -139,7 +139,7 @@ def test_validate_reads_a_warm_cache_without_torch(cache: Path) -> None:
     assert len(cold) == 1 and "(speeds: reference machine; `simfl run` measures this one)" in cold[0]
     speeds.store(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, scn.train.batch_size),
                  {"job": 0.0, "step": 1.0, "sample": 0.0, "eval": 0.0, "eval_sample": 0.0})
-    speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": costs.NULL_ARRIVAL_SECONDS})
+    speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": costs.PROBE_ARRIVAL_SECONDS})
     warm = validated()
     assert len(warm) == 1 and "(speeds: training, engine measured on this machine)" in warm[0]
     assert "h in all" in warm[0]  # a second per step: hours of steps
