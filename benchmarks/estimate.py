@@ -37,6 +37,7 @@ import csv
 import math
 import os
 import pickle
+import re
 import subprocess
 import sys
 import tempfile
@@ -279,6 +280,30 @@ def measure(name: str, raw: dict[str, Any], folder: Path, only_counts: bool) -> 
     return ratios
 
 
+def against(log: Path) -> float:
+    """The wall ratios of the cases a saved output of this grid measured (its ``<case>_measured=wall X s`` lines)
+    against the estimate of this code, without running anything (the measured side does not depend on the
+    estimate's code): for refitting the constants of :mod:`simfl.schema.costs` to one grid. The worst ratio."""
+    measured = {}
+    for line in log.read_text().splitlines():
+        found = re.match(r"(\w+)_measured=wall (-?[\d.]+) s", line)
+        if found:
+            measured[found.group(1)] = float(found.group(2))
+    worst = 1.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make in cases(False):
+            if name not in measured:
+                continue
+            folder = Path(tmp) / name
+            folder.mkdir()
+            est = estimate(validate(make(folder)))
+            assert est.wall_total is not None, f"{name}: no wall time estimated"
+            ratio = max(measured[name], 1e-12) / (est.wall_total + est.launch_seconds)
+            print(f"{name}_wall={ratio:.2f}", flush=True)
+            worst = ratio if abs(math.log(ratio)) > abs(math.log(worst)) else worst
+    return worst
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smaller grid (for a check, not for figures)")
@@ -286,7 +311,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--counts", action="store_true",
                         help="only the client updates and horizons (every case in pure-latency mode): deterministic, "
                         "checked on a busy machine too")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="a saved output of this grid: its measured walls against this code's estimate, nothing run")
     args = parser.parse_args(argv)
+    if args.against is not None:
+        worst = against(args.against)
+        print(f"worst={worst:.2f}")
+        sys.exit(0 if 1 / LIMIT <= worst <= LIMIT else 1)
     worst = 1.0
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in cases(args.quick):
