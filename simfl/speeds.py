@@ -22,8 +22,7 @@ import math
 import os
 import platform
 import tempfile
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -137,20 +136,3 @@ def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(name)
-
-
-def per_call(call: Callable[[], object], warmup: int = 2, least: int = 3, seconds: float = 0.2) -> float:
-    """CPU seconds of this thread in one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and
-    as many as fit in ``seconds``; the shortest. CPU time, not wall time, and the shortest: the machine's own
-    speed, which the cache keeps, as little moved as can be by other processes' load (on two cores shared with four
-    other processes the wall time of the same steps was twice their CPU time and varied by 2x from one minute to
-    the next; their median CPU time by up to 2x too)."""
-    for _ in range(warmup):
-        call()
-    times: list[float] = []
-    deadline = time.perf_counter() + seconds
-    while len(times) < least or time.perf_counter() < deadline:
-        start = time.thread_time()
-        call()
-        times.append(time.thread_time() - start)
-    return min(times)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import functools
 import math
 import random
+import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -48,13 +49,13 @@ population cases of ``python -m benchmarks.estimate``). Changing it means raisin
 PROBE_UPDATES = (300, 3_000)
 """The probe's budgets of updates: a warm-up (the first run in a process loads the engine's compiled kernels),
 then the timed one, run three times (their median CPU time: the machine's speed, which other processes' load
-does not change, see :func:`simfl.speeds.per_call`). Its population's setup, 1,000 clients, is about 3% of
+does not change as it changes wall time). Its population's setup, 1,000 clients, is about 3% of
 its time."""
 SMALL_BATCH = 2
+"""The samples of the small timed jobs (batch norm cannot train on one)."""
 TIMED_SECONDS = 0.05
 """Each of the six timed calls of a model (two jobs at two batches, two evaluations) repeats for this long (and at
 least three times), keeping the shortest: a new model's measurement stays well under a second."""
-"""The samples of the small timed jobs (batch norm cannot train on one)."""
 JOB_SECONDS = 0.05
 """CPU seconds the longer timed job should take at least, in steps of the scenario's batch, so that the difference
 of the two jobs, a step's time, stands out of their noise..."""
@@ -140,14 +141,12 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
             def jobs(steps: int) -> list[float]:
                 """CPU seconds of a job of ``steps`` steps at the small batch and at the scenario's."""
                 trainer = LocalTrainer(model, layout, [samples(steps * n) for n in (small, batch)], train, 0)
-                return [speeds.per_call(functools.partial(trainer.run, Job(m, 0, start)), warmup=1,
-                                        seconds=TIMED_SECONDS) for m in (0, 1)]
+                return [per_call(functools.partial(trainer.run, Job(m, 0, start))) for m in (0, 1)]
 
             one = jobs(1)
             many = max(2, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
             job = list(zip(one, jobs(many), strict=True))
-            scored = [speeds.per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=1,
-                                      seconds=TIMED_SECONDS) for n in (small, batch)]
+            scored = [per_call(functools.partial(Evaluator(model, layout, *samples(n)), start)) for n in (small, batch)]
         except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
             return {}
     at_small, at_batch = (max(longer - single, 0.0) / (many - 1) for single, longer in job)  # a step beyond the first
@@ -167,7 +166,7 @@ def engine() -> Speed:
     from simfl.launch import experiment
     from simfl.schema.scenario import validate
 
-    warmup, updates = PROBE_UPDATES
+    updates = PROBE_UPDATES[1]
     with _quiet_state():
         first, timed = (validate({**PROBE, "budget": {"updates": n}}) for n in PROBE_UPDATES)
         fed = experiment.federation(first, experiment.load_dataset(first), 0)
@@ -177,4 +176,21 @@ def engine() -> Speed:
             start = time.process_time()
             experiment.run_one(timed, fed, 0)
             times.append(time.process_time() - start)
-    return {"arrival": sorted(times)[1] / updates}
+    return {"arrival": statistics.median(times) / updates}
+
+
+def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, seconds: float = TIMED_SECONDS) -> float:
+    """CPU seconds of this thread in one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and
+    as many as fit in ``seconds``; the shortest. CPU time, not wall time, and the shortest: the machine's own
+    speed, which the cache keeps, as little moved as can be by other processes' load (on two cores shared with four
+    other processes the wall time of the same steps was twice their CPU time and varied by 2x from one minute to
+    the next; their median CPU time by up to 2x too)."""
+    for _ in range(warmup):
+        call()
+    times: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while len(times) < least or time.perf_counter() < deadline:
+        start = time.thread_time()
+        call()
+        times.append(time.thread_time() - start)
+    return min(times)
