@@ -96,10 +96,10 @@ per-thing seconds of the engine below."""
 PROBE_ARRIVAL_SECONDS = 78e-6
 """Reference value: CPU seconds per arrival of the engine's probe (:data:`simfl.launch.measure_speeds.PROBE`:
 FedAsync serving 1,000 clients with lognormal latencies) on the machine the reference values describe (this
-project's 2-core VM with nothing else running, measured by ``python -m benchmarks.estimate`` before its grid:
-7.8e-05). A machine's measured probe over this is its :attr:`Speeds.factor`: the probe's arrival is heavier than
-the plain one :data:`NULL_ARRIVAL_SECONDS` counts, so the probe gives a ratio of speeds, not an arrival's
-cost."""
+project's 2-core VM with nothing else running, measured by ``python -m benchmarks.estimate`` before its grid and
+read from the ``speeds.json`` it wrote: ``arrival`` 7.818e-05). A machine's measured probe over this is its
+:attr:`Speeds.factor`: the probe's arrival is heavier than the plain one :data:`NULL_ARRIVAL_SECONDS` counts, so
+the probe gives a ratio of speeds, not an arrival's cost."""
 STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
 calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
