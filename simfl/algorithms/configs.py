@@ -71,6 +71,11 @@ class AlgorithmConfig(Section):
         "the scenario's train: section, e.g. {lr: 0.03} (default: the scenario's). Epochs are the scenario's.",
     )
 
+    def vectors_kept(self) -> int:
+        """Model-sized vectors this entry keeps per client it reaches, as its options set them (the estimate's
+        per-client state): :attr:`client_vectors` unless an option changes what the algorithm keeps."""
+        return self.client_vectors
+
     @property
     def keeps_client_models(self) -> bool:
         """Under cross-device serving (scenario ``server:``): True when the weights an asynchronous
@@ -268,6 +273,11 @@ class OrthoFLConfig(AlgorithmConfig):
             "null = beta_t under shift_source 'global' (paper), 1 under 'chain' (released code)."
         ),
     )
+
+    def vectors_kept(self) -> int:
+        """An anchor per client (``W^(tau+)``) under ``shift_source: global``; none under ``chain``, whose shift is
+        measured from the model the client was sent (held while it trains, not kept per client)."""
+        return self.client_vectors if self.shift_source == "global" else 0
 
     @property
     def keeps_client_models(self) -> bool:

@@ -104,8 +104,9 @@ STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
 calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
 grid: 20,000 arrivals took 3.7-7.9 s beyond the launch)."""
-STORE_SECONDS_PER_BYTE = 5e-10
-"""Reference value: per arrival and byte of a client's vectors, reading and writing its rows."""
+STORE_SECONDS_PER_BYTE = 1e-9
+"""Reference value: per arrival and byte of a client's vectors, reading and writing its rows (the rows as the
+stores hold them: OrthoFL under ``shift_source: chain``, the grid's, keeps one per client, its kept model)."""
 DISK_STORE_FACTOR = 1.4
 """The disk store's arrivals against the RAM store's. With the two constants above, fitted to the OrthoFL
 cases of ``python -m benchmarks.estimate`` (3,010 and 19,210 parameters, 10^3 and 10^4 clients, RAM and
@@ -270,9 +271,9 @@ def checkpoint_bytes(tensors: int, model_bytes: int, events: float, evaluations:
 
 def store_rows(scenario: Any) -> int:
     """Model-sized vectors per client that a run of the scenario's most demanding entry keeps in its stores:
-    the algorithm's own (its config's ``client_vectors``) and, under ``server:``, each client's kept model."""
+    the algorithm's own (its config's ``vectors_kept()``) and, under ``server:``, each client's kept model."""
     serving = getattr(scenario, "server", None) is not None
-    return max((int(algo.client_vectors) + (serving and bool(algo.keeps_client_models)) for algo in scenario.algorithms),
+    return max((int(algo.vectors_kept()) + (serving and bool(algo.keeps_client_models)) for algo in scenario.algorithms),
                default=0)
 
 

@@ -249,9 +249,12 @@ def test_checkpoints_count_against_the_disk(tmp_path: Path, capsys: pytest.Captu
 # -- client state: only the clients a run can reach ------------------------------------------------------------------
 
 
-def served(concurrency: int | None, updates: int, store: str = "ram", scratch: Path | None = None) -> dict[str, Any]:
-    """OrthoFL over 1,000 clients (anchors, and under ``server:`` each client's kept model), no record."""
-    raw = record_scenario(64, 256, {"updates": updates}, 30.0, algorithms=[{"name": "orthofl", "beta": 0.6, "a": 0.5}])
+def served(concurrency: int | None, updates: int, store: str = "ram", scratch: Path | None = None,
+           shift_source: str = "global") -> dict[str, Any]:
+    """OrthoFL over 1,000 clients (under ``shift_source: global`` an anchor per client, and under ``server:`` each
+    client's kept model), no record."""
+    raw = record_scenario(64, 256, {"updates": updates}, 30.0,
+                          algorithms=[{"name": "orthofl", "beta": 0.6, "a": 0.5, "shift_source": shift_source}])
     del raw["record"]
     raw["data"].update(train_size=4000, partition={"kind": "iid", "clients": 1000})
     raw["latency"] = {"model": "exponential", "mean": 10.0, "floor": 5.0}
@@ -272,6 +275,32 @@ def test_client_state_counts_the_clients_a_run_can_reach(concurrency: int | None
     rows = 1 if concurrency is None else 2  # the anchor, and under server: the kept model
     assert est.reached == reached
     assert est.client_state_bytes == held * est.model_bytes + reached * rows * est.model_bytes
+
+
+@pytest.mark.parametrize("shift_source", ["global", "chain"])
+def test_client_state_counts_the_rows_the_run_keeps(shift_source: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimate's rows per client are the rows the run's stores hold: under 'global' an anchor per client reached
+    and a kept model per client that arrived; under 'chain' (the shift from the model a client was sent, held while
+    it trains) the kept models alone. The run reaches fewer clients than the estimate's bound, never more."""
+    from simfl.algorithms import store
+
+    stores: list[store.RamVectors] = []
+    made = store.RamVectors.__init__
+
+    def init(self: store.RamVectors, clients: int, length: int) -> None:
+        made(self, clients, length)
+        stores.append(self)
+
+    monkeypatch.setattr(store.RamVectors, "__init__", init)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(served(100, 2000, shift_source=shift_source)))
+    est = estimate.estimate(scenario_mod.load(path))
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--workers", "1"]) == 0
+    held = [len(s.rows()) for s in stores if s.rows()]
+    assert len(held) == (2 if shift_source == "global" else 1)
+    assert costs.store_rows(scenario_mod.load(path)) == len(held)
+    assert all(0.8 * est.reached <= n <= est.reached for n in held), (held, est.reached)
 
 
 def test_a_disk_store_is_checked_where_it_goes(tmp_path: Path, capsys: pytest.CaptureFixture[str],
