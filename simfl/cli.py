@@ -446,9 +446,9 @@ def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
     """``simfl run --resume OUT``: the unfinished runs of OUT, as its scenario and checkpoints say (``--checkpoint-every``
     and ``--checkpoint-wall`` given again replace the folder's)."""
     from simfl.launch.checkpoint import Session, parse_wall
+    from simfl.launch.measure_speeds import run_wall
     from simfl.launch.runner import Target, workers_for
     from simfl.output.results import OutputFolder
-    from simfl.schema import estimate
     from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(args.resume, force=args.force, reopen=True)
@@ -457,7 +457,7 @@ def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
     given = getattr(args, "checkpoint_wall", None)
     wall = Session.saved_wall(saved) if given is None else parse_wall(given)
     session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved, wall)
-    target = Target(scn, folder, session, resumed=True, estimate=estimate.estimate(scn).wall_seconds or 1.0)
+    target = Target(scn, folder, session, resumed=True, estimate=run_wall(scn))
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
     return _launch(args, target, workers)
 

@@ -107,14 +107,14 @@ def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | Non
                  verify: bool = False, wall: float | None = WALL_DEFAULT) -> Target:
     """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote); its runs checkpoint
     every ``wall`` seconds of wall time (None: not) and on the ``every`` schedule."""
-    from simfl.schema import estimate
+    from simfl.launch.measure_speeds import run_wall
     from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(out, force=force)
     folder.path("scenario.yaml").write_text(scenario_mod.dump(scn, folder.stage))
     session = Session(folder.stage, None if every is None else parse_every(every), verify, wall=wall)
     session.write()  # the scenario's digest, from the start: --resume refuses an edited scenario.yaml
-    return Target(scn, folder, session, estimate=estimate.estimate(scn).wall_seconds or 1.0)
+    return Target(scn, folder, session, estimate=run_wall(scn))
 
 
 def staged_target(scn: Scenario, final: Path, label: str, estimated: float | None = None,
@@ -123,7 +123,7 @@ def staged_target(scn: Scenario, final: Path, label: str, estimated: float | Non
     continued when it holds this scenario's runs (a run with a checkpoint goes on from it), else a fresh one (a
     killed launch's leftovers are removed, if simfl wrote them). ``estimated``: the estimated wall seconds of one
     run, when the caller has it; its runs checkpoint every ``checkpoint_wall`` seconds of wall time (None: not)."""
-    from simfl.schema import estimate
+    from simfl.launch.measure_speeds import run_wall
     from simfl.schema import scenario as scenario_mod
 
     stage = final.with_name(final.name + ".partial")
@@ -144,7 +144,7 @@ def staged_target(scn: Scenario, final: Path, label: str, estimated: float | Non
         session = Session(folder.stage, None, False, wall=checkpoint_wall)
         session.write()
     if estimated is None:
-        estimated = estimate.estimate(scn).wall_seconds or 1.0
+        estimated = run_wall(scn)
     return Target(scn, folder, session, label=label, resumed=saved is not None, estimate=estimated)
 
 

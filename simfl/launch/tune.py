@@ -460,9 +460,9 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
         storage = optuna.storages.RDBStorage(f"sqlite:///{(out / STORAGE_FILE).resolve()}")
         studies = [optuna.create_study(storage=storage, study_name=e.name, direction="maximize", load_if_exists=True)
                    for e in plan.entries]
-        from simfl.schema import estimate
+        from simfl.launch.measure_speeds import run_wall
 
-        wall = estimate.estimate(plan.scn).wall_seconds or 1.0  # one run's, for the progress bar
+        wall = run_wall(plan.scn)  # one run's, for the progress bar
         ran = 0
         while True:
             batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]

@@ -111,6 +111,34 @@ def test_run_measures_on_a_miss(cache: Path, tmp_path: Path) -> None:
     assert engine is not None and 1e-7 < engine["arrival"] < 1e-2
 
 
+@pytest.mark.parametrize("how", ["api run", "api sweep", "cli sweep", "cli resume"])
+def test_every_launch_measures_on_a_miss(how: str, cache: Path, tmp_path: Path) -> None:
+    """Every way of starting runs counts their progress at this machine's speeds: a miss is measured first."""
+    import simfl
+    from tests.reliability.helpers import interrupted_run
+
+    raw = tiny_scenario()
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    if how == "api run":
+        simfl.run(raw, out, quiet=True)
+    elif how == "api sweep":
+        simfl.sweep(raw, {"train.lr": [0.05]}, out, quiet=True)
+    elif how == "cli sweep":
+        assert main(["sweep", str(path), "--set", "sweep={train.lr: [0.05]}", "--out", str(out), "--quiet"]) == 0
+    else:
+        path, _ = interrupted_run(tmp_path)
+        raw = yaml.safe_load(path.read_text())
+        (cache / "speeds.json").unlink()  # resumed where the cache is empty (another machine, a cleared cache)
+        assert main(["run", "--resume", str(out), "--quiet"]) == 0
+    scn = validate(raw)
+    facts = estimate.data_facts(scn.data)
+    assert facts is not None
+    trained = speeds.cached(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, 16))
+    assert trained is not None and speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is not None
+
+
 def test_measuring_leaves_the_random_state_and_threads() -> None:
     scn = validate(tiny_scenario())
     torch.manual_seed(7)
