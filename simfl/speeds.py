@@ -42,7 +42,7 @@ TRAINING = "training"
 """A model's training step and evaluation, on one thread (:func:`training` gives its facts)."""
 ENGINE = "engine"
 """The engine's arrival without training, on a fixed probe run."""
-ENGINE_FACTS: dict[str, Any] = {"probe": 2}
+ENGINE_FACTS: dict[str, Any] = {"probe": 3}
 """The facts of :data:`ENGINE`: the probe's version (a changed probe gives a new measurement)."""
 
 

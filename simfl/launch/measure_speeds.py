@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import math
 import random
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,9 +47,9 @@ population cases of ``python -m benchmarks.estimate``). Changing it means raisin
 :data:`simfl.speeds.ENGINE_FACTS`."""
 PROBE_UPDATES = (300, 3_000)
 """The probe's budgets of updates: a warm-up (the first run in a process loads the engine's compiled kernels),
-then the timed one, run three times (their median CPU time: the machine's speed, which other processes' load
-does not change as it changes wall time). Its population's setup, 1,000 clients, is about 3% of
-its time."""
+then the timed one, run five times (the shortest CPU time, as :func:`per_call` takes: the machine's speed, as
+little moved as can be by other processes' load, which can double a run's CPU time on shared cores). Its
+population's setup, 1,000 clients, is about 3% of its time."""
 SMALL_BATCH = 2
 """The samples of the small timed jobs (batch norm cannot train on one)."""
 TIMED_SECONDS = 0.05
@@ -90,6 +89,15 @@ def ensure(scenario: Scenario) -> None:
         speed = training(scenario, facts.shape, facts.classes, batch, tokens)
         if all(k in speed for k in costs.TRAINED):
             speeds.store(speeds.TRAINING, key, speed)
+
+
+def run_wall(scenario: Scenario) -> float:
+    """One run's estimated wall seconds at this machine's speeds (measured and cached first where the cache lacks
+    them: :func:`ensure`), for a launch's progress before its runs report; 1 where the estimate states none."""
+    from simfl.schema.estimate import estimate
+
+    ensure(scenario)
+    return estimate(scenario).wall_seconds or 1.0
 
 
 @contextmanager
@@ -161,8 +169,8 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
 
 
 def engine() -> Speed:
-    """CPU seconds per arrival without training (``arrival``): the probe run's CPU time over its updates, the median
-    of three runs after a warm-up."""
+    """CPU seconds per arrival without training (``arrival``): the probe run's CPU time over its updates, the
+    shortest of five runs after a warm-up (:data:`PROBE_UPDATES`)."""
     from simfl.launch import experiment
     from simfl.schema.scenario import validate
 
@@ -172,11 +180,11 @@ def engine() -> Speed:
         fed = experiment.federation(first, experiment.load_dataset(first), 0)
         experiment.run_one(first, fed, 0)
         times = []
-        for _ in range(3):
+        for _ in range(5):
             start = time.process_time()
             experiment.run_one(timed, fed, 0)
             times.append(time.process_time() - start)
-    return {"arrival": statistics.median(times) / updates}
+    return {"arrival": min(times) / updates}
 
 
 def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, seconds: float = TIMED_SECONDS) -> float:
