@@ -93,13 +93,15 @@ latency draw, the event row. Fitted with the three values below to the grid of `
 100,000 arrivals, took 4.8 s beyond the launch at 10^4 clients (48 us an arrival with the population's setup).
 Where the engine was measured on this machine, it is scaled by :attr:`Speeds.factor`, as are the other
 per-thing seconds of the engine below."""
-PROBE_ARRIVAL_SECONDS = 78e-6
+PROBE_ARRIVAL_SECONDS = 48e-6
 """Reference value: CPU seconds per arrival of the engine's probe (:data:`simfl.launch.measure_speeds.PROBE`:
-FedAsync serving 1,000 clients with lognormal latencies) on the machine the reference values describe (this
-project's 2-core VM with nothing else running, measured by ``python -m benchmarks.estimate`` before its grid and
-read from the ``speeds.json`` it wrote: ``arrival`` 7.818e-05). A machine's measured probe over this is its
-:attr:`Speeds.factor`: the probe's arrival is heavier than the plain one :data:`NULL_ARRIVAL_SECONDS` counts, so
-the probe gives a ratio of speeds, not an arrival's cost."""
+FedAsync serving 1,000 clients with lognormal latencies, the shortest of five runs) on the machine the reference
+values describe (this project's 2-core VM with nothing else running, measured by ``python -m benchmarks.estimate``
+before its grid of 2026-11-27 and read from the ``speeds.json`` it wrote: ``arrival`` 4.82e-05; the grid's
+pure-latency, population and store cases then give measured over estimated wall 0.56-1.54, geometric mean 0.95).
+A machine's measured probe over this is its :attr:`Speeds.factor`, a ratio of speeds, not an arrival's cost. On
+that VM the probe itself varied from 34 to 78 us in fresh processes with nothing else running, and by as much
+within one process from one second to the next: a single measurement's factor is as uncertain as that."""
 STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
 calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
