@@ -663,7 +663,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         with allowing_imports(bool(getattr(args, "allow_imports", False))), _sigterm_as_interrupt():
-            return int(args.func(args))
+            code = int(args.func(args))
+        sys.stdout.flush()  # a reader that left shows here, not as a second error at exit (stdout buffered in a pipe)
+        return code
     except NoSpace as exc:
         print(one_line(f"simfl: {exc}; what finished is kept: free some room, then {_again(args)} continues"),
               file=sys.stderr)

@@ -107,10 +107,26 @@ def untar(path: Path, root: Path) -> None:
     with tempfile.TemporaryDirectory(dir=root, prefix=".unpack-") as tmp:
         try:
             with tarfile.open(path, "r:*") as tar:
-                tar.extractall(tmp, filter="data")
+                _extract_safely(tar, Path(tmp))
         except (OSError, EOFError, tarfile.TarError) as exc:
             raise InputError(str(path), f"cannot unpack: {exc}") from exc
         _move_into(Path(tmp), root)
+
+
+def _extract_safely(tar: tarfile.TarFile, dest: Path) -> None:
+    """Extract ``tar`` into ``dest`` with the ``data`` filter (no paths outside ``dest``, no devices or links out,
+    no permission bits beyond the user's); where the filter is missing (Python 3.11 before 3.11.4), only regular
+    files and folders whose paths stay inside ``dest``, and anything else refused."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    inside = dest.resolve()
+    members = tar.getmembers()
+    for member in members:
+        target = (inside / member.name).resolve()
+        if not (member.isfile() or member.isdir()) or not target.is_relative_to(inside):
+            raise tarfile.TarError(f"refused member {member.name!r} (only files and folders inside the archive)")
+    tar.extractall(dest, members=members)
 
 
 def _unzip_into(path: Path, dest: Path) -> None:

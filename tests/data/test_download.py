@@ -187,6 +187,34 @@ def test_archive_member_outside_the_folder_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "escape.txt").exists()
 
 
+@pytest.mark.parametrize("filtered", [True, False])
+@pytest.mark.parametrize("name", ["../escape.txt", "link"])
+def test_tar_member_outside_the_folder_is_refused(name: str, filtered: bool, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With tarfile's ``data`` filter and without it (Python 3.11 before 3.11.4): a member that would land outside
+    ``root`` (a parent path, a link out) refuses the archive in one line, and nothing is unpacked."""
+    import io
+    import tarfile
+
+    if not filtered:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    elif not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python's tarfile has no data filter")
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(bad, "w:gz") as tar:
+        member = tarfile.TarInfo(name)
+        if name == "link":
+            member.type, member.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            tar.addfile(member)
+        else:
+            member.size = 1
+            tar.addfile(member, io.BytesIO(b"x"))
+    (tmp_path / "root").mkdir()
+    with pytest.raises(InputError, match="cannot unpack"):
+        download.untar(bad, tmp_path / "root")
+    assert not (tmp_path / "escape.txt").exists() and list((tmp_path / "root").iterdir()) == []
+
+
 def test_recorded_checksums() -> None:
     """The official figures recorded for each source (see the module docstring for where they come from)."""
     digests = {r.name: r.digest for s in SOURCES.values() for r in s.files}
