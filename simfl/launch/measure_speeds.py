@@ -54,7 +54,11 @@ SMALL_BATCH = 2
 """The samples of the small timed jobs (batch norm cannot train on one)."""
 TIMED_SECONDS = 0.05
 """Each of the six timed calls of a model (two jobs at two batches, two evaluations) repeats for this long (and at
-least three times), keeping the shortest: a new model's measurement stays well under a second."""
+least three times, unless a call is long), keeping the shortest: a small model's measurement stays well under a
+second."""
+LONG_CALL_SECONDS = 0.5
+"""A timed call at least this long is timed once: its noise is small beside it, and repeating it made a large
+model's measuring minutes long (MobileNetV2 at a batch of 64: 183 s)."""
 JOB_SECONDS = 0.05
 """CPU seconds the longer timed job should take at least, in steps of the scenario's batch, so that the difference
 of the two jobs, a step's time, stands out of their noise..."""
@@ -146,15 +150,24 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
             start = layout.flatten(model)
             train = scenario.train.model_copy(update={"epochs": 1})
 
+            warm: list[bool] = []
+
+            def timed(call: Callable[[], object]) -> float:
+                """:func:`per_call`, warmed up before the model's first timing only (a warm-up at the scenario's
+                batch costs as much as the call; the first one pays the process's first optimizer)."""
+                seconds = per_call(call, warmup=0 if warm else 1)
+                warm.append(True)
+                return seconds
+
             def jobs(steps: int) -> list[float]:
                 """CPU seconds of a job of ``steps`` steps at the small batch and at the scenario's."""
                 trainer = LocalTrainer(model, layout, [samples(steps * n) for n in (small, batch)], train, 0)
-                return [per_call(functools.partial(trainer.run, Job(m, 0, start))) for m in (0, 1)]
+                return [timed(functools.partial(trainer.run, Job(m, 0, start))) for m in (0, 1)]
 
             one = jobs(1)
             many = max(2, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
             job = list(zip(one, jobs(many), strict=True))
-            scored = [per_call(functools.partial(Evaluator(model, layout, *samples(n)), start)) for n in (small, batch)]
+            scored = [timed(functools.partial(Evaluator(model, layout, *samples(n)), start)) for n in (small, batch)]
         except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
             return {}
     at_small, at_batch = (max(longer - single, 0.0) / (many - 1) for single, longer in job)  # a step beyond the first
@@ -189,10 +202,10 @@ def engine() -> Speed:
 
 def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, seconds: float = TIMED_SECONDS) -> float:
     """CPU seconds of this thread in one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and
-    as many as fit in ``seconds``; the shortest. CPU time, not wall time, and the shortest: the machine's own
-    speed, which the cache keeps, as little moved as can be by other processes' load (on two cores shared with four
-    other processes the wall time of the same steps was twice their CPU time and varied by 2x from one minute to
-    the next; their median CPU time by up to 2x too)."""
+    as many as fit in ``seconds``, or one where it takes :data:`LONG_CALL_SECONDS` or more; the shortest. CPU time,
+    not wall time, and the shortest: the machine's own speed, which the cache keeps, as little moved as can be by
+    other processes' load (on two cores shared with four other processes the wall time of the same steps was twice
+    their CPU time and varied by 2x from one minute to the next; their median CPU time by up to 2x too)."""
     for _ in range(warmup):
         call()
     times: list[float] = []
@@ -201,4 +214,6 @@ def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, second
         start = time.thread_time()
         call()
         times.append(time.thread_time() - start)
+        if times[-1] >= LONG_CALL_SECONDS:
+            break
     return min(times)

@@ -139,6 +139,18 @@ def test_every_launch_measures_on_a_miss(how: str, cache: Path, tmp_path: Path) 
     assert trained is not None and speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is not None
 
 
+def test_a_long_call_is_timed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call of LONG_CALL_SECONDS or more is timed once after its warm-up; a short one at least three times."""
+    calls: list[int] = []
+    monkeypatch.setattr(measure_speeds, "LONG_CALL_SECONDS", 0.0)
+    assert measure_speeds.per_call(lambda: calls.append(1), warmup=1) >= 0.0
+    assert len(calls) == 2
+    calls.clear()
+    monkeypatch.setattr(measure_speeds, "LONG_CALL_SECONDS", 10.0)
+    measure_speeds.per_call(lambda: calls.append(1), warmup=0, seconds=0.0)
+    assert len(calls) == 3
+
+
 def test_measuring_leaves_the_random_state_and_threads() -> None:
     scn = validate(tiny_scenario())
     torch.manual_seed(7)
