@@ -58,7 +58,8 @@ least three times, unless a call is long), keeping the shortest: a small model's
 second."""
 LONG_CALL_SECONDS = 0.5
 """A timed call at least this long is timed once: its noise is small beside it, and repeating it made a large
-model's measuring minutes long (MobileNetV2 at a batch of 64: 183 s)."""
+model's measuring minutes long (MobileNetV2 on CIFAR-100 at a batch of 64: :func:`ensure` took 183 s beside the
+test suite, 54 s alone once long calls were timed once)."""
 JOB_SECONDS = 0.05
 """CPU seconds the longer timed job should take at least, in steps of the scenario's batch, so that the difference
 of the two jobs, a step's time, stands out of their noise..."""
@@ -105,7 +106,7 @@ def run_wall(scenario: Scenario) -> float:
 
 
 @contextmanager
-def _quiet_state() -> Iterator[None]:
+def measuring() -> Iterator[None]:
     """One thread under the numerics pin, the global random generators (torch's, Python's, numpy's) and the
     thread count restored after."""
     import numpy as np
@@ -137,7 +138,7 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
 
     config = scenario.model
     small = min(SMALL_BATCH, batch)
-    with _quiet_state():
+    with measuring():
         torch.manual_seed(0)
 
         def samples(n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,24 +151,18 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
             start = layout.flatten(model)
             train = scenario.train.model_copy(update={"epochs": 1})
 
-            warm: list[bool] = []
-
-            def timed(call: Callable[[], object]) -> float:
-                """:func:`per_call`, warmed up before the model's first timing only (a warm-up at the scenario's
-                batch costs as much as the call; the first one pays the process's first optimizer)."""
-                seconds = per_call(call, warmup=0 if warm else 1)
-                warm.append(True)
-                return seconds
-
-            def jobs(steps: int) -> list[float]:
-                """CPU seconds of a job of ``steps`` steps at the small batch and at the scenario's."""
+            def jobs(steps: int) -> list[Callable[[], object]]:
+                """A job of ``steps`` steps at the small batch and one at the scenario's."""
                 trainer = LocalTrainer(model, layout, [samples(steps * n) for n in (small, batch)], train, 0)
-                return [timed(functools.partial(trainer.run, Job(m, 0, start))) for m in (0, 1)]
+                return [functools.partial(trainer.run, Job(m, 0, start)) for m in (0, 1)]
 
-            one = jobs(1)
+            first = jobs(1)
+            first[0]()  # the one warm-up (the process's first optimizer); one at the scenario's batch costs a call
+            one = [per_call(call, warmup=0) for call in first]
             many = max(2, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
-            job = list(zip(one, jobs(many), strict=True))
-            scored = [timed(functools.partial(Evaluator(model, layout, *samples(n)), start)) for n in (small, batch)]
+            job = list(zip(one, [per_call(call, warmup=0) for call in jobs(many)], strict=True))
+            scored = [per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=0)
+                      for n in (small, batch)]
         except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
             return {}
     at_small, at_batch = (max(longer - single, 0.0) / (many - 1) for single, longer in job)  # a step beyond the first
@@ -181,39 +176,43 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
             "eval": max(scored[1] - batch * evaluated, 0.0), "eval_sample": evaluated}
 
 
-def engine() -> Speed:
-    """CPU seconds per arrival without training (``arrival``): the probe run's CPU time over its updates, the
-    shortest of five runs after a warm-up (:data:`PROBE_UPDATES`)."""
+def probe() -> Callable[[], object]:
+    """The engine's probe, ready to time (inside :func:`measuring`): a call that serves ``PROBE_UPDATES[1]``
+    updates, the process warmed up by one run of ``PROBE_UPDATES[0]``."""
     from simfl.launch import experiment
     from simfl.schema.scenario import validate
 
-    updates = PROBE_UPDATES[1]
-    with _quiet_state():
-        first, timed = (validate({**PROBE, "budget": {"updates": n}}) for n in PROBE_UPDATES)
-        fed = experiment.federation(first, experiment.load_dataset(first), 0)
-        experiment.run_one(first, fed, 0)
-        times = []
-        for _ in range(5):
-            start = time.process_time()
-            experiment.run_one(timed, fed, 0)
-            times.append(time.process_time() - start)
-    return {"arrival": min(times) / updates}
+    first, timed = (validate({**PROBE, "budget": {"updates": n}}) for n in PROBE_UPDATES)
+    fed = experiment.federation(first, experiment.load_dataset(first), 0)
+    experiment.run_one(first, fed, 0)
+    return functools.partial(experiment.run_one, timed, fed, 0)
 
 
-def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, seconds: float = TIMED_SECONDS) -> float:
-    """CPU seconds of this thread in one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and
-    as many as fit in ``seconds``, or one where it takes :data:`LONG_CALL_SECONDS` or more; the shortest. CPU time,
-    not wall time, and the shortest: the machine's own speed, which the cache keeps, as little moved as can be by
-    other processes' load (on two cores shared with four other processes the wall time of the same steps was twice
-    their CPU time and varied by 2x from one minute to the next; their median CPU time by up to 2x too)."""
+def engine() -> Speed:
+    """CPU seconds per arrival without training (``arrival``): the probe run's CPU time over its updates, the
+    shortest of five runs after a warm-up (:data:`PROBE_UPDATES`)."""
+    with measuring():
+        seconds = per_call(probe(), warmup=0, least=5, seconds=0.0, clock=time.process_time, long=math.inf)
+    return {"arrival": seconds / PROBE_UPDATES[1]}
+
+
+def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, seconds: float = TIMED_SECONDS,
+             clock: Callable[[], float] = time.thread_time, long: float | None = None) -> float:
+    """CPU seconds in one ``call()`` by ``clock`` (this thread's by default): ``warmup`` calls first, then at least
+    ``least`` timed ones and as many as fit in ``seconds``, or one that takes ``long`` (default
+    :data:`LONG_CALL_SECONDS`) or more; the shortest. CPU time, not wall time, and the shortest: the machine's own
+    speed, which the cache keeps, as little moved as can be by other processes' load (on two cores shared with four
+    other processes the wall time of the same steps was twice their CPU time and varied by 2x from one minute to
+    the next; their median CPU time by up to 2x too)."""
+    long = LONG_CALL_SECONDS if long is None else long
     for _ in range(warmup):
         call()
     times: list[float] = []
     deadline = time.perf_counter() + seconds
     while len(times) < least or time.perf_counter() < deadline:
-        start = time.thread_time()
+        start = clock()
         call()
-        times.append(time.thread_time() - start)
-        if times[-1] >= LONG_CALL_SECONDS:
+        times.append(clock() - start)
+        if times[-1] >= long:
             break
     return min(times)

@@ -97,11 +97,12 @@ PROBE_ARRIVAL_SECONDS = 48e-6
 """Reference value: CPU seconds per arrival of the engine's probe (:data:`simfl.launch.measure_speeds.PROBE`:
 FedAsync serving 1,000 clients with lognormal latencies, the shortest of five runs) on the machine the reference
 values describe (this project's 2-core VM with nothing else running, measured by ``python -m benchmarks.estimate``
-before its grid of 2026-11-27 and read from the ``speeds.json`` it wrote: ``arrival`` 4.82e-05; the grid's
-pure-latency, population and store cases then give measured over estimated wall 0.56-1.54, geometric mean 0.95).
-A machine's measured probe over this is its :attr:`Speeds.factor`, a ratio of speeds, not an arrival's cost. On
-that VM the probe itself varied from 34 to 78 us in fresh processes with nothing else running, and by as much
-within one process from one second to the next: a single measurement's factor is as uncertain as that."""
+before its grid of 2026-11-27 and read from the ``speeds.json`` it wrote: ``arrival`` 4.82e-05; with it, ``python
+-m benchmarks.estimate --against benchmarks/estimate_grid_2026-11-27b.txt`` gives measured over estimated wall
+0.55-1.58 for the grid's pure-latency, population and store cases). A machine's measured probe over this is its
+:attr:`Speeds.factor`, a ratio of speeds, not an arrival's cost. On that VM, with nothing else running, ``python -m
+benchmarks.probe_phases`` gave 32-57 us in ten fresh processes and 46-70 us over 40 runs in one: a single
+measurement's factor is as uncertain as that."""
 STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
 calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
