@@ -1,7 +1,7 @@
 """What a model costs before a run: stated by its config, read from the table of measured built-ins, or measured.
 
-The estimate needs a model's parameter count, bytes, training FLOPs per sample and exchanged tensors
-(:class:`ModelCost`). A model's config states them (``cost(shape, classes)``, see
+The estimate needs a model's parameter count, bytes, training FLOPs per sample, exchanged tensors and the bytes
+its activations hold per sample (:class:`ModelCost`). A model's config states them (``cost(shape, classes)``, see
 :class:`simfl.models.configs.ModelConfigBase`); the built-ins read ``model_costs.json`` beside this module,
 which lists each (built-in model config, sample shape, classes) of the scenarios shipped with the project as
 :func:`measure` gives them, so that ``simfl validate`` of those loads no torch (about 3 s of CPU with its
@@ -25,7 +25,12 @@ from typing import Any
 from pydantic import BaseModel
 
 TABLE = Path(__file__).with_name("model_costs.json")
-"""The table: a JSON object, key (:func:`key`) -> [parameters, bytes, FLOPs per sample, {tensor: values}]."""
+"""The table: a JSON object, key (:func:`key`) -> [parameters, bytes, FLOPs per sample, {tensor: values},
+[training activation bytes per sample, evaluation activation bytes per sample]]."""
+
+Activations = tuple[int, int]
+"""Bytes per sample a model's activations hold at their peak: (training step, evaluation)
+(:func:`simfl.models.cost.activation_bytes_per_sample`)."""
 CPU_CHECK_PARAMETERS = 20_000_000
 """A model of at most this many parameters is checked against the data by a forward pass on the CPU (80 MB of
 weights); a larger one on the meta device, whose kernels import about 1.5 s of PyTorch's compiler on first use."""
@@ -35,14 +40,17 @@ weights); a larger one on the meta device, whose kernels import about 1.5 s of P
 class ModelCost:
     """What one model costs: parameters, bytes (4 per parameter and floating-point buffer), training FLOPs per
     sample (or a function counting them, called only where an estimate needs them; 0: none a run can know, a
-    Flower app's arrays; None: known once the run starts), and the values of each exchanged tensor by name (in
-    the layout's order). ``unknown``: why the model cannot be sized ahead (its figures are then None and 0)."""
+    Flower app's arrays; None: known once the run starts), the values of each exchanged tensor by name (in
+    the layout's order) and its :data:`Activations` (or a function counting them; None: not stated, and not
+    counted in the memory estimate). ``unknown``: why the model cannot be sized ahead (its figures are then None
+    and 0)."""
 
     params: int | None
     bytes: int
     flops: int | Callable[[], int] | None
     tensors: dict[str, int] | None
     unknown: str | None = None
+    activations: Activations | Callable[[], Activations | None] | None = None
 
     @classmethod
     def not_ahead(cls, why: str, flops: int | None = None) -> ModelCost:
@@ -68,8 +76,9 @@ def known(model: BaseModel, shape: Sequence[int], classes: int) -> ModelCost | N
     row = _table().get(key(model, shape, classes))
     if row is None:
         return None
-    params, size, flops, tensors = row
-    return ModelCost(int(params), int(size), int(flops), {str(n): int(v) for n, v in tensors.items()})
+    params, size, flops, tensors, (training, evaluation) = row
+    return ModelCost(int(params), int(size), int(flops), {str(n): int(v) for n, v in tensors.items()},
+                     activations=(int(training), int(evaluation)))
 
 
 def takes(config: Any) -> str:
@@ -102,7 +111,7 @@ def measure(build: Callable[[Any, tuple[int, ...], int], Any], config: Any, shap
 
     Runs one forward pass of a batch of samples of ``shape`` (on the CPU up to :data:`CPU_CHECK_PARAMETERS`
     parameters, else on the meta device), so that a model that does not fit the data raises :class:`Misfit` here
-    instead of deep in training. The FLOPs are a function, counted on call.
+    instead of deep in training. The FLOPs and activations are functions, counted on call on the meta device.
     """
     import torch
 
@@ -139,4 +148,20 @@ def measure(build: Callable[[Any, tuple[int, ...], int], Any], config: Any, shap
         except (RuntimeError, ValueError, TypeError):
             return 6 * params
 
-    return ModelCost(params, 4 * (params + buffers), flops, tensors)
+    @functools.cache
+    def activations() -> Activations | None:
+        from simfl.models.cost import activation_bytes_per_sample
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return activation_bytes_per_sample(model, shape)
+        except (RuntimeError, ValueError, TypeError, NotImplementedError):
+            return None  # an operator the meta device does not run: stated as not counted
+
+    return ModelCost(params, 4 * (params + buffers), flops, tensors, activations=activations)
+
+
+def activations_of(cost: ModelCost) -> Activations | None:
+    """The model's :data:`Activations`, counted now where ``cost`` holds a function (None: not stated)."""
+    return cost.activations() if callable(cost.activations) else cost.activations

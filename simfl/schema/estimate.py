@@ -38,6 +38,7 @@ from simfl.schema import bounds, costs
 from simfl.schema.bounds import Budget, Extent, World
 from simfl.schema.costs import (
     CHECKPOINT_TUPLE_BYTES,
+    EVAL_BATCH,
     FOLDER_BYTES,
     NPY_HEADER_BYTES,
     RECORD_COPIES,
@@ -139,6 +140,11 @@ class Estimate:
     """The process before the scenario's stores (:data:`~simfl.schema.costs.RUNTIME_BYTES`)."""
     executor_bytes: int = 0
     """The executor's worker processes (:func:`simfl.schema.costs.executor_bytes`)."""
+    activation_bytes: int = 0
+    """The model's activations at their peak: a training batch per job at once and an evaluation batch
+    (:func:`simfl.schema.costs.activation_bytes`)."""
+    activation_batches: tuple[int, int] = (0, 0)
+    """The samples whose activations are counted: training (a batch per job at once), evaluation (one batch)."""
     workers: int = 0
     """The executor's worker processes, as it states them."""
     entries: list[Run] = field(default_factory=list)
@@ -194,10 +200,11 @@ class Estimate:
     @property
     def memory(self) -> int:
         """Bytes one run's processes hold at their peak: runtime, dataset and client records, four model copies,
-        client state, events and metrics, the recording's copies and a checkpoint being made, and the executor's
-        worker processes."""
-        return (self.runtime_bytes + self.dataset_bytes + 4 * self.model_bytes + self.client_state_bytes
-                + self.rows_bytes + self.record_ram + self.checkpoint_ram + self.executor_bytes)
+        the model's activations, client state, events and metrics, the recording's copies and a checkpoint being
+        made, and the executor's worker processes."""
+        return (self.runtime_bytes + self.dataset_bytes + 4 * self.model_bytes + self.activation_bytes
+                + self.client_state_bytes + self.rows_bytes + self.record_ram + self.checkpoint_ram
+                + self.executor_bytes)
 
     def kept_checkpoints(self, workers: int = 1) -> int:
         """Checkpoint files on disk at once: one per run under way, and one more while one is replaced."""
@@ -222,6 +229,10 @@ class Estimate:
             f"#   events:        {bytes_text(self.rows_bytes)} in RAM ({count_text(self.events)} events and "
             f"{count_text(self.evaluations)} metrics rows)",
         ]
+        if self.activation_bytes:
+            trained, evaluated = self.activation_batches
+            out.insert(3, f"#   activations:   {bytes_text(self.activation_bytes)} at their peak ({trained:,} samples "
+                          f"in training at once, {evaluated:,} in an evaluation batch)")
         if self.record_layer is not None:
             values = "unknown size" if self.record_values is None else f"{self.record_values:,} values"
             out.append(f"#   record:        {bytes_text(self.record_ram)} in RAM at the end of a run "
@@ -524,6 +535,12 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
                 wall += costs.setup_seconds(clients, speed)
         runs.append(Run(name, ext, wall, events, evals))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
+    acts = measured.activations_of(model) if trains else None
+    if trains and acts is None:
+        unstated.append(f"model {scenario.model.name}: states no activations: the memory counts none")
+    batches = (scenario.executor.jobs() * min(scenario.train.batch_size, max(data.train, 1)),
+               min(EVAL_BATCH, max(data.test, 1)))
+    activation = 0 if acts is None else costs.activation_bytes(acts, batches[0], batches[1])
     if not null and model.params is not None and threads is None:
         unstated.append(f"executor {scenario.executor.kind}: its training speed (a GPU's) is not stated: no "
                         "wall time")
@@ -568,5 +585,6 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
                     seeds=n_seeds, unstated=unstated, late=0.0 if top is None else top.late,
                     empty=0.0 if top is None else top.empty, endless=endless,
                     executor_bytes=costs.executor_bytes(scenario.executor.processes(), model.bytes),
-                    workers=scenario.executor.processes(), speeds=speed,
+                    workers=scenario.executor.processes(), speeds=speed, activation_bytes=activation,
+                    activation_batches=batches if activation else (0, 0),
                     timed=("training", "engine") if trains else ("engine",))

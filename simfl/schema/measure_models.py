@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simfl.latency.base import counted
-from simfl.models.measured import TABLE, key, measure, stated
+from simfl.models.measured import TABLE, activations_of, key, measure, stated
 from simfl.schema import plugins
 from simfl.schema.estimate import data_facts
 from simfl.schema.scenario import load
@@ -27,8 +27,9 @@ def measured(paths: Sequence[str]) -> dict[str, list[Any]]:
         if said is not None and said.params is None:
             continue  # sized only when the run starts (a model read from files)
         cost = measure(plugins.lookup("model", scenario.model.name).build, scenario.model, data.shape, data.classes)
+        acts = activations_of(cost)
         out[key(scenario.model, data.shape, data.classes)] = [cost.params, cost.bytes, counted(cost.flops or 0),
-                                                               cost.tensors]
+                                                               cost.tensors, list(acts or (0, 0))]
     return out
 
 

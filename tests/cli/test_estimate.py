@@ -18,7 +18,9 @@ from simfl.cli import main
 from simfl.data.configs import BUILTINS as DATASETS
 from simfl.errors import InputError
 from simfl.latency import LATENCY_MODELS
+from simfl.models import measured
 from simfl.models.configs import BUILTINS as MODELS
+from simfl.models.configs import SmallCNNConfig
 from simfl.schema import costs, estimate
 from simfl.schema.scenario import validate
 from simfl.train.configs import ExecutorKind
@@ -175,7 +177,12 @@ def test_the_executor_states_its_workers_and_jobs() -> None:
     pooled = estimate.estimate(validate(tiny_scenario(executor={"kind": "process", "workers": 2, "threads": 1},
                                                       **listed)))
     assert pooled.executor_bytes == 2 * (costs.WORKER_BYTES + 4 * inline.model_bytes)
-    assert pooled.memory - inline.memory == pooled.executor_bytes + 3 * inline.model_bytes
+    listed_cost = measured.known(SmallCNNConfig(channels=8), (1, 8, 8), 10)
+    assert listed_cost is not None and isinstance(listed_cost.activations, tuple)
+    training = listed_cost.activations[0]
+    batch = inline.activation_batches[0]
+    assert pooled.activation_batches == (2 * batch, inline.activation_batches[1])  # a batch per job at once
+    assert pooled.memory - inline.memory == pooled.executor_bytes + 3 * inline.model_bytes + batch * training
     assert any(line.startswith("#   executor:") and "2 worker processes" in line for line in pooled.lines())
     assert inline.wall_seconds is not None and pooled.wall_seconds is not None
     assert pooled.wall_seconds < inline.wall_seconds

@@ -27,7 +27,8 @@ def test_every_entry_is_what_measuring_gives(entry: str) -> None:
     cost = measured.measure(plugins.lookup("model", model.name).build, model, tuple(shape), classes)
     assert measured.key(model, shape, classes) == entry
     listed = measured.known(model, shape, classes)
-    assert listed == measured.ModelCost(cost.params, cost.bytes, counted(cost.flops), cost.tensors)
+    assert listed == measured.ModelCost(cost.params, cost.bytes, counted(cost.flops), cost.tensors,
+                                        activations=measured.activations_of(cost))
     assert listed is not None and cost.tensors is not None
     assert list(listed.tensors or ()) == list(cost.tensors)  # the tensors in layout order
     assert model.cost(tuple(shape), classes) == listed  # what the model's config states

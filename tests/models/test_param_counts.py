@@ -96,3 +96,30 @@ def test_flops_count_attention() -> None:
 
     sample = torch.zeros(4, 8)
     assert training_flops_per_sample(Proj(True), sample) > training_flops_per_sample(Proj(False), sample) > 0
+
+
+def test_activations_are_counted_by_hand() -> None:
+    """Linear(10, 20), ReLU, Linear(20, 3) in float32, per sample. Evaluation: the first layer's 20 outputs are
+    alive while ReLU writes its 20: 160 bytes (then 20 + 3). Training: the forward's first output is dropped once
+    ReLU has read it (ReLU saves its own output for the backward pass); at the backward's peak ReLU's saved output
+    (80), the logits (12), the gradient flowing into ReLU's output (80) and out of it (80): 252 bytes. The
+    gradients of the weights do not grow with the batch and are not counted; the model is left as it was, on the
+    CPU and on the meta device alike."""
+    from simfl.models.cost import activation_bytes_per_sample
+
+    for device in ("cpu", "meta"):
+        with torch.device(device):
+            model = torch.nn.Sequential(torch.nn.Linear(10, 20), torch.nn.ReLU(), torch.nn.Linear(20, 3)).eval()
+        assert activation_bytes_per_sample(model, (10,)) == (252, 160)
+        assert all(p.grad is None for p in model.parameters()) and not model.training
+
+
+def test_activations_grow_with_the_layers_widths() -> None:
+    """A wider hidden layer holds proportionally more: a sample's activations are per-sample sizes, not a guess."""
+    from simfl.models.cost import activation_bytes_per_sample
+
+    def mlp(hidden: int) -> torch.nn.Module:
+        with torch.device("meta"):
+            return torch.nn.Sequential(torch.nn.Linear(10, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 3))
+
+    assert activation_bytes_per_sample(mlp(40), (10,)) == (3 * 4 * 40 + 12, 2 * 4 * 40)
