@@ -13,7 +13,10 @@ Every case is a scenario; each is run by ``simfl run`` in a fresh process and co
   launch's (:func:`simfl.schema.costs.launch_seconds`), at this machine's speeds as ``simfl run`` measures them
   (:mod:`simfl.launch.measure_speeds`, measured here before the run on a cache miss, so that the run's wall time
   does not include the measuring); a case of under :data:`SHORT_SECONDS` takes the shortest of
-  :data:`REPEATS` runs and of as many validates;
+  :data:`REPEATS` runs and of as many validates. The cases share one cache, as a user's runs do: each run that
+  finishes alone teaches the estimates after it (:func:`simfl.launch.measure_speeds.learn`), so a case's estimate,
+  made before its runs, is scaled by what the cases before it measured; the line of figures also gives the
+  estimate without that (``untaught``);
 - **peak memory** (``memory_ratio``): the run's peak resident set (``wait4``'s ``ru_maxrss``) against the
   estimated memory plus, for the disk store, its mapped file.
 
@@ -154,42 +157,56 @@ Case = tuple[str, Callable[[Path], dict[str, Any]]]
 
 
 def cases(quick: bool) -> list[Case]:
-    """The grid by case name."""
+    """The grid by case name. The full grid's pure-latency cases are sized to 100,000-600,000 arrivals (10-30 s
+    of runs on this project's VM) so that a case's wall time is mostly its runs, not the launch's few seconds,
+    which moved by 2x between starts (``replay`` measured 4.1 s and 1.8 s in all at 17,000 arrivals, in the grids
+    of ``benchmarks/estimate_grid_2026-11-27*.txt``); ``quick`` keeps them small."""
     lognormal = {"model": "lognormal", "mean": 30.0, "std": 40.0}
+    per_case = {"lognormal_per_round": 340_000.0, "lognormal_per_client": 80_000.0, "halfnormal_per_round": 340_000.0,
+                "halfnormal_per_client": 60_000.0, "uniform_per_round": 800_000.0, "uniform_per_client": 400_000.0,
+                "pareto_per_round": 340_000.0, "pareto_per_client": 300_000.0}
     out: list[Case] = [
         ("constant", lambda _: pure({"model": "constant", "seconds": [float(1 + m % 7) for m in range(50)]},
-                                    {"time": 500.0}, seeds=1)),
-        ("exponential", lambda _: pure({"model": "exponential", "mean": 10.0, "floor": 5.0}, {"time": 3000.0})),
+                                    {"time": 500.0 if quick else 20_000.0}, seeds=1)),
+        ("exponential", lambda _: pure({"model": "exponential", "mean": 10.0, "floor": 5.0},
+                                       {"time": 3000.0 if quick else 40_000.0})),
     ]
     for model in ("lognormal", "halfnormal", "uniform", "pareto"):
         for mode in ("per_round", "per_client"):
-            out.append((f"{model}_{mode}", lambda _, m=model, o=mode: pure({"model": m, "mode": o}, {"time": 20_000.0})))
+            name = f"{model}_{mode}"
+            out.append((name, lambda _, m=model, o=mode, t=20_000.0 if quick else per_case[name]:
+                        pure({"model": m, "mode": o}, {"time": t})))
     out += [
-        ("rpi_gaussian", lambda _: pure({"model": "rpi_gaussian"}, {"time": 20_000.0})),
-        ("rpi_gaussian_all", lambda _: pure({"model": "rpi_gaussian", "profiles": "all"}, {"time": 20_000.0})),
-        ("replay", lambda _: pure({"model": "replay"}, {"time": 20_000.0})),
+        ("rpi_gaussian", lambda _: pure({"model": "rpi_gaussian"}, {"time": 20_000.0 if quick else 560_000.0})),
+        ("rpi_gaussian_all", lambda _: pure({"model": "rpi_gaussian", "profiles": "all"},
+                                            {"time": 20_000.0 if quick else 110_000.0})),
+        ("replay", lambda _: pure({"model": "replay"}, {"time": 20_000.0 if quick else 460_000.0})),
         ("replay_all", lambda _: pure({"model": "replay", "profiles": "all", "random_offset": True},
-                                      {"time": 20_000.0})),
-        ("replay_updates", lambda _: pure({"model": "replay", "profiles": "all"}, {"updates": 5000})),
+                                      {"time": 20_000.0 if quick else 100_000.0})),
+        ("replay_updates", lambda _: pure({"model": "replay", "profiles": "all"},
+                                          {"updates": 5000 if quick else 130_000})),
         ("lognormal_per_client_quickstart", lambda _: pure({"model": "lognormal", "mode": "per_client"},
-                                                           {"time": 600.0}, clients=10, seeds=8)),
+                                                           {"time": 600.0 if quick else 150_000.0}, clients=10,
+                                                           seeds=8)),
         ("fleet_csv_windows", lambda _: pure({"model": "fleet_csv", "path": str(FLEET), "horizon": 86_400.0},
-                                             {"time": 86_400.0}, clients=1000, seeds=1, train={"epochs": 100},
-                                             server={"concurrency": 100})),
+                                             {"time": 86_400.0}, clients=1000, seeds=1 if quick else 5,
+                                             train={"epochs": 100}, server={"concurrency": 100})),
         ("fleet_csv_everyone", lambda _: pure({"model": "fleet_csv", "path": str(FLEET), "horizon": 86_400.0},
-                                              {"time": 86_400.0}, clients=1000, seeds=1, train={"epochs": 1000})),
-        ("fedscale_windows", lambda d: _fedscale(d)),
-        ("availability", lambda _: pure(lognormal, {"time": 5000.0}, availability={
+                                              {"time": 86_400.0}, clients=1000, seeds=1 if quick else 5,
+                                              train={"epochs": 1000})),
+        ("fedscale_windows", lambda d: _fedscale(d, 1 if quick else 10)),
+        ("availability", lambda _: pure(lognormal, {"time": 5000.0 if quick else 100_000.0}, availability={
             "p": 0.2, "rejoin_delay": 30.0,
             "departures": [{"client": m, "leave": 500.0 * (m % 5), "rejoin": 500.0 * (m % 5) + 1500.0}
                            for m in range(0, 50, 2)]})),
-        ("sync_deadline", lambda _: pure(lognormal, {"time": 20_000.0},
+        ("sync_deadline", lambda _: pure(lognormal, {"time": 20_000.0 if quick else 300_000.0},
                                          algorithms=[{"name": "fedavg", "clients_per_round": 10}],
                                          rounds={"deadline": 40.0, "over_select": 0.3})),
-        ("sync_replay", lambda _: pure({"model": "replay", "profiles": "all"}, {"time": 50_000.0},
+        ("sync_replay", lambda _: pure({"model": "replay", "profiles": "all"}, {"time": 50_000.0 if quick else 100_000.0},
                                        algorithms=[{"name": "fedavg", "clients_per_round": 10},
                                                    {"name": "fedasync", "alpha": 0.6}])),
-        ("sync_served", lambda _: pure(lognormal, {"updates": 3000}, clients=500, server={"concurrency": 40},
+        ("sync_served", lambda _: pure(lognormal, {"updates": 3000 if quick else 40_000}, clients=500,
+                                       server={"concurrency": 40},
                                        algorithms=[{"name": "fedavg", "clients_per_round": 20}])),
     ]
     arrivals = 10_000 if quick else 100_000
@@ -222,10 +239,10 @@ def cases(quick: bool) -> list[Case]:
     return out
 
 
-def _fedscale(folder: Path) -> dict[str, Any]:
+def _fedscale(folder: Path, seeds: int) -> dict[str, Any]:
     capacity, behaviour = fedscale(folder)
     return pure({"model": "fedscale", "path": str(capacity), "behavior": str(behaviour), "horizon": 86_400.0},
-                {"time": 86_400.0}, clients=500, seeds=1, train={"epochs": 50}, server={"concurrency": 50})
+                {"time": 86_400.0}, clients=500, seeds=seeds, train={"epochs": 50}, server={"concurrency": 50})
 
 
 def child(argv: list[str]) -> tuple[float, int, float]:
@@ -272,7 +289,7 @@ def measure(name: str, raw: dict[str, Any], folder: Path, only_counts: bool) -> 
     path.write_text(yaml.safe_dump(raw))
     if not only_counts:
         ensure(validate(raw))  # cached in $SIMFL_CACHE, which the run reads too
-    est = estimate(validate(raw))
+    est, untaught_est = estimate(validate(raw)), estimate(validate(raw), learned=False)
     out = folder / "out"
     commands = (["validate", str(path)], ["run", str(path), "--out", str(out), "--quiet", "--workers", "1", "--force"])
     taken = [[child(c) for c in commands]]
@@ -283,10 +300,12 @@ def measure(name: str, raw: dict[str, Any], folder: Path, only_counts: bool) -> 
     ratios = counts(raw, est, out)
     if not only_counts:
         wall = estimated_wall(name, est)
+        untaught = estimated_wall(name, untaught_est)
         memory = est.memory + est.disk_bytes
         ratios += [("wall", (ran - checked) / wall), ("memory", peak / memory)]
         print(f"{name}_measured=wall {ran - checked:.1f} s (CPU {cpu - checked_cpu:.1f} s), memory {peak / 2**30:.2f} "
-              f"GiB; estimated wall {wall:.1f} s, memory {memory / 2**30:.2f} GiB ({est.speeds_text()})", flush=True)
+              f"GiB; estimated wall {wall:.1f} s (untaught {untaught:.1f} s), memory {memory / 2**30:.2f} GiB "
+              f"({est.speeds_text()})", flush=True)
     for what, ratio in ratios:
         print(f"{name}_{what}={ratio:.2f}", flush=True)
     return ratios

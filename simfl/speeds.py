@@ -44,6 +44,10 @@ ENGINE = "engine"
 """The engine's arrival without training, on a fixed probe run."""
 ENGINE_FACTS: dict[str, Any] = {"probe": 3}
 """The facts of :data:`ENGINE`: the probe's version (a changed probe gives a new measurement)."""
+OBSERVED = "observed"
+"""Finished runs' wall seconds over what the estimate said before them, per part (:func:`observe`)."""
+OBSERVED_KEPT = 9
+"""The latest finished runs kept per part."""
 
 
 def folder() -> Path:
@@ -136,3 +140,19 @@ def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(name)
+
+
+def observe(part: str, ratio: float) -> None:
+    """Add a finished run's measured wall seconds over its estimated ones (at the measured speeds, before what
+    earlier runs taught) for ``part`` (:data:`TRAINING`: runs that train, :data:`ENGINE`: pure latency); the latest
+    :data:`OBSERVED_KEPT` are kept."""
+    if not (math.isfinite(ratio) and ratio > 0):
+        return
+    ratios = [*observed(part)[-(OBSERVED_KEPT - 1):], ratio]
+    store(OBSERVED, {"part": part}, {str(i): r for i, r in enumerate(ratios)})
+
+
+def observed(part: str) -> list[float]:
+    """The kept ratios of finished runs of ``part`` on this machine, oldest first (:func:`observe`)."""
+    found = cached(OBSERVED, {"part": part}) or {}
+    return [found[k] for k in sorted(found, key=lambda k: int(k) if k.isdigit() else -1)]

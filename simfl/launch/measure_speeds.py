@@ -1,7 +1,9 @@
 """Measure this machine's speeds for a scenario's estimate, where :mod:`simfl.speeds` has none cached yet.
 
 ``simfl run`` calls :func:`ensure` before its estimate (torch is loaded for the run anyway); what it measures is
-cached, so ``simfl validate`` and later runs read it without torch. Two measurements, both in CPU time on one
+cached, so ``simfl validate`` and later runs read it without torch. A run that finishes alone on this machine
+then says how its wall compared with the estimate's (:func:`learn`): a speed measured in a second does not say
+how the machine holds up over minutes. Two measurements, both in CPU time on one
 thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching the global random generators:
 
 - **training** (per model config, sample shape and batch): the scenario's own model trained by simfl's own
@@ -103,6 +105,22 @@ def run_wall(scenario: Scenario) -> float:
 
     ensure(scenario)
     return estimate(scenario).wall_seconds or 1.0
+
+
+def learn(scenario: Scenario, entry: str, wall: float) -> None:
+    """Teach this machine's estimates from a finished run of ``scenario``'s entry ``entry`` that took ``wall`` seconds
+    with no other run beside it: its wall over the estimate's at the measured speeds (before what earlier runs
+    taught), kept in the cache (:func:`simfl.speeds.observe`) where the run took at least
+    :data:`~simfl.schema.costs.LEARNED_AFTER` seconds and the estimate states its wall."""
+    from simfl.schema import costs
+    from simfl.schema.estimate import estimate
+
+    if wall < costs.LEARNED_AFTER:
+        return
+    est = estimate(scenario, learned=False)
+    planned = next((r.wall_seconds for r in est.entries if r.name == entry), None)
+    if planned:
+        speeds.observe(costs.part_of("training" in est.timed), wall / planned)
 
 
 @contextmanager

@@ -30,6 +30,7 @@ from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, WorkerLost
 from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, WALL_DEFAULT, Session, parse_every
 from simfl.launch.experiment import Engine
+from simfl.launch.measure_speeds import learn
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
 from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, units_of
@@ -251,6 +252,8 @@ def run_targets(targets: Sequence[Target], launch: Launch,
         elif isinstance(item, Done):
             write_run(target.folder, name, seed, item.files)
             target.session.finish(name, seed, item.row)
+            if alone:  # its wall is this machine's alone: it teaches the estimate
+                learn(target.scn, name, item.wall)
             target.left.discard((name, seed))
             progress.finished(item.key, item.wall, f"accuracy {item.row['final_accuracy']:.4f}")
             if not target.left:
@@ -261,8 +264,10 @@ def run_targets(targets: Sequence[Target], launch: Launch,
     for target in targets:
         if not target.left:  # every run finished before (a resumed folder)
             complete(target)
+    backend = backend_for(launch, units, targets)
+    alone = isinstance(backend, InProcess)  # one run at a time, here (not side by side, not on a cluster's nodes)
     try:
-        backend_for(launch, units, targets).run(units, handle)
+        backend.run(units, handle)
     except NoSpace as exc:  # the machine's limit, not the scenario's: what finished stays, and resumes
         with contextlib.suppress(OSError):
             _close_unpublished(targets, f"stopped: {exc}")

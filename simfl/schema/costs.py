@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -152,6 +153,12 @@ class Speeds:
     factor: float = 1.0
     measured: tuple[str, ...] = ()
     """What was measured on this machine (``training``, ``engine``); the rest is the reference machine's."""
+    learned: float = 1.0
+    """How this machine's finished runs compared with their estimates: the median of their measured over estimated
+    wall seconds (:func:`simfl.speeds.observed`, bounded by :data:`LEARNED_BOUND`), by which a run's wall is
+    scaled; 1 before any run finished here."""
+    runs: int = 0
+    """The finished runs :attr:`learned` comes from."""
 
     @classmethod
     def reference(cls, flops: float) -> Speeds:
@@ -175,6 +182,17 @@ class Speeds:
                        measured=(*self.measured, "engine"))
 
 
+LEARNED_BOUND = 3.0
+"""Finished runs scale an estimate by at most this much either way: a run slowed by an unusual load teaches
+little."""
+LEARNED_AFTER = 10.0
+"""A finished run teaches the estimate (:func:`simfl.speeds.observe`) when it took at least this many wall seconds:
+a shorter one is mostly its start's noise. Why: a speed is measured in a second or less on a cache miss, and this
+project's VM ran the same work up to 2x slower over minutes than in a short measurement (VGG11 on CIFAR-10 in the
+grid of ``benchmarks/estimate_grid_2026-11-27b.txt``: 732.5 s measured against 474.8 s estimated from speeds
+measured just before; the same case's estimate was 581.7 s in the grid before, for 764.6 s measured)."""
+
+
 TRAINED = ("job", "step", "sample", "eval", "eval_sample")
 """The figures of a measured training step (:data:`simfl.speeds.TRAINING`): seconds per local training job beside
 its steps, per step beside its samples, per training sample, per evaluation beside its samples (counted per batch
@@ -183,9 +201,11 @@ ENGINE = ("arrival",)
 """The figure of a measured engine (:data:`simfl.speeds.ENGINE`): seconds per arrival without training."""
 
 
-def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flops: float, trains: bool) -> Speeds:
+def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flops: float, trains: bool,
+              learned: bool = True) -> Speeds:
     """This machine's speeds for training ``model`` (a model config) on samples of ``shape`` in batches of
-    ``batch`` (``trains``: the run trains it at all): what was measured here and cached, else the reference's."""
+    ``batch`` (``trains``: the run trains it at all): what was measured here and cached, else the reference's;
+    with what finished runs of the same part taught (``learned``)."""
     found = Speeds.reference(flops)
     trained = speeds.cached(speeds.TRAINING, speeds.training(model, shape, classes, batch)) if trains else None
     if trained is not None and all(k in trained for k in TRAINED):
@@ -193,7 +213,16 @@ def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flop
     engine = speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS)
     if engine is not None and all(k in engine for k in ENGINE) and engine["arrival"] > 0:
         found = found.with_engine(engine)
+    ratios = speeds.observed(part_of(trains)) if learned else []
+    if ratios:
+        middle = statistics.median(ratios)
+        found = replace(found, learned=min(max(middle, 1 / LEARNED_BOUND), LEARNED_BOUND), runs=len(ratios))
     return found
+
+
+def part_of(trains: bool) -> str:
+    """The part of :mod:`simfl.speeds` whose finished runs teach a run's wall time: training, or the engine alone."""
+    return speeds.TRAINING if trains else speeds.ENGINE
 
 
 def flops_per_second(flops: float) -> float:

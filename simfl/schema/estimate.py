@@ -172,12 +172,17 @@ class Estimate:
         """Which speeds the wall time is counted at, in a short clause."""
         measured = [p for p in self.timed if p in self.speeds.measured]
         missing = [p for p in self.timed if p not in self.speeds.measured]
+        if self.speeds.runs:
+            runs = "run" if self.speeds.runs == 1 else "runs"
+            learned = f", x{self.speeds.learned:.2f} as {self.speeds.runs} finished {runs} here compared"
+        else:
+            learned = ""
         if not missing:
-            return f"speeds: {', '.join(measured)} measured on this machine"
+            return f"speeds: {', '.join(measured)} measured on this machine{learned}"
         if not measured:
-            return "speeds: reference machine; `simfl run` measures this one"
+            return f"speeds: reference machine{learned}; `simfl run` measures this one"
         return (f"speeds: {', '.join(measured)} measured on this machine, {', '.join(missing)} the reference "
-                "machine's; `simfl run` measures this one")
+                f"machine's{learned}; `simfl run` measures this one")
 
     @property
     def wall_total(self) -> float | None:
@@ -457,9 +462,10 @@ def held_models(in_flight: int, aggregations: float | None, ahead: bool) -> int:
     return versions + (in_flight if ahead else 0)
 
 
-def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estimate:
+def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: bool = True) -> Estimate:
     """The estimate of ``scenario`` (a validated :class:`simfl.schema.scenario.Scenario`); ``checkpoints``:
-    the runs write checkpoints (``--checkpoint-every``)."""
+    the runs write checkpoints (``--checkpoint-every``); ``learned``: wall times scaled by how this machine's
+    finished runs compared with their estimates (:attr:`simfl.schema.costs.Speeds.learned`)."""
     clients = client_count(scenario)
     if clients > MAX_CLIENTS:
         raise InputError("data.partition.clients", f"{clients:,} clients; the limit is {MAX_CLIENTS:,}")
@@ -511,7 +517,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
     threads = scenario.executor.cpu_threads()
     client = getattr(scenario, "client", None)
     trains = not null and model.params is not None and threads is not None
-    speed = costs.speeds_of(scenario.model, data.shape, data.classes, scenario.train.batch_size, flops, trains)
+    speed = costs.speeds_of(scenario.model, data.shape, data.classes, scenario.train.batch_size, flops, trains,
+                            learned)
     for name, algo, ext in entries:
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
@@ -532,7 +539,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False) -> Estima
                                                   scenario.train.batch_size, data.test,
                                                   min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
-                wall += costs.setup_seconds(clients, speed)
+                wall = (wall + costs.setup_seconds(clients, speed)) * speed.learned
         runs.append(Run(name, ext, wall, events, evals))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
     acts = measured.activations_of(model) if trains else None
