@@ -348,6 +348,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a smaller grid (for a check, not for figures)")
     parser.add_argument("--only", default="", help="the cases whose name starts with this (e.g. train_)")
+    parser.add_argument("--skip", default="", help="leave out the cases whose name starts with one of these "
+                        "(comma-separated, e.g. train_vgg11,train_mobilenetv2)")
     parser.add_argument("--counts", action="store_true",
                         help="only the client updates and horizons (every case in pure-latency mode): deterministic, "
                         "checked on a busy machine too")
@@ -361,7 +363,8 @@ def main(argv: list[str] | None = None) -> None:
     worst = 1.0
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in cases(args.quick):
-            if not name.startswith(args.only) or args.counts and name.startswith("train_") and "cifar" in name:
+            skipped = any(name.startswith(p) for p in args.skip.split(",") if p)
+            if skipped or not name.startswith(args.only) or args.counts and name.startswith("train_") and "cifar" in name:
                 continue
             folder = Path(tmp) / name
             folder.mkdir()
