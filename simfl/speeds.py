@@ -45,9 +45,10 @@ ENGINE = "engine"
 ENGINE_FACTS: dict[str, Any] = {"probe": 3}
 """The facts of :data:`ENGINE`: the probe's version (a changed probe gives a new measurement)."""
 OBSERVED = "observed"
-"""Finished runs' wall seconds over what the estimate said before them, per part (:func:`observe`)."""
+"""Finished runs' wall seconds over what the estimate said before them, per model at its batch and shape, or for
+the engine alone (:func:`observe`)."""
 OBSERVED_KEPT = 9
-"""The latest finished runs kept per part."""
+"""The latest finished runs kept per lesson."""
 
 
 def folder() -> Path:
@@ -142,17 +143,17 @@ def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
             os.unlink(name)
 
 
-def observe(part: str, ratio: float) -> None:
+def observe(lesson: Mapping[str, Any], ratio: float) -> None:
     """Add a finished run's measured wall seconds over its estimated ones (at the measured speeds, before what
-    earlier runs taught) for ``part`` (:data:`TRAINING`: runs that train, :data:`ENGINE`: pure latency); the latest
-    :data:`OBSERVED_KEPT` are kept."""
+    earlier runs taught) to what ``lesson`` keeps (:func:`simfl.schema.costs.lesson`: the model's training at its
+    batch and shape, or the engine); the latest :data:`OBSERVED_KEPT` are kept."""
     if not (math.isfinite(ratio) and ratio > 0):
         return
-    ratios = [*observed(part)[-(OBSERVED_KEPT - 1):], ratio]
-    store(OBSERVED, {"part": part}, {str(i): r for i, r in enumerate(ratios)})
+    ratios = [*observed(lesson)[-(OBSERVED_KEPT - 1):], ratio]
+    store(OBSERVED, lesson, {str(i): r for i, r in enumerate(ratios)})
 
 
-def observed(part: str) -> list[float]:
-    """The kept ratios of finished runs of ``part`` on this machine, oldest first (:func:`observe`)."""
-    found = cached(OBSERVED, {"part": part}) or {}
+def observed(lesson: Mapping[str, Any]) -> list[float]:
+    """The kept ratios of finished runs of ``lesson`` on this machine, oldest first (:func:`observe`)."""
+    found = cached(OBSERVED, lesson) or {}
     return [found[k] for k in sorted(found, key=lambda k: int(k) if k.isdigit() else -1)]

@@ -93,7 +93,9 @@ class RoundTimes:
     ``mean[i]`` seconds on average with standard deviation ``std[i]`` (0: every round the same), and never less
     than ``low[i]`` (0 where nothing bounds them from below: a deadline below every row's ``low`` lets no update
     arrive in time). ``absences``, where the model's own trace takes clients away (a fleet's presence windows):
-    per row, the intervals its clients are away, sorted.
+    per row, the intervals its clients are away, sorted. ``setup``: wall seconds a run spends on the model's own
+    setup beyond every model's (its trace's windows followed per client), on the reference machine
+    (:data:`simfl.schema.costs.PROBE_ARRIVAL_SECONDS`), which the estimate scales to this one's.
     """
 
     mean: np.ndarray
@@ -101,10 +103,11 @@ class RoundTimes:
     low: np.ndarray
     weight: np.ndarray
     absences: tuple[tuple[Absence, ...], ...] | None = None
+    setup: float = 0.0
 
     @classmethod
     def of(cls, mean: Any, std: Any, low: Any, weight: Any = 1.0,
-           absences: Sequence[Sequence[Absence]] | None = None) -> RoundTimes:
+           absences: Sequence[Sequence[Absence]] | None = None, setup: float = 0.0) -> RoundTimes:
         """Rows from numbers or sequences (a number is the same for every row), checked: means > 0 (inf: a round
         that never ends), spreads and bounds >= 0, weights > 0, one absence list per row."""
         mean = np.atleast_1d(np.asarray(mean, dtype=np.float64))
@@ -116,7 +119,7 @@ class RoundTimes:
         if absences is not None and len(absences) != rows:
             raise ValueError(f"{len(absences)} absence lists for {rows} rows")
         held = None if absences is None else tuple(tuple(a) for a in absences)
-        return cls(mean, std, low, weight, held)
+        return cls(mean, std, low, weight, held, max(float(setup), 0.0))
 
     @property
     def clients(self) -> float:
@@ -127,7 +130,7 @@ class RoundTimes:
         """The rows ``rows`` of this statement (the same weights)."""
         index = np.asarray(rows, dtype=np.int64)
         absences = None if self.absences is None else tuple(self.absences[i] for i in index.tolist())
-        return RoundTimes(self.mean[index], self.std[index], self.low[index], self.weight[index], absences)
+        return RoundTimes(self.mean[index], self.std[index], self.low[index], self.weight[index], absences, self.setup)
 
 
 def grouped(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -120,6 +120,13 @@ def absences(device: Device, horizon: float | None, where: str) -> list[tuple[fl
     return out
 
 
+WINDOWS_CLIENT_SECONDS = 0.8e-3
+"""Reference value: wall seconds per client a run spends on a fleet's presence windows (read, unrolled to the
+horizon and followed by the engine) beyond what every run does. Fitted to ``python -m benchmarks.estimate`` of
+2026-11-27 (nothing else running): the fleet CSV cases (1,000 clients, 5 seeds) took 2.9-4.1 s and the FedScale
+case (500 clients, 10 seeds) 4.5 s more than estimated without it, 0.6-0.9 ms per client and run."""
+
+
 class FleetModel(LatencyModel[FleetOptions]):
     """A fleet-trace delay model: subclasses say how to read the file (:meth:`read`)."""
 
@@ -156,7 +163,8 @@ class FleetModel(LatencyModel[FleetOptions]):
         away = None
         if config.availability and any(d.windows for d in devices):
             away = [absences(devices[m], config.horizon, "latency") for m in used]
-        return RoundTimes.of(seconds, 0.0, seconds, users, away)
+        setup = num_clients * WINDOWS_CLIENT_SECONDS if away is not None else 0.0
+        return RoundTimes.of(seconds, 0.0, seconds, users, away, setup)
 
     def __init__(self, config: FleetOptions, num_clients: int, seed: int, workload: Workload) -> None:
         super().__init__(config, num_clients, seed, workload)

@@ -117,10 +117,15 @@ def learn(scenario: Scenario, entry: str, wall: float) -> None:
 
     if wall < costs.LEARNED_AFTER:
         return
-    est = estimate(scenario, learned=False)
+    try:
+        est = estimate(scenario, learned=False)
+    except Exception:  # noqa: BLE001 - what a finished run teaches is never worth failing it
+        return
     planned = next((r.wall_seconds for r in est.entries if r.name == entry), None)
     if planned:
-        speeds.observe(costs.part_of("training" in est.timed), wall / planned)
+        trains = "training" in est.timed
+        speeds.observe(costs.lesson(scenario.model, est.data.shape, est.data.classes, scenario.train.batch_size,
+                                    trains), wall / planned)
 
 
 @contextmanager

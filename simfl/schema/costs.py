@@ -25,6 +25,10 @@ RUNTIME_BYTES = 1 << 30
 """Memory of the process before the scenario's own stores: Python with PyTorch, pandas, matplotlib and simfl
 loaded (a run of the tiny quickstart, ``budget.time: 30``, peaked at 0.96-1.0 GiB on Linux x86-64 with
 PyTorch's CPU build)."""
+PURE_RUNTIME_BYTES = 768 << 20
+"""The same for a process that runs no PyTorch kernel (``executor: {kind: none}``, pure latency): a run of 50
+clients in constant rounds, 9,565 events, peaked at 771 MiB, and at 780 MiB with 383,000 events (``python -m
+benchmarks.estimate``'s ``constant`` case at two budgets, ``wait4``'s peak, 2026-11-27)."""
 EVENT_BYTES = 256
 """Memory of one events row in ``SimState.events`` (a slotted object of eight fields and its floats: 256 bytes
 measured with tracemalloc)."""
@@ -104,6 +108,12 @@ before its grid of 2026-11-27 and read from the ``speeds.json`` it wrote: ``arri
 :attr:`Speeds.factor`, a ratio of speeds, not an arrival's cost. On that VM, with nothing else running, ``python -m
 benchmarks.probe_phases`` gave 32-57 us in ten fresh processes and 46-70 us over 40 runs in one: a single
 measurement's factor is as uncertain as that."""
+SERVED_ARRIVAL_SECONDS = 20e-6
+"""Reference value: what an arrival adds where a server serves a population (``server: {concurrency}``: an idle,
+present client drawn for each freed slot). The grid of ``python -m benchmarks.estimate`` of 2026-11-27 with its
+pure-latency cases lengthened (400,000 arrivals each, nothing else running): those of 50 clients all in flight
+measured 0.78-1.30 of their estimate without it, the served ones 1.42-1.68 (FedAsync over 10^3 to 10^6 clients,
+100,000 arrivals: 27 to 65 us an arrival beyond the estimate; FedAvg served, 120,000: 19 us)."""
 STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
 calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
@@ -154,9 +164,9 @@ class Speeds:
     measured: tuple[str, ...] = ()
     """What was measured on this machine (``training``, ``engine``); the rest is the reference machine's."""
     learned: float = 1.0
-    """How this machine's finished runs compared with their estimates: the median of their measured over estimated
-    wall seconds (:func:`simfl.speeds.observed`, bounded by :data:`LEARNED_BOUND`), by which a run's wall is
-    scaled; 1 before any run finished here."""
+    """How this machine's finished runs of the same model, batch and shape (or pure-latency runs) compared with
+    their estimates: the median of their measured over estimated wall seconds (:func:`simfl.speeds.observed`,
+    bounded by :data:`LEARNED_BOUND`), by which a run's wall is scaled; 1 before any such run finished here."""
     runs: int = 0
     """The finished runs :attr:`learned` comes from."""
 
@@ -213,16 +223,19 @@ def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flop
     engine = speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS)
     if engine is not None and all(k in engine for k in ENGINE) and engine["arrival"] > 0:
         found = found.with_engine(engine)
-    ratios = speeds.observed(part_of(trains)) if learned else []
+    ratios = speeds.observed(lesson(model, shape, classes, batch, trains)) if learned else []
     if ratios:
         middle = statistics.median(ratios)
         found = replace(found, learned=min(max(middle, 1 / LEARNED_BOUND), LEARNED_BOUND), runs=len(ratios))
     return found
 
 
-def part_of(trains: bool) -> str:
-    """The part of :mod:`simfl.speeds` whose finished runs teach a run's wall time: training, or the engine alone."""
-    return speeds.TRAINING if trains else speeds.ENGINE
+def lesson(model: Any, shape: tuple[int, ...], classes: int, batch: int, trains: bool) -> dict[str, Any]:
+    """What a finished run teaches (:func:`simfl.speeds.observe`): a run that trains, the estimate of its model at
+    its batch and shape (another model's measurement errs its own way); a pure-latency run, the engine's."""
+    if trains:
+        return {speeds.TRAINING: speeds.training(model, shape, classes, batch)}
+    return {speeds.ENGINE: speeds.ENGINE_FACTS}
 
 
 def flops_per_second(flops: float) -> float:
@@ -257,11 +270,14 @@ def null_update_seconds(rows: int, model_bytes: int, on_disk: bool, speed: Speed
     return speed.arrival + stored * speed.factor * (DISK_STORE_FACTOR if on_disk else 1.0)
 
 
-def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, on_disk: bool, speed: Speeds) -> float:
+def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, on_disk: bool, speed: Speeds,
+                     served: bool = False) -> float:
     """Wall seconds of one run's ``steps`` rounds (updates, failed and late rounds) without training: each
-    ``speed.arrival``, and each of its ``updates`` the reading and writing of ``rows`` per-client vectors
+    ``speed.arrival`` (and :data:`SERVED_ARRIVAL_SECONDS` more where a server draws who is served, ``served``),
+    and each of its ``updates`` the reading and writing of ``rows`` per-client vectors
     (:func:`null_update_seconds`)."""
-    return steps * speed.arrival + updates * (null_update_seconds(rows, model_bytes, on_disk, speed) - speed.arrival)
+    each = speed.arrival + (SERVED_ARRIVAL_SECONDS * speed.factor if served else 0.0)
+    return steps * each + updates * (null_update_seconds(rows, model_bytes, on_disk, speed) - speed.arrival)
 
 
 def training_run_seconds(updates: float, evaluations: float, samples: int, epochs: int, batch_size: int, test: int,
@@ -325,6 +341,12 @@ def machine_memory() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 5 << 30
+
+
+def runtime_bytes(trains: bool) -> int:
+    """Memory of the process before the scenario's stores: :data:`RUNTIME_BYTES` where it trains or evaluates a
+    model, :data:`PURE_RUNTIME_BYTES` where it does not."""
+    return RUNTIME_BYTES if trains else PURE_RUNTIME_BYTES
 
 
 def count(x: float) -> int:

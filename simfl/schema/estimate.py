@@ -137,7 +137,7 @@ class Estimate:
     store_dir: str | None = None
     """Folder of the disk store's scratch file (None: the system's temporary folder)."""
     runtime_bytes: int = RUNTIME_BYTES
-    """The process before the scenario's stores (:data:`~simfl.schema.costs.RUNTIME_BYTES`)."""
+    """The process before the scenario's stores (:func:`~simfl.schema.costs.runtime_bytes`)."""
     executor_bytes: int = 0
     """The executor's worker processes (:func:`simfl.schema.costs.executor_bytes`)."""
     activation_bytes: int = 0
@@ -533,13 +533,14 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
         if ext is not None and math.isfinite(ext.horizon):
             if null:
                 wall = costs.null_run_seconds(ext.arrivals + ext.failed + ext.late, ext.arrivals, rows, model.bytes,
-                                              on_disk, speed)
+                                              on_disk, speed, served=server is not None)
             elif trains and trained:
                 wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, samples, scenario.train.epochs,
                                                   scenario.train.batch_size, data.test,
                                                   min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
-                wall = (wall + costs.setup_seconds(clients, speed)) * speed.learned
+                stated_setup = sum(t.setup for t in times) / len(times) * speed.factor
+                wall = (wall + costs.setup_seconds(clients, speed) + stated_setup) * speed.learned
         runs.append(Run(name, ext, wall, events, evals))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
     acts = measured.activations_of(model) if trains else None
@@ -593,5 +594,6 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                     empty=0.0 if top is None else top.empty, endless=endless,
                     executor_bytes=costs.executor_bytes(scenario.executor.processes(), model.bytes),
                     workers=scenario.executor.processes(), speeds=speed, activation_bytes=activation,
+                    runtime_bytes=costs.runtime_bytes(not null),
                     activation_batches=batches if activation else (0, 0),
                     timed=("training", "engine") if trains else ("engine",))

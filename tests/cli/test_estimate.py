@@ -99,6 +99,30 @@ def test_a_plugin_latency_models_stated_round_times_are_counted(tmp_path: Path, 
     assert updated.arrivals == 9 and updated.horizon is None
 
 
+def test_a_delay_models_stated_setup_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet trace's presence windows cost each run its clients times WINDOWS_CLIENT_SECONDS, stated by the model
+    (RoundTimes.setup, at the reference machine's engine) and counted at this machine's; without windows (every
+    device always present) it states none."""
+    from simfl.latency import fleet
+
+    fleet_csv = str(ROOT / "scenarios" / "fleet" / "fleet1k.csv")
+    data = {"dataset": "synthetic", "train_size": 2000, "test_size": 10, "features": 8, "classes": 3,
+            "partition": {"kind": "iid", "clients": 200}}
+    windows = validate(pure(latency={"model": "fleet_csv", "path": fleet_csv, "horizon": 3600.0},
+                            budget={"time": 3600.0}, data=data))
+    always = validate(pure(latency={"model": "fleet_csv", "path": fleet_csv, "availability": False},
+                           budget={"time": 3600.0}, data=data))
+    walls = {}
+    for per_client in (0.0, 0.01):
+        monkeypatch.setattr(fleet, "WINDOWS_CLIENT_SECONDS", per_client)
+        walls[per_client] = [estimate.estimate(s) for s in (windows, always)]
+    (bare, bare_always), (stated, stated_always) = walls[0.0], walls[0.01]
+    scale = stated.speeds.factor * stated.speeds.learned
+    assert stated.wall_seconds is not None and bare.wall_seconds is not None
+    assert stated.wall_seconds - bare.wall_seconds == pytest.approx(200 * 0.01 * scale)
+    assert stated_always.wall_seconds == bare_always.wall_seconds
+
+
 def test_per_client_speeds_are_counted_from_each_clients_mean(tmp_path: Path) -> None:
     """The issue: clients of spread speeds (lognormal per client) were counted at the mean speed, 1.8x too few
     updates. Each client's rate is now its own (the harmonic side of the spread), within 1.5x of a run here."""

@@ -175,7 +175,7 @@ def test_the_estimate_counts_the_recording(case: tuple[int, int, dict[str, Any],
     values = features * hidden
     assert est.record_values == values
     assert est.recording_bytes == pytest.approx(4 * values * aggregations(budget), rel=0.01, abs=1024)
-    assert est.memory >= costs.RUNTIME_BYTES + costs.RECORD_COPIES * est.recording_bytes
+    assert est.memory >= costs.runtime_bytes(False) + costs.RECORD_COPIES * est.recording_bytes
     assert est.record_disk_bytes == est.recording_bytes  # one run
     assert est.results_bytes >= est.record_disk_bytes + est.events * costs.EVENT_CSV_BYTES
 
