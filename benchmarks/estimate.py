@@ -157,7 +157,7 @@ Case = tuple[str, Callable[[Path], dict[str, Any]]]
 
 
 def cases(quick: bool) -> list[Case]:
-    """The grid by case name. The full grid's pure-latency cases are sized to 100,000-600,000 arrivals (10-30 s
+    """The grid by case name. The full grid's pure-latency cases are sized to 120,000-420,000 arrivals (10-20 s
     of runs on this project's VM) so that a case's wall time is mostly its runs, not the launch's few seconds,
     which moved by 2x between starts (``replay`` measured 4.1 s and 1.8 s in all at 17,000 arrivals, in the grids
     of ``benchmarks/estimate_grid_2026-11-27*.txt``); ``quick`` keeps them small."""
