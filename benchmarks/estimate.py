@@ -287,9 +287,10 @@ def measure(name: str, raw: dict[str, Any], folder: Path, only_counts: bool) -> 
         raw = {**raw, "executor": {"kind": "none"}}
     path = folder / "s.yaml"
     path.write_text(yaml.safe_dump(raw))
+    scenario = validate(raw)
     if not only_counts:
-        ensure(validate(raw))  # cached in $SIMFL_CACHE, which the run reads too
-    est, untaught_est = estimate(validate(raw)), estimate(validate(raw), learned=False)
+        ensure(scenario)  # cached in $SIMFL_CACHE, which the run reads too
+    est, untaught_est = estimate(scenario), estimate(scenario, learned=False)
     out = folder / "out"
     commands = (["validate", str(path)], ["run", str(path), "--out", str(out), "--quiet", "--workers", "1", "--force"])
     taken = [[child(c) for c in commands]]

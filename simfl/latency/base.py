@@ -109,17 +109,18 @@ class RoundTimes:
     def of(cls, mean: Any, std: Any, low: Any, weight: Any = 1.0,
            absences: Sequence[Sequence[Absence]] | None = None, setup: float = 0.0) -> RoundTimes:
         """Rows from numbers or sequences (a number is the same for every row), checked: means > 0 (inf: a round
-        that never ends), spreads and bounds >= 0, weights > 0, one absence list per row."""
+        that never ends), spreads and bounds >= 0, weights > 0, one absence list per row, a finite setup >= 0."""
         mean = np.atleast_1d(np.asarray(mean, dtype=np.float64))
         rows = len(mean)
         std, low, weight = (np.broadcast_to(np.asarray(v, dtype=np.float64), (rows,)).copy() for v in (std, low, weight))
         if not (rows and (mean > 0).all() and (std >= 0).all() and (low >= 0).all() and (low <= mean).all()
-                and (weight > 0).all() and np.isfinite(weight).all()):
-            raise ValueError("round times need means > 0, spreads >= 0, 0 <= low <= mean and weights > 0 per row")
+                and (weight > 0).all() and np.isfinite(weight).all() and math.isfinite(setup) and setup >= 0):
+            raise ValueError("round times need means > 0, spreads >= 0, 0 <= low <= mean and weights > 0 per row, "
+                             "and a setup >= 0")
         if absences is not None and len(absences) != rows:
             raise ValueError(f"{len(absences)} absence lists for {rows} rows")
         held = None if absences is None else tuple(tuple(a) for a in absences)
-        return cls(mean, std, low, weight, held, max(float(setup), 0.0))
+        return cls(mean, std, low, weight, held, float(setup))
 
     @property
     def clients(self) -> float:

@@ -124,7 +124,9 @@ WINDOWS_CLIENT_SECONDS = 0.8e-3
 """Reference value: wall seconds per client a run spends on a fleet's presence windows (read, unrolled to the
 horizon and followed by the engine) beyond what every run does. Fitted to ``python -m benchmarks.estimate`` of
 2026-11-27 (nothing else running): the fleet CSV cases (1,000 clients, 5 seeds) took 2.9-4.1 s and the FedScale
-case (500 clients, 10 seeds) 4.5 s more than estimated without it, 0.6-0.9 ms per client and run."""
+case (500 clients, 10 seeds) 4.5 s more than estimated without it, 0.6-0.9 ms per client and run. Fitted before
+:data:`simfl.schema.costs.SERVED_ARRIVAL_SECONDS`, which covers part of the same gap where a server serves the
+fleet: at both, the served fleet CSV case is estimated 1.3x over (measured over estimated 0.76)."""
 
 
 class FleetModel(LatencyModel[FleetOptions]):

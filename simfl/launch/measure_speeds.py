@@ -122,10 +122,8 @@ def learn(scenario: Scenario, entry: str, wall: float) -> None:
     except Exception:  # noqa: BLE001 - what a finished run teaches is never worth failing it
         return
     planned = next((r.wall_seconds for r in est.entries if r.name == entry), None)
-    if planned:
-        trains = "training" in est.timed
-        speeds.observe(costs.lesson(scenario.model, est.data.shape, est.data.classes, scenario.train.batch_size,
-                                    trains), wall / planned)
+    if planned and est.speeds.lesson is not None:
+        speeds.observe(est.speeds.lesson, wall / planned)
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, WorkerLost
 from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, WALL_DEFAULT, Session, parse_every
 from simfl.launch.experiment import Engine
-from simfl.launch.measure_speeds import learn
+from simfl.launch.measure_speeds import learn, run_wall
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
 from simfl.launch.progress import Progress
 from simfl.launch.units import Done, Grown, Message, Moved, Saved, Stopped, Unit, units_of
@@ -108,7 +108,6 @@ def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | Non
                  verify: bool = False, wall: float | None = WALL_DEFAULT) -> Target:
     """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote); its runs checkpoint
     every ``wall`` seconds of wall time (None: not) and on the ``every`` schedule."""
-    from simfl.launch.measure_speeds import run_wall
     from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(out, force=force)
@@ -124,7 +123,6 @@ def staged_target(scn: Scenario, final: Path, label: str, estimated: float | Non
     continued when it holds this scenario's runs (a run with a checkpoint goes on from it), else a fresh one (a
     killed launch's leftovers are removed, if simfl wrote them). ``estimated``: the estimated wall seconds of one
     run, when the caller has it; its runs checkpoint every ``checkpoint_wall`` seconds of wall time (None: not)."""
-    from simfl.launch.measure_speeds import run_wall
     from simfl.schema import scenario as scenario_mod
 
     stage = final.with_name(final.name + ".partial")

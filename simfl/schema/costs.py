@@ -27,8 +27,9 @@ loaded (a run of the tiny quickstart, ``budget.time: 30``, peaked at 0.96-1.0 Gi
 PyTorch's CPU build)."""
 PURE_RUNTIME_BYTES = 768 << 20
 """The same for a process that runs no PyTorch kernel (``executor: {kind: none}``, pure latency): a run of 50
-clients in constant rounds, 9,565 events, peaked at 771 MiB, and at 780 MiB with 383,000 events (``python -m
-benchmarks.estimate``'s ``constant`` case at two budgets, ``wait4``'s peak, 2026-11-27)."""
+clients in constant rounds, 9,565 events, peaked at 771 MiB, and at 780 MiB with 383,000 events (``wait4``'s peak
+of the ``constant`` case of ``python -m benchmarks.estimate --quick --only constant`` and of ``--only constant``,
+2026-11-27)."""
 EVENT_BYTES = 256
 """Memory of one events row in ``SimState.events`` (a slotted object of eight fields and its floats: 256 bytes
 measured with tracemalloc)."""
@@ -111,9 +112,10 @@ measurement's factor is as uncertain as that."""
 SERVED_ARRIVAL_SECONDS = 20e-6
 """Reference value: what an arrival adds where a server serves a population (``server: {concurrency}``: an idle,
 present client drawn for each freed slot). The grid of ``python -m benchmarks.estimate`` of 2026-11-27 with its
-pure-latency cases lengthened (400,000 arrivals each, nothing else running): those of 50 clients all in flight
-measured 0.78-1.30 of their estimate without it, the served ones 1.42-1.68 (FedAsync over 10^3 to 10^6 clients,
-100,000 arrivals: 27 to 65 us an arrival beyond the estimate; FedAvg served, 120,000: 19 us)."""
+pure-latency cases lengthened (120,000-420,000 arrivals, nothing else running; output in
+``benchmarks/estimate_grid_2026-11-27c.txt``): those of 50 clients all in flight measured 0.78-1.46 of their
+estimate without it, the served populations 1.42-1.68 (FedAsync over 10^3 to 10^6 clients, 100,000 arrivals: 27 to
+65 us an arrival beyond the estimate; FedAvg served, 120,000: 19 us)."""
 STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
 calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
@@ -169,6 +171,8 @@ class Speeds:
     bounded by :data:`LEARNED_BOUND`), by which a run's wall is scaled; 1 before any such run finished here."""
     runs: int = 0
     """The finished runs :attr:`learned` comes from."""
+    lesson: dict[str, Any] | None = None
+    """What finished runs of this kind teach and these speeds read (:func:`lesson`; None: not read)."""
 
     @classmethod
     def reference(cls, flops: float) -> Speeds:
@@ -223,7 +227,8 @@ def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flop
     engine = speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS)
     if engine is not None and all(k in engine for k in ENGINE) and engine["arrival"] > 0:
         found = found.with_engine(engine)
-    ratios = speeds.observed(lesson(model, shape, classes, batch, trains)) if learned else []
+    found = replace(found, lesson=lesson(model, shape, classes, batch, trains))
+    ratios = speeds.observed(found.lesson) if learned and found.lesson is not None else []
     if ratios:
         middle = statistics.median(ratios)
         found = replace(found, learned=min(max(middle, 1 / LEARNED_BOUND), LEARNED_BOUND), runs=len(ratios))

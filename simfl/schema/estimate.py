@@ -519,6 +519,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
     trains = not null and model.params is not None and threads is not None
     speed = costs.speeds_of(scenario.model, data.shape, data.classes, scenario.train.batch_size, flops, trains,
                             learned)
+    stated_setup = sum(t.setup for t in times) / max(len(times), 1) * speed.factor  # the latency model's own
     for name, algo, ext in entries:
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
@@ -539,7 +540,6 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                                                   scenario.train.batch_size, data.test,
                                                   min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
-                stated_setup = sum(t.setup for t in times) / len(times) * speed.factor
                 wall = (wall + costs.setup_seconds(clients, speed) + stated_setup) * speed.learned
         runs.append(Run(name, ext, wall, events, evals))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
