@@ -44,6 +44,9 @@ ENGINE = "engine"
 """The engine's arrival without training, on a fixed probe run."""
 ENGINE_FACTS: dict[str, Any] = {"probe": 3}
 """The facts of :data:`ENGINE`: the probe's version (a changed probe gives a new measurement)."""
+TRAINING_TIMING = 2
+"""The version of how a model's training is timed (:func:`simfl.launch.measure_speeds.training`), among the facts
+of :data:`TRAINING`: a changed timing gives a new measurement."""
 OBSERVED = "observed"
 """Finished runs' wall seconds over what the estimate said before them, per model at its batch and shape, or for
 the engine alone (:func:`observe`)."""
@@ -94,7 +97,7 @@ def training(model: Any, shape: Sequence[int], classes: int, batch: int) -> dict
     """The facts of :data:`TRAINING`: ``model`` (a model's validated config) on samples of ``shape`` in
     ``classes``, in batches of ``batch``."""
     return {"model": model.model_dump(mode="json"), "shape": [int(n) for n in shape], "classes": int(classes),
-            "batch": int(batch)}
+            "batch": int(batch), "timing": TRAINING_TIMING}
 
 
 def _entries() -> dict[str, Speed]:

@@ -59,14 +59,23 @@ TIMED_SECONDS = 0.05
 least three times, unless a call is long), keeping the shortest: a small model's measurement stays well under a
 second."""
 LONG_CALL_SECONDS = 0.5
-"""A timed call at least this long is timed once: its noise is small beside it, and repeating it made a large
-model's measuring minutes long (MobileNetV2 on CIFAR-100 at a batch of 64: :func:`ensure` took 183 s beside the
-test suite, 54 s alone once long calls were timed once)."""
+"""A timed call is repeated no more once it has been timed :data:`LONG_CALLS` times, each this long or more:
+repeating a long call for :data:`TIMED_SECONDS` and three times made a large model's measuring minutes long
+(MobileNetV2 on CIFAR-100 at a batch of 64: :func:`ensure` took 183 s beside the test suite)..."""
+LONG_CALLS = 2
+"""...and timing it once left one call's noise in it: MobileNetV2's step on CIFAR-100 at a batch of 32 was measured
+0.74 s and 1.14 s by two processes, alone on this VM, against 0.93-0.99 s a step in a ten-step job after."""
 JOB_SECONDS = 0.05
 """CPU seconds the longer timed job should take at least, in steps of the scenario's batch, so that the difference
 of the two jobs, a step's time, stands out of their noise..."""
 MAX_STEPS = 20
-"""...in at most this many steps (and at least two)."""
+"""...in at most this many steps..."""
+MIN_STEPS = 5
+"""...and at least this many: a large model's step is its longer job's time less its one-step job's over the steps
+beyond the first, and with two steps that difference carried both jobs' noise whole (VGG11 and MobileNetV2 on
+CIFAR at a batch of 32: a ten-step job took 0.82-1.49 times what it was estimated from two-step jobs, 0.87-1.21
+from five-step jobs, both jobs first run once untimed; measured with ``training`` and a ten-step job in fresh
+processes, alone, three jobs each)."""
 
 
 def ensure(scenario: Scenario) -> None:
@@ -178,9 +187,10 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
                 return [functools.partial(trainer.run, Job(m, 0, start)) for m in (0, 1)]
 
             first = jobs(1)
-            first[0]()  # the one warm-up (the process's first optimizer); one at the scenario's batch costs a call
+            for call in first:  # warm-up: the process's first optimizer, and each batch's first allocations
+                call()
             one = [per_call(call, warmup=0) for call in first]
-            many = max(2, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
+            many = max(MIN_STEPS, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
             job = list(zip(one, [per_call(call, warmup=0) for call in jobs(many)], strict=True))
             scored = [per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=0)
                       for n in (small, batch)]
@@ -220,7 +230,7 @@ def engine() -> Speed:
 def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, seconds: float = TIMED_SECONDS,
              clock: Callable[[], float] = time.thread_time, long: float | None = None) -> float:
     """CPU seconds in one ``call()`` by ``clock`` (this thread's by default): ``warmup`` calls first, then at least
-    ``least`` timed ones and as many as fit in ``seconds``, or one that takes ``long`` (default
+    ``least`` timed ones and as many as fit in ``seconds``, or :data:`LONG_CALLS` that each take ``long`` (default
     :data:`LONG_CALL_SECONDS`) or more; the shortest. CPU time, not wall time, and the shortest: the machine's own
     speed, which the cache keeps, as little moved as can be by other processes' load (on two cores shared with four
     other processes the wall time of the same steps was twice their CPU time and varied by 2x from one minute to
@@ -234,6 +244,6 @@ def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, second
         start = clock()
         call()
         times.append(clock() - start)
-        if times[-1] >= long:
+        if len(times) >= LONG_CALLS and min(times) >= long:
             break
     return min(times)
