@@ -116,6 +116,13 @@ pure-latency cases lengthened (120,000-420,000 arrivals, nothing else running; o
 ``benchmarks/estimate_grid_2026-11-27c.txt``): those of 50 clients all in flight measured 0.78-1.46 of their
 estimate without it, the served populations 1.42-1.68 (FedAsync over 10^3 to 10^6 clients, 100,000 arrivals: 27 to
 65 us an arrival beyond the estimate; FedAvg served, 120,000: 19 us)."""
+ROUND_SECONDS = 200e-6
+"""Reference value: what a synchronous round costs beyond its arrivals (its clients drawn, its deadline's event, its
+close and the server's model made). Fitted on ``sync_deadline`` of ``python -m benchmarks.estimate`` (FedAvg, 10
+clients a round over-selected by 0.3 under a 40 s deadline, about 28,500 rounds over three seeds), which ran 1.35
+and 1.37 times its untaught estimate without it in the grids of 2026-11-27c and d (4.9 s and 5.7 s more: 172 and
+200 us a round, the second at a probe 0.81 of the reference's) and 1.05 with it (d); ``sync_served``, 6,000
+rounds: 1.32 and 1.15 without it (c, d), 1.04 with it (d)."""
 STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
 calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
@@ -168,7 +175,8 @@ class Speeds:
     learned: float = 1.0
     """How this machine's finished runs of the same model, batch and shape (or pure-latency runs) compared with
     their estimates: the median of their measured over estimated wall seconds (:func:`simfl.speeds.observed`,
-    bounded by :data:`LEARNED_BOUND`), by which a run's wall is scaled; 1 before any such run finished here."""
+    bounded by :data:`LEARNED_BOUND`), by which a run's wall is scaled; 1 before :data:`LEARNED_FROM` such runs
+    finished here."""
     runs: int = 0
     """The finished runs :attr:`learned` comes from."""
     lesson: dict[str, Any] | None = None
@@ -199,6 +207,12 @@ class Speeds:
 LEARNED_BOUND = 3.0
 """Finished runs scale an estimate by at most this much either way: a run slowed by an unusual load teaches
 little."""
+LEARNED_FROM = 3
+"""Finished runs teach an estimate once at least this many of its kind have finished here: one run's ratio carries
+this VM's speed at that moment (the grid of ``benchmarks/estimate_grid_2026-11-27d.txt``: its first case's one
+10.5 s run taught the engine x0.79, and the 34 pure-latency, population and store cases after it then ran 0.72-1.40
+times their untaught estimate and 0.88-1.67 times their taught one; the same ``constant`` case ran 13.9 s in the
+grid before)."""
 LEARNED_AFTER = 10.0
 """A finished run teaches the estimate (:func:`simfl.speeds.observe`) when it took at least this many wall seconds:
 a shorter one is mostly its start's noise. Why: a speed is measured in a second or less on a cache miss, and this
@@ -229,7 +243,7 @@ def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flop
         found = found.with_engine(engine)
     found = replace(found, lesson=lesson(model, shape, classes, batch, trains))
     ratios = speeds.observed(found.lesson) if learned and found.lesson is not None else []
-    if ratios:
+    if len(ratios) >= LEARNED_FROM:
         middle = statistics.median(ratios)
         found = replace(found, learned=min(max(middle, 1 / LEARNED_BOUND), LEARNED_BOUND), runs=len(ratios))
     return found
@@ -291,6 +305,11 @@ def training_run_seconds(updates: float, evaluations: float, samples: int, epoch
     ``evaluations`` (:func:`eval_seconds`)."""
     return (updates * update_seconds(samples, epochs, batch_size, speed) / max(parallel, 1.0)
             + evaluations * eval_seconds(test, speed))
+
+
+def rounds_seconds(rounds: float, speed: Speeds) -> float:
+    """Wall seconds of ``rounds`` synchronous rounds beyond their arrivals (:data:`ROUND_SECONDS` each)."""
+    return rounds * ROUND_SECONDS * speed.factor
 
 
 def setup_seconds(clients: int, speed: Speeds) -> float:

@@ -540,7 +540,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                                                   scenario.train.batch_size, data.test,
                                                   min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
-                wall = (wall + costs.setup_seconds(clients, speed) + stated_setup) * speed.learned
+                wall = (wall + costs.rounds_seconds(ext.rounds, speed) + costs.setup_seconds(clients, speed)
+                        + stated_setup) * speed.learned
         runs.append(Run(name, ext, wall, events, evals))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
     acts = measured.activations_of(model) if trains else None

@@ -78,6 +78,19 @@ def test_fixed_rounds_are_counted_exactly(tmp_path: Path) -> None:
     assert updates(raw, tmp_path) == {"fedasync": 33, "fedavg": 15}
 
 
+def test_a_synchronous_round_costs_its_own_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FedAvg's 5 rounds of the case above each cost ROUND_SECONDS beyond their 15 arrivals, at this machine's
+    engine; FedAsync, which opens no round, costs the same with or without it."""
+    raw = pure(budget={"time": 20.0}, algorithms=[{"name": "fedasync"}, {"name": "fedavg", "clients_per_round": 3}])
+    walls = {}
+    for per_round in (0.0, 0.5):
+        monkeypatch.setattr(costs, "ROUND_SECONDS", per_round)
+        walls[per_round] = {r.name: r.wall_seconds for r in estimate.estimate(validate(raw)).entries}
+    speed = estimate.estimate(validate(raw)).speeds
+    assert walls[0.5]["fedavg"] - walls[0.0]["fedavg"] == pytest.approx(5 * 0.5 * speed.factor * speed.learned)
+    assert walls[0.5]["fedasync"] == walls[0.0]["fedasync"]
+
+
 def test_an_update_budget_gives_the_horizon() -> None:
     """60 updates: by 36 s the clients of 1, 2.5 and 4 s rounds delivered 36 + 14 + 9 = 59, by 37 s 60."""
     est = estimate.estimate(validate(pure(budget={"updates": 60})))

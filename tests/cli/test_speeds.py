@@ -188,8 +188,8 @@ def test_validate_reads_a_warm_cache_without_torch(cache: Path) -> None:
 
 def test_a_finished_run_teaches_the_estimate(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that finished alone says how its wall compared with the estimate's (at the measured speeds, before
-    what runs taught): the next estimate of the same model at its batch and shape is scaled by the median of those
-    ratios, within LEARNED_BOUND, and says so; another model's is not. A run shorter than LEARNED_AFTER, or one
+    what runs taught): once LEARNED_FROM have, the next estimate of the same model at its batch and shape is scaled
+    by the median of those ratios, within LEARNED_BOUND, and says so; another model's is not. A run shorter than LEARNED_AFTER, or one
     beside another, teaches nothing."""
     raw = tiny_scenario(seeds=[0, 1])
     scn = validate(raw)
@@ -211,13 +211,18 @@ def test_a_finished_run_teaches_the_estimate(cache: Path, tmp_path: Path, monkey
     ratios = speeds.observed(taught)
     assert ratios == pytest.approx([w / raw_wall for w in walls], rel=5e-2)  # the runs as summary.csv rounds them
     assert speeds.observed(costs.lesson(scn.model, facts.shape, facts.classes, scn.train.batch_size, False)) == []  # they trained
+    assert costs.LEARNED_FROM == 3
+    untaught = estimate.estimate(scn)  # two runs: one moment of this machine's speed
+    assert untaught.speeds.runs == 0 and untaught.speeds.learned == 1.0 and "finished" not in untaught.speeds_text()
+    speeds.observe(taught, 1.5)
+    ratios = speeds.observed(taught)
     other = validate(tiny_scenario(model={"name": "mlp", "hidden": [5]}))
     assert estimate.estimate(other).speeds.runs == 0  # another model: its own measurement's error, not this one's
     learned = estimate.estimate(scn)
-    middle = min(max(sum(ratios) / 2, 1 / costs.LEARNED_BOUND), costs.LEARNED_BOUND)  # a tiny run: its start's noise
-    assert learned.speeds.runs == 2 and learned.speeds.learned == pytest.approx(middle)
+    middle = min(max(sorted(ratios)[1], 1 / costs.LEARNED_BOUND), costs.LEARNED_BOUND)  # a tiny run: its start's noise
+    assert learned.speeds.runs == 3 and learned.speeds.learned == pytest.approx(middle)
     assert learned.entries[0].wall_seconds == pytest.approx(raw_wall * learned.speeds.learned)
-    assert f"x{learned.speeds.learned:.2f} as 2 finished runs here compared" in learned.speeds_text()
+    assert f"x{learned.speeds.learned:.2f} as 3 finished runs here compared" in learned.speeds_text()
     for _ in range(speeds.OBSERVED_KEPT):
         speeds.observe(taught, 10.0)
     assert speeds.observed(taught) == [10.0] * speeds.OBSERVED_KEPT  # the latest kept
