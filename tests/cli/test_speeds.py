@@ -189,8 +189,8 @@ def test_validate_reads_a_warm_cache_without_torch(cache: Path) -> None:
 def test_a_finished_run_teaches_the_estimate(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that finished alone says how its wall compared with the estimate's (at the measured speeds, before
     what runs taught): once LEARNED_FROM have, the next estimate of the same model at its batch and shape is scaled
-    by the median of those ratios, within LEARNED_BOUND, and says so; another model's is not. A run shorter than LEARNED_AFTER, or one
-    beside another, teaches nothing."""
+    by the median of those ratios, within LEARNED_BOUND, and says so; another model's is not. A run shorter than
+    LEARNED_AFTER, or one beside another, teaches nothing."""
     raw = tiny_scenario(seeds=[0, 1])
     scn = validate(raw)
     facts = estimate.data_facts(scn.data)
