@@ -44,9 +44,10 @@ ENGINE = "engine"
 """The engine's arrival without training, on a fixed probe run."""
 ENGINE_FACTS: dict[str, Any] = {"probe": 3}
 """The facts of :data:`ENGINE`: the probe's version (a changed probe gives a new measurement)."""
-TRAINING_TIMING = 2
+TRAINING_TIMING = 3
 """The version of how a model's training is timed (:func:`simfl.launch.measure_speeds.training`), among the facts
-of :data:`TRAINING`: a changed timing gives a new measurement."""
+of :data:`TRAINING`: a changed timing gives a new measurement (3: the evaluation timed on a copy of the model
+as built, as a run's evaluator holds it)."""
 OBSERVED = "observed"
 """Finished runs' wall seconds over what the estimate said before them, per model at its batch and shape, or for
 the engine alone (:func:`observe`)."""

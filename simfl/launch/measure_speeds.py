@@ -21,6 +21,7 @@ thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching 
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import random
@@ -177,6 +178,7 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
 
         try:
             model = plugins.lookup("model", config.name).build(config, shape, classes)
+            scoring = copy.deepcopy(model)  # as a run's evaluator holds it: not in the trainer's memory format
             layout = Layout.of(model)
             start = layout.flatten(model)
             train = scenario.train.model_copy(update={"epochs": 1})
@@ -192,7 +194,7 @@ def training(scenario: Scenario, shape: tuple[int, ...], classes: int, batch: in
             one = [per_call(call, warmup=0) for call in first]
             many = max(MIN_STEPS, min(MAX_STEPS, math.ceil(JOB_SECONDS / max(one[1], 1e-9))))
             job = list(zip(one, [per_call(call, warmup=0) for call in jobs(many)], strict=True))
-            scored = [per_call(functools.partial(Evaluator(model, layout, *samples(n)), start), warmup=0)
+            scored = [per_call(functools.partial(Evaluator(scoring, layout, *samples(n)), start), warmup=0)
                       for n in (small, batch)]
         except Exception:  # noqa: BLE001 - a model that does not build or run is the run's to report
             return {}

@@ -152,6 +152,26 @@ def test_a_long_call_is_timed_twice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(calls) == 3
 
 
+def test_the_evaluation_is_timed_on_a_replica_as_the_run_holds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's evaluator scores a copy of the model taken before a trainer put it in channels-last layout
+    (simfl/launch/experiment.py); the timed evaluation scores such a copy too, not the trainer's model (on portable
+    numerics MobileNetV2's evaluation ran 2x slower in channels-last layout, VGG11's faster)."""
+    from simfl.train import evaluate as evaluation
+
+    scored: list[torch.nn.Module] = []
+
+    class Seen(evaluation.Evaluator):
+        def __init__(self, model: torch.nn.Module, *args: object, **kwargs: object) -> None:
+            scored.append(model)
+            super().__init__(model, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(evaluation, "Evaluator", Seen)
+    scn = validate(tiny_scenario(model={"name": "smallcnn", "channels": 4}))
+    assert set(measure_speeds.training(scn, (1, 8, 8), 3, 16, tokens=False)) == set(costs.TRAINED)
+    convs = [m.weight for model in scored for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert scored and convs and all(w.is_contiguous() for w in convs)
+
+
 def test_measuring_leaves_the_random_state_and_threads() -> None:
     scn = validate(tiny_scenario())
     torch.manual_seed(7)
