@@ -65,7 +65,8 @@ repeating a long call for :data:`TIMED_SECONDS` and three times made a large mod
 (MobileNetV2 on CIFAR-100 at a batch of 64: :func:`ensure` took 183 s beside the test suite)..."""
 LONG_CALLS = 2
 """...and timing it once left one call's noise in it: MobileNetV2's step on CIFAR-100 at a batch of 32 was measured
-0.74 s and 1.14 s by two processes, alone on this VM, against 0.93-0.99 s a step in a ten-step job after."""
+0.64 s and 1.14 s by two processes, alone on this VM, against 0.89-1.01 s a step in ten-step jobs after (by hand:
+``training`` then three ten-step jobs in fresh processes, native numerics)."""
 JOB_SECONDS = 0.05
 """CPU seconds the longer timed job should take at least, in steps of the scenario's batch, so that the difference
 of the two jobs, a step's time, stands out of their noise..."""
@@ -74,9 +75,9 @@ MAX_STEPS = 20
 MIN_STEPS = 5
 """...and at least this many: a large model's step is its longer job's time less its one-step job's over the steps
 beyond the first, and with two steps that difference carried both jobs' noise whole (VGG11 and MobileNetV2 on
-CIFAR at a batch of 32: a ten-step job took 0.82-1.49 times what it was estimated from two-step jobs, 0.87-1.21
-from five-step jobs, both jobs first run once untimed; measured with ``training`` and a ten-step job in fresh
-processes, alone, three jobs each)."""
+CIFAR at a batch of 32: a ten-step job took 0.82-1.49 times what it was estimated from two-step jobs timed cold,
+0.94-1.21 from five-step jobs each run once untimed first; by hand, ``training`` and three ten-step jobs in fresh
+processes, alone, native numerics)."""
 
 
 def ensure(scenario: Scenario) -> None:
