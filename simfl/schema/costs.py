@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -139,6 +140,12 @@ LAUNCH_SECONDS = 2.5
 """Reference value: what a launch adds once beyond its runs: the result folder's tables and plots (pandas and
 matplotlib loaded) and its summary. The rest of the smallest case of ``python -m benchmarks.estimate`` (FedAsync,
 10^3 clients: 5.6 s measured beyond ``simfl validate``, 3.5 s of them arrivals)."""
+TRAINER_START_SECONDS = 2.7
+"""Reference value: what the first local training job of a process adds: its optimizer loads PyTorch's compiler
+front end (``torch.optim`` imports ``torch._dynamo`` when its first optimizer is made), once per process. On this
+VM the import alone took 2.5-2.9 s in three fresh processes, and a first job took 2.0-3.0 s longer than the
+jobs after it (ResNet18-1D on HAPT, the small CNN, LeNet5, the MLP); ResNet18-1D's case of
+``python -m benchmarks.estimate`` ran 1.4-1.5x its estimate without it."""
 CLIENT_SECONDS = 15e-6
 """Reference value: setup time per client of the population: its partition, state, latency stream and selection
 entry. The grid of ``python -m benchmarks.estimate``: FedAsync at 10^5 clients 1.0 s of setup beyond its
@@ -229,15 +236,18 @@ ENGINE = ("arrival",)
 """The figure of a measured engine (:data:`simfl.speeds.ENGINE`): seconds per arrival without training."""
 
 
-def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flops: float, trains: bool,
-              learned: bool = True) -> Speeds:
+def speeds_of(model: Any, shape: tuple[int, ...], classes: int, batch: int, flops: Callable[[], float],
+              trains: bool, learned: bool = True) -> Speeds:
     """This machine's speeds for training ``model`` (a model config) on samples of ``shape`` in batches of
-    ``batch`` (``trains``: the run trains it at all): what was measured here and cached, else the reference's;
-    with what finished runs of the same part taught (``learned``)."""
-    found = Speeds.reference(flops)
+    ``batch`` (``trains``: the run trains it at all): what was measured here and cached, else the reference's at
+    the model's training FLOPs per sample (``flops()``, called only then: counting them loads PyTorch's compiler
+    front end, seconds that an estimate from a measured speed need not take); with what finished runs of the
+    same part taught (``learned``)."""
     trained = speeds.cached(speeds.TRAINING, speeds.training(model, shape, classes, batch)) if trains else None
     if trained is not None and all(k in trained for k in TRAINED):
-        found = found.with_training(trained)
+        found = Speeds.reference(0.0).with_training(trained)
+    else:
+        found = Speeds.reference(flops())
     engine = speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS)
     if engine is not None and all(k in engine for k in ENGINE) and engine["arrival"] > 0:
         found = found.with_engine(engine)
@@ -317,9 +327,10 @@ def setup_seconds(clients: int, speed: Speeds) -> float:
     return clients * CLIENT_SECONDS * speed.factor
 
 
-def launch_seconds(speed: Speeds) -> float:
-    """What a launch adds once beyond its runs (:data:`LAUNCH_SECONDS`)."""
-    return LAUNCH_SECONDS * speed.factor
+def launch_seconds(speed: Speeds, trains: bool) -> float:
+    """What a launch adds once beyond its runs (:data:`LAUNCH_SECONDS`), and where its runs train, what a process's
+    first training job adds (:data:`TRAINER_START_SECONDS`: the processes that train pay it side by side)."""
+    return (LAUNCH_SECONDS + (TRAINER_START_SECONDS if trains else 0.0)) * speed.factor
 
 
 def rows_bytes(events: float, evaluations: float, csv_bytes: float) -> int:

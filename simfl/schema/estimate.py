@@ -166,7 +166,7 @@ class Estimate:
     @property
     def launch_seconds(self) -> float:
         """What a launch adds once beyond its runs, at :attr:`speeds`."""
-        return costs.launch_seconds(self.speeds)
+        return costs.launch_seconds(self.speeds, "training" in self.timed)
 
     def speeds_text(self) -> str:
         """Which speeds the wall time is counted at, in a short clause."""
@@ -513,7 +513,9 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
     every = scenario.eval.every
     runs: list[Run] = []
     per_run: list[tuple[float, float, float, float, int]] = []  # arrivals, aggregations, events, evaluations, csv
-    flops = 0 if null or model.params is None or model.flops is None else counted(model.flops)
+    def flops() -> float:  # counted only where no training speed was measured (costs.speeds_of)
+        return 0 if null or model.params is None or model.flops is None else counted(model.flops)
+
     threads = scenario.executor.cpu_threads()
     client = getattr(scenario, "client", None)
     trains = not null and model.params is not None and threads is not None

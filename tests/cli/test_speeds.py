@@ -93,8 +93,36 @@ def test_the_wall_time_is_counted_at_the_measured_speeds(cache: Path) -> None:
     update = job + 32 * step + 500 * sample
     wall = 13 * update + 5 * (evaluation + 297 * eval_sample) + 3 * 2 * costs.CLIENT_SECONDS  # 297: one batch
     assert est.wall_seconds == pytest.approx(wall, rel=1e-9) and not math.isclose(wall, before.wall_seconds or 0.0)
-    assert est.launch_seconds == pytest.approx(2 * costs.LAUNCH_SECONDS)
+    assert est.launch_seconds == pytest.approx(2 * (costs.LAUNCH_SECONDS + costs.TRAINER_START_SECONDS))
     assert "(speeds: training, engine measured on this machine)" in "\n".join(est.lines())
+
+
+def test_a_training_launch_adds_the_trainer_start_and_a_measured_speed_counts_no_flops(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A launch whose runs train adds what a process's first training job does beside its steps (its optimizer
+    loads PyTorch's compiler front end), a pure-latency one does not. The model's FLOPs (counted by a FLOP counter
+    that loads the same front end) are counted for the reference speeds only: not where this machine's training
+    speed is cached."""
+    from simfl.models import cost
+
+    counted: list[int] = []
+    count = cost.training_flops_per_sample
+    monkeypatch.setattr(cost, "training_flops_per_sample", lambda *a: counted.append(1) or count(*a))
+    model = {"name": "mlp", "hidden": [7]}  # not in the table of measured built-ins: its FLOPs are counted
+    scn = validate(tiny_scenario(model=model))
+    facts = estimate.data_facts(scn.data)
+    assert facts is not None
+    before = estimate.estimate(scn)
+    assert counted == [1] and before.speeds.measured == ()
+    engine = 2 * costs.PROBE_ARRIVAL_SECONDS
+    speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": engine})
+    speeds.store(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, scn.train.batch_size),
+                 {"job": 0.03, "step": 0.01, "sample": 0.002, "eval": 0.02, "eval_sample": 0.0005})
+    trained = estimate.estimate(validate(tiny_scenario(model=model)))
+    assert counted == [1] and trained.speeds.measured == ("training", "engine")
+    assert trained.launch_seconds == pytest.approx(2 * (costs.LAUNCH_SECONDS + costs.TRAINER_START_SECONDS))
+    pure = estimate.estimate(validate(tiny_scenario(model=model, executor={"kind": "none"})))
+    assert pure.launch_seconds == pytest.approx(2 * costs.LAUNCH_SECONDS)
 
 
 def test_run_measures_on_a_miss(cache: Path, tmp_path: Path) -> None:

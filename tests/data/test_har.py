@@ -92,3 +92,14 @@ def test_hapt_real() -> None:
     parts = split(BySubjectConfig(clients=21), d.y_train.numpy(), np.random.default_rng(0), d.groups_train)
     assert len(parts) == 21 and sum(len(p) for p in parts) == 7415
     assert sorted(set(d.y_test.tolist())) == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.skipif(not (SHARED / "hapt_raw.npz").is_file(), reason=f"hapt_raw.npz not found in {SHARED}")
+@pytest.mark.parametrize(("window", "step"), [(128, 64), (256, 128), (50, 25)])
+def test_hapt_states_the_windows_it_cuts(window: int, step: int) -> None:
+    """The sizes the estimate reads are the loaded dataset's (they were 1.8x the training windows at 128/64)."""
+    config = Hapt.Config(root=SHARED, partition=PART, window=window, step=step)
+    d, facts = Hapt.load(config), config.facts()
+    assert facts.shape == tuple(d.x_train.shape[1:])
+    assert facts.train == pytest.approx(len(d.y_train), rel=0.01)
+    assert facts.test == pytest.approx(len(d.y_test), rel=0.01)
