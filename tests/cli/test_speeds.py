@@ -90,8 +90,9 @@ def test_the_wall_time_is_counted_at_the_measured_speeds(cache: Path) -> None:
     speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, {"arrival": arrival})
     est = estimate.estimate(scn)
     assert (facts.train, facts.test) == (1500, 297)
-    update = job + 32 * step + 500 * sample
-    wall = 13 * update + 5 * (evaluation + 297 * eval_sample) + 3 * 2 * costs.CLIENT_SECONDS  # 297: one batch
+    update = costs.SUSTAINED * (job + 32 * step + 500 * sample)  # as a run sustains the measured speeds
+    wall = (13 * update + 5 * costs.SUSTAINED * (evaluation + 297 * eval_sample)  # 297: one batch
+            + 3 * 2 * costs.CLIENT_SECONDS)
     assert est.wall_seconds == pytest.approx(wall, rel=1e-9) and not math.isclose(wall, before.wall_seconds or 0.0)
     assert est.launch_seconds == pytest.approx(2 * (costs.LAUNCH_SECONDS + costs.TRAINER_START_SECONDS))
     assert "(speeds: training, engine measured on this machine)" in "\n".join(est.lines())
