@@ -121,7 +121,8 @@ def run_wall(scenario: Scenario) -> float:
 def learn(scenario: Scenario, entry: str, wall: float) -> None:
     """Teach this machine's estimates from a finished run of ``scenario``'s entry ``entry`` that took ``wall`` seconds
     with no other run beside it: its wall over the estimate's at the measured speeds (before what earlier runs
-    taught), kept in the cache (:func:`simfl.speeds.observe`) where the run took at least
+    taught) less the setup before the run's clock starts (:attr:`~simfl.schema.estimate.Run.setup_seconds`: the
+    wall is timed from there), kept in the cache (:func:`simfl.speeds.observe`) where the run took at least
     :data:`~simfl.schema.costs.LEARNED_AFTER` seconds and the estimate states its wall."""
     from simfl.schema import costs
     from simfl.schema.estimate import estimate
@@ -132,8 +133,9 @@ def learn(scenario: Scenario, entry: str, wall: float) -> None:
         est = estimate(scenario, learned=False)
     except Exception:  # noqa: BLE001 - what a finished run teaches is never worth failing it
         return
-    planned = next((r.wall_seconds for r in est.entries if r.name == entry), None)
-    if planned and est.speeds.lesson is not None:
+    run = next((r for r in est.entries if r.name == entry), None)
+    planned = None if run is None or run.wall_seconds is None else run.wall_seconds - run.setup_seconds
+    if planned and planned > 0 and est.speeds.lesson is not None:  # both timed from the run's clock's start
         speeds.observe(est.speeds.lesson, wall / planned)
 
 

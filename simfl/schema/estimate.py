@@ -66,6 +66,10 @@ class Run:
     wall_seconds: float | None
     events: float
     evaluations: float | None
+    setup_seconds: float = 0.0
+    """The part of :attr:`wall_seconds` before the run's own clock starts: its population set up and its delay
+    model's stated setup (a finished run's measured wall, :attr:`simfl.launch.experiment.RunResult.wall_seconds`,
+    is timed from there)."""
 
 
 @dataclass
@@ -522,6 +526,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
     speed = costs.speeds_of(scenario.model, data.shape, data.classes, scenario.train.batch_size, flops, trains,
                             learned)
     stated_setup = sum(t.setup for t in times) / max(len(times), 1) * speed.factor  # the latency model's own
+    setup = costs.setup_seconds(clients, speed) + stated_setup  # before a run's clock starts
     for name, algo, ext in entries:
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
@@ -542,9 +547,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                                                   scenario.train.batch_size, data.test,
                                                   min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
-                wall = (wall + costs.rounds_seconds(ext.rounds, speed) + costs.setup_seconds(clients, speed)
-                        + stated_setup) * speed.learned
-        runs.append(Run(name, ext, wall, events, evals))
+                wall = (wall + costs.rounds_seconds(ext.rounds, speed) + setup) * speed.learned
+        runs.append(Run(name, ext, wall, events, evals, setup * speed.learned))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
     acts = measured.activations_of(model) if trains else None
     if trains and acts is None:

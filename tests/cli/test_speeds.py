@@ -235,6 +235,22 @@ def test_validate_reads_a_warm_cache_without_torch(cache: Path) -> None:
     assert "h in all" in warm[0]  # a second per step: hours of steps
 
 
+def test_a_run_teaches_its_wall_against_the_part_of_the_estimate_it_times(
+        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's wall (``RunResult.wall_seconds``) is timed from its clock's start, after its population was set up:
+    what it teaches compares it with the estimate less that setup (10^4 clients: 0.15 s at the reference speed),
+    or a large population's run would teach its estimate down."""
+    monkeypatch.setattr(costs, "LEARNED_AFTER", 0.0)
+    scn = validate(tiny_scenario(data={"dataset": "synthetic", "train_size": 20_000, "test_size": 10, "features": 4,
+                                       "classes": 2, "partition": {"kind": "iid", "clients": 10_000}},
+                                 latency={"model": "lognormal", "mean": 5.0, "std": 2.0},
+                                 executor={"kind": "none"}, server={"concurrency": 100}))
+    run = estimate.estimate(scn, learned=False).entries[0]
+    assert run.wall_seconds is not None and run.setup_seconds >= 10_000 * costs.CLIENT_SECONDS
+    measure_speeds.learn(scn, run.name, 2 * (run.wall_seconds - run.setup_seconds))
+    assert speeds.observed(costs.lesson(scn.model, (4,), 2, scn.train.batch_size, False)) == pytest.approx([2.0])
+
+
 def test_a_finished_run_teaches_the_estimate(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that finished alone says how its wall compared with the estimate's (at the measured speeds, before
     what runs taught): once LEARNED_FROM have, the next estimate of the same model at its batch and shape is scaled
@@ -253,8 +269,9 @@ def test_a_finished_run_teaches_the_estimate(cache: Path, tmp_path: Path, monkey
     assert main(["run", str(path), "--out", str(tmp_path / "side"), "--quiet", "--workers", "2"]) == 0
     assert speeds.observed(taught) == []  # side by side: not this machine's pace alone
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--workers", "1"]) == 0
-    raw_wall = estimate.estimate(scn, learned=False).entries[0].wall_seconds
-    assert raw_wall is not None
+    planned = estimate.estimate(scn, learned=False).entries[0]
+    assert planned.wall_seconds is not None
+    raw_wall = planned.wall_seconds - planned.setup_seconds  # a run's wall is timed from its clock's start
     with (tmp_path / "out" / "summary.csv").open() as fh:
         walls = [float(line.split(",")[6]) for line in fh.read().splitlines()[1:]]
     ratios = speeds.observed(taught)
@@ -270,7 +287,7 @@ def test_a_finished_run_teaches_the_estimate(cache: Path, tmp_path: Path, monkey
     learned = estimate.estimate(scn)
     middle = min(max(sorted(ratios)[1], 1 / costs.LEARNED_BOUND), costs.LEARNED_BOUND)  # a tiny run: its start's noise
     assert learned.speeds.runs == 3 and learned.speeds.learned == pytest.approx(middle)
-    assert learned.entries[0].wall_seconds == pytest.approx(raw_wall * learned.speeds.learned)
+    assert learned.entries[0].wall_seconds == pytest.approx(planned.wall_seconds * learned.speeds.learned)
     assert f"x{learned.speeds.learned:.2f} as 3 finished runs here compared" in learned.speeds_text()
     for _ in range(speeds.OBSERVED_KEPT):
         speeds.observe(taught, 10.0)
