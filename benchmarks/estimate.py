@@ -286,11 +286,12 @@ def counts(raw: dict[str, Any], est: Estimate, out: Path) -> list[tuple[str, flo
 
 def measure(name: str, raw: dict[str, Any], folder: Path, only_counts: bool) -> list[tuple[str, float]]:
     """The ratios of one case (printed as they come)."""
+    pure_latency = {**raw, "executor": {"kind": "none"}}
     if only_counts:
-        raw = {**raw, "executor": {"kind": "none"}}
+        raw = pure_latency
     path, checked = folder / "s.yaml", folder / "checked.yaml"
     path.write_text(yaml.safe_dump(raw))
-    checked.write_text(yaml.safe_dump({**raw, "executor": {"kind": "none"}}))  # the wall subtracted
+    checked.write_text(yaml.safe_dump(pure_latency))  # the wall subtracted
     scenario = validate(raw)
     if not only_counts:
         ensure(scenario)  # cached in $SIMFL_CACHE, which the run reads too

@@ -134,8 +134,8 @@ def learn(scenario: Scenario, entry: str, wall: float) -> None:
     except Exception:  # noqa: BLE001 - what a finished run teaches is never worth failing it
         return
     run = next((r for r in est.entries if r.name == entry), None)
-    planned = None if run is None or run.wall_seconds is None else run.wall_seconds - run.setup_seconds
-    if planned and planned > 0 and est.speeds.lesson is not None:  # both timed from the run's clock's start
+    planned = 0.0 if run is None or run.wall_seconds is None else run.wall_seconds - run.setup_seconds
+    if planned > 0 and est.speeds.lesson is not None:  # both timed from the run's clock's start
         speeds.observe(est.speeds.lesson, wall / planned)
 
 

@@ -143,9 +143,10 @@ matplotlib loaded) and its summary. The rest of the smallest case of ``python -m
 TRAINER_START_SECONDS = 2.7
 """Reference value: what the first local training job of a process adds: its optimizer loads PyTorch's compiler
 front end (``torch.optim`` imports ``torch._dynamo`` when its first optimizer is made), once per process. On this
-VM the import alone took 2.5-2.9 s in three fresh processes, and a first job took 2.0-3.0 s longer than the
-jobs after it (ResNet18-1D on HAPT, the small CNN, LeNet5, the MLP); ResNet18-1D's case of
-``python -m benchmarks.estimate`` ran 1.4-1.5x its estimate without it."""
+VM the import alone took 2.5-2.9 s in three fresh processes and a first job 2.0-3.0 s more than the jobs after it
+(four models, by hand, when this was set); ``python -m benchmarks.trainer_phases`` (three fresh processes per
+case, twice, nothing else running) gave the import 1.70-2.52 s and the small CNN's and the MLP's first job
+1.54-2.45 s more: this sits at the top of what it measures."""
 CLIENT_SECONDS = 15e-6
 """Reference value: setup time per client of the population: its partition, state, latency stream and selection
 entry. The grid of ``python -m benchmarks.estimate``: FedAsync at 10^5 clients 1.0 s of setup beyond its
@@ -159,11 +160,12 @@ FedAsync from 10^3 to 10^6 clients: peak resident memory 1.02 to 2.26 GiB, measu
 
 SUSTAINED = 1.25
 """Reference value: a run's training jobs and evaluations take on average this many times the measurement's
-(:mod:`simfl.launch.measure_speeds`: the shortest of a few warm calls, timed in about a second). Over a run's
-minutes the same job's CPU time drifts up: the small CNN's job on one client, 400 times in a row after 15 timed
-first, averaged 1.15-1.35x the shortest of its first three (three fresh processes, nothing else running, by hand),
-and the training cases of ``python -m benchmarks.estimate`` ran 1.20-1.83x their estimates without it in the grid
-of ``benchmarks/estimate_grid_2026-11-28.txt`` (0.89-1.26 in the grid before: this VM's moment moves both)."""
+(:mod:`simfl.launch.measure_speeds`: the shortest of a few warm calls, timed in about a second). Set from the small
+CNN's job on one client, whose mean over 400 jobs in a row was 1.15-1.35x the shortest of its first three in three
+fresh processes (by hand), and from the training runs of ``benchmarks/estimate_grid_2026-11-28.txt``, which kept
+1.20-1.83 as their measured over estimated wall without it. ``python -m benchmarks.trainer_phases`` (the same
+comparison, a committed command, three fresh processes twice, nothing else running) gave the small CNN 0.62-1.13
+and 1.05-1.14 and the MLP 0.98-1.08: this VM's moment moves it as much as the drift itself."""
 
 
 @dataclass(frozen=True)
@@ -209,9 +211,9 @@ class Speeds:
     def with_training(self, measured: speeds.Speed) -> Speeds:
         """These speeds with a training step and evaluation measured here (:data:`TRAINED` figures), as a run
         sustains them (:data:`SUSTAINED`)."""
-        return replace(self, job=SUSTAINED * measured["job"], step=SUSTAINED * measured["step"],
-                       sample=SUSTAINED * measured["sample"], eval_batch=SUSTAINED * measured["eval"],
-                       eval_sample=SUSTAINED * measured["eval_sample"], measured=(*self.measured, "training"))
+        job, step, sample, eval_batch, eval_sample = (SUSTAINED * measured[k] for k in TRAINED)
+        return replace(self, job=job, step=step, sample=sample, eval_batch=eval_batch, eval_sample=eval_sample,
+                       measured=(*self.measured, "training"))
 
     def with_engine(self, measured: speeds.Speed) -> Speeds:
         """These speeds with the engine measured here (:data:`ENGINE` figures): the reference's per-thing seconds
