@@ -433,7 +433,7 @@ def _run_fresh(args: argparse.Namespace, scn: Scenario, every: Every | None) -> 
     if every is not None:
         _checkpointable(scn, "--checkpoint-every")
     wall = _wall(args, scn)
-    ensure(scn)  # this machine's speeds for the estimate, measured once (torch is loaded for the run anyway)
+    ensure(scn, args.max_memory)  # this machine's speeds for the estimate, measured once (torch is loaded for the run anyway)
     out = args.out if args.out is not None else outdir.default_out(scn.name)
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
     _check_run(scn, args, every, wall, out, workers)

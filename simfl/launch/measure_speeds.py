@@ -80,10 +80,14 @@ CIFAR at a batch of 32: a ten-step job took 0.82-1.49 times what it was estimate
 processes, alone, native numerics)."""
 
 
-def ensure(scenario: Scenario) -> None:
+def ensure(scenario: Scenario, max_memory: int | None = None) -> None:
     """Measure and cache what the estimate of ``scenario`` reads and the cache lacks: the engine's arrival, and
-    where the scenario trains its model on the CPU, the model's local training and evaluation."""
-    from simfl.schema.estimate import data_facts
+    where the scenario trains its model on the CPU, the model's local training and evaluation, unless its runs
+    are estimated to need more memory than ``max_memory`` (default: :func:`~simfl.schema.limits.default_max_memory`):
+    such a run is refused for its memory, and timing its model would build it first (a synthetic scenario of 10^8
+    features: 17 GiB for its MLP of 8 hidden units, before the refusal)."""
+    from simfl.schema import limits
+    from simfl.schema.estimate import data_facts, estimate
 
     if speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None:
         try:
@@ -103,6 +107,12 @@ def ensure(scenario: Scenario) -> None:
     batch = scenario.train.batch_size
     key = speeds.training(scenario.model, facts.shape, facts.classes, batch)
     if speeds.cached(speeds.TRAINING, key) is None:
+        try:
+            needs = estimate(scenario, learned=False).memory  # the reference speeds do not change it
+        except Exception:  # noqa: BLE001 - the run's own checks say what is wrong with the scenario
+            return
+        if needs > (max_memory or limits.default_max_memory()):
+            return
         tokens = measured.takes(scenario.model) == "tokens"
         speed = training(scenario, facts.shape, facts.classes, batch, tokens)
         if all(k in speed for k in costs.TRAINED):

@@ -140,6 +140,25 @@ def test_run_measures_on_a_miss(cache: Path, tmp_path: Path) -> None:
     assert engine is not None and 1e-7 < engine["arrival"] < 1e-2
 
 
+def test_a_run_refused_for_its_memory_builds_no_model_to_time(cache: Path, tmp_path: Path) -> None:
+    """Timing a model builds it: a scenario over the memory limit is refused before that (a model of 10^8
+    inputs would take gigabytes to time, then be refused)."""
+    raw = tiny_scenario()
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    scn = validate(raw)
+    facts = estimate.data_facts(scn.data)
+    assert facts is not None
+    key = speeds.training(scn.model, facts.shape, facts.classes, 16)
+    needs = estimate.estimate(scn, learned=False).memory
+    measure_speeds.ensure(scn, needs - 1)
+    assert speeds.cached(speeds.TRAINING, key) is None
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--max-memory", str(needs - 1)]) == 2
+    assert speeds.cached(speeds.TRAINING, key) is None and not (tmp_path / "out").exists()
+    measure_speeds.ensure(scn, needs)
+    assert speeds.cached(speeds.TRAINING, key) is not None
+
+
 @pytest.mark.parametrize("how", ["api run", "api sweep", "cli sweep", "cli resume"])
 def test_every_launch_measures_on_a_miss(how: str, cache: Path, tmp_path: Path) -> None:
     """Every way of starting runs counts their progress at this machine's speeds: a miss is measured first."""
