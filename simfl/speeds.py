@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import tempfile
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -48,6 +49,8 @@ TRAINING_TIMING = 3
 """The version of how a model's training is timed (:func:`simfl.launch.measure_speeds.training`), among the facts
 of :data:`TRAINING`: a changed timing gives a new measurement (3: the evaluation timed on a copy of the model
 as built, as a run's evaluator holds it)."""
+SAMPLES_KEPT = 9
+"""Samples kept of a measurement taken at several moments (the engine's, :func:`add_sample`): the latest."""
 OBSERVED = "observed"
 """Finished runs' wall seconds over what the estimate said before them, per model at its batch and shape, or for
 the engine alone (:func:`observe`)."""
@@ -145,6 +148,28 @@ def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(name)
+
+
+def add_sample(what: str, facts: Mapping[str, Any], figure: str, value: float, at: float) -> None:
+    """Add ``value``, a measurement of ``figure`` taken at ``at`` (seconds since the epoch), to the samples that
+    ``what`` with ``facts`` keeps: the latest :data:`SAMPLES_KEPT` (an entry of one figure and no samples counts
+    as its one sample), their median as ``figure`` and the newest one's time as ``at``. A machine whose speed
+    moves from moment to moment is then read at the middle of the moments it was measured at."""
+    found = cached(what, facts) or {}
+    earlier = [found[k] for k in sorted((k for k in found if k.isdigit()), key=int)]
+    if not earlier and figure in found:
+        earlier = [found[figure]]
+    kept = [*earlier[-(SAMPLES_KEPT - 1):], value]
+    store(what, facts, {figure: statistics.median(kept), "at": at, **{str(i): v for i, v in enumerate(kept)}})
+
+
+def sampled(what: str, facts: Mapping[str, Any]) -> tuple[int, float]:
+    """How many samples of ``what`` with ``facts`` the cache keeps (:func:`add_sample`; a measurement stored whole
+    counts as one) and when the newest was taken (0: not known)."""
+    found = cached(what, facts)
+    if found is None:
+        return 0, 0.0
+    return max(1, sum(k.isdigit() for k in found)), found.get("at", 0.0)
 
 
 def observe(lesson: Mapping[str, Any], ratio: float) -> None:

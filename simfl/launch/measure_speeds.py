@@ -16,7 +16,8 @@ thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching 
   batch and on two samples gives likewise the cost of an evaluation and per evaluated sample. About fifteen
   steps' time in all for VGG11 (some seconds), well under a second for a small model.
 - **engine** (per machine): a fixed pure-latency run of the real engine (:data:`PROBE`), after a short one that
-  warms the engine up; its CPU time over its updates is the cost of an arrival. About half a second.
+  warms the engine up; its CPU time over its updates is the cost of an arrival. About half a second. Taken again
+  at later launches (:data:`ENGINE_RESAMPLE_SECONDS`): the estimate reads the median of the moments it was taken.
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ PROBE: dict[str, Any] = {
 """The engine's probe: FedAsync over 1,000 clients with lognormal latencies, in pure-latency mode (as the
 population cases of ``python -m benchmarks.estimate``). Changing it means raising the version in
 :data:`simfl.speeds.ENGINE_FACTS`."""
+ENGINE_RESAMPLE_SECONDS = 1800.0
+"""A launch measures the engine once more where its newest sample is older than this (:func:`ensure`); the
+estimate reads the median of the latest samples (:func:`simfl.speeds.add_sample`). This VM's speed moves from
+moment to moment more than between machines of a kind: the probe gave 34-69 us an arrival in one process at
+3 s intervals, and 35-75 us in fresh processes one after another (by hand, nothing else running); a run of
+minutes is timed across such moments, one probe at one of them. A new sample costs about a second of a
+launch; every half hour keeps that to launches that are rare or long anyway."""
 PROBE_UPDATES = (300, 3_000)
 """The probe's budgets of updates: a warm-up (the first run in a process loads the engine's compiled kernels),
 then the timed one, run five times (the shortest CPU time, as :func:`per_call` takes: the machine's speed, as
@@ -81,7 +89,8 @@ processes, alone, native numerics)."""
 
 
 def ensure(scenario: Scenario, max_memory: int | None = None) -> None:
-    """Measure and cache what the estimate of ``scenario`` reads and the cache lacks: the engine's arrival, and
+    """Measure and cache what the estimate of ``scenario`` reads and the cache lacks: the engine's arrival (a
+    sample more where the newest is older than :data:`ENGINE_RESAMPLE_SECONDS`), and
     where the scenario trains its model on the CPU, the model's local training and evaluation, unless its runs
     are estimated to need more memory than ``max_memory`` (default: :func:`~simfl.schema.limits.default_max_memory`):
     such a run is refused for its memory, and timing its model would build it first (a synthetic scenario of 10^8
@@ -89,9 +98,11 @@ def ensure(scenario: Scenario, max_memory: int | None = None) -> None:
     from simfl.schema import limits
     from simfl.schema.estimate import data_facts, estimate
 
-    if speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None:
+    samples, at = speeds.sampled(speeds.ENGINE, speeds.ENGINE_FACTS)
+    now = time.time()
+    if samples == 0 or not 0 <= now - at < ENGINE_RESAMPLE_SECONDS:
         try:
-            speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, engine())
+            speeds.add_sample(speeds.ENGINE, speeds.ENGINE_FACTS, "arrival", engine()["arrival"], now)
         except Exception:  # noqa: BLE001 - a probe that fails leaves the reference speeds, never the run undone
             pass
     facts = data_facts(scenario.data)

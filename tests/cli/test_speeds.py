@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,34 @@ def test_a_run_refused_for_its_memory_builds_no_model_to_time(cache: Path, tmp_p
     assert speeds.cached(speeds.TRAINING, key) is None and not (tmp_path / "out").exists()
     measure_speeds.ensure(scn, needs)
     assert speeds.cached(speeds.TRAINING, key) is not None
+
+
+def test_the_engine_is_read_at_the_middle_of_the_moments_it_was_measured(cache: Path) -> None:
+    """A sample per moment, the latest nine kept, their median read; a measurement stored whole is one sample."""
+    facts = {"case": 1}
+    speeds.store(speeds.ENGINE, facts, {"arrival": 7.0})
+    assert speeds.sampled(speeds.ENGINE, facts) == (1, 0.0)
+    speeds.add_sample(speeds.ENGINE, facts, "arrival", 1.0, 100.0)
+    assert speeds.cached(speeds.ENGINE, facts) == {"arrival": 4.0, "at": 100.0, "0": 7.0, "1": 1.0}
+    for i in range(10):
+        speeds.add_sample(speeds.ENGINE, facts, "arrival", 10.0 + i, 200.0 + i)
+    kept = speeds.cached(speeds.ENGINE, facts)
+    assert kept is not None and [kept[str(i)] for i in range(9)] == [11.0 + i for i in range(9)] and "9" not in kept
+    assert kept["arrival"] == 15.0 and speeds.sampled(speeds.ENGINE, facts) == (9, 209.0)
+
+
+def test_a_launch_samples_the_engine_again_once_its_newest_sample_is_old(cache: Path) -> None:
+    scn = validate(tiny_scenario(executor={"kind": "none"}))
+    now = time.time()
+    speeds.add_sample(speeds.ENGINE, speeds.ENGINE_FACTS, "arrival", 1.0, now)
+    measure_speeds.ensure(scn)
+    assert speeds.sampled(speeds.ENGINE, speeds.ENGINE_FACTS) == (1, now)  # fresh: not measured again
+    old = now - measure_speeds.ENGINE_RESAMPLE_SECONDS - 1
+    speeds.add_sample(speeds.ENGINE, speeds.ENGINE_FACTS, "arrival", 1.0, old)
+    measure_speeds.ensure(scn)
+    kept = speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS)
+    assert kept is not None and kept["at"] >= now and kept["0"] == kept["1"] == 1.0 and 1e-7 < kept["2"] < 1e-2
+    assert kept["arrival"] == 1.0  # the median of three: two samples of 1.0 and the probe's
 
 
 @pytest.mark.parametrize("how", ["api run", "api sweep", "cli sweep", "cli resume"])
