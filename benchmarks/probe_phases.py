@@ -1,7 +1,8 @@
 """How much this machine's own speed moves: the engine's speed probe timed run by run, in one process and in fresh ones.
 
-``simfl run`` times the probe once, on a cache miss (:func:`simfl.launch.measure_speeds.engine`, the shortest of
-five runs), and the estimate's wall time scales with it. This prints what one such measurement can be off by:
+``simfl run`` times the probe on a cache miss and again every half hour (:func:`simfl.launch.measure_speeds.engine`,
+the mean of three runs), and the estimate's wall time scales with the median of those samples. This prints what
+one such measurement can be off by:
 
 - ``--runs N``: the probe's timed run (:func:`simfl.launch.measure_speeds.probe`) N times in this process, each
   run's CPU seconds per arrival (``process_time``) with the seconds since the first, then their range and median;

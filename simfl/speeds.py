@@ -43,7 +43,7 @@ TRAINING = "training"
 """A model's training step and evaluation, on one thread (:func:`training` gives its facts)."""
 ENGINE = "engine"
 """The engine's arrival without training, on a fixed probe run."""
-ENGINE_FACTS: dict[str, Any] = {"probe": 3}
+ENGINE_FACTS: dict[str, Any] = {"probe": 4}
 """The facts of :data:`ENGINE`: the probe's version (a changed probe gives a new measurement)."""
 TRAINING_TIMING = 3
 """The version of how a model's training is timed (:func:`simfl.launch.measure_speeds.training`), among the facts

@@ -56,11 +56,16 @@ moment to moment more than between machines of a kind: the probe gave 34-69 us a
 3 s intervals, and 35-75 us in fresh processes one after another (by hand, nothing else running); a run of
 minutes is timed across such moments, one probe at one of them. A new sample costs about a second of a
 launch; every half hour keeps that to launches that are rare or long anyway."""
-PROBE_UPDATES = (300, 3_000)
+PROBE_UPDATES = (3_000, 10_000)
 """The probe's budgets of updates: a warm-up (the first run in a process loads the engine's compiled kernels),
-then the timed one, run five times (the shortest CPU time, as :func:`per_call` takes: the machine's speed, as
-little moved as can be by other processes' load, which can double a run's CPU time on shared cores). Its
-population's setup, 1,000 clients, is about 3% of its time."""
+then the timed one, run :data:`PROBE_TIMED` times, their CPU time over their updates: a run's arrival as it is
+sustained, not at the machine's fastest moment. The probe taken before, the shortest of five runs of 3,000
+updates, gave 35-63 us an arrival in fresh processes, and its runs 36-78 us one after another in one process;
+three runs of 20,000 updates, their mean, 24-50 us in fourteen fresh processes (median 41.6 us): this VM's speed
+moves over seconds, which no probe of a few seconds averages out (by hand, nothing else running). Its
+population's setup, 1,000 clients, is about 1% of its time; the probe takes about a second and a half."""
+PROBE_TIMED = 3
+"""Timed runs of the probe, their mean taken (:data:`PROBE_UPDATES`)."""
 SMALL_BATCH = 2
 """The samples of the small timed jobs (batch norm cannot train on one)."""
 TIMED_SECONDS = 0.05
@@ -246,30 +251,32 @@ def probe() -> Callable[[], object]:
 
 
 def engine() -> Speed:
-    """CPU seconds per arrival without training (``arrival``): the probe run's CPU time over its updates, the
-    shortest of five runs after a warm-up (:data:`PROBE_UPDATES`)."""
+    """CPU seconds per arrival without training (``arrival``): the probe's :data:`PROBE_TIMED` runs' CPU time over
+    their updates, after a warm-up (:data:`PROBE_UPDATES`): the mean, as a run sustains it, not the shortest."""
     with measuring():
-        seconds = per_call(probe(), warmup=0, least=5, seconds=0.0, clock=time.process_time, long=math.inf)
-    return {"arrival": seconds / PROBE_UPDATES[1]}
+        call = probe()
+        start = time.process_time()
+        for _ in range(PROBE_TIMED):
+            call()
+        seconds = time.process_time() - start
+    return {"arrival": seconds / (PROBE_TIMED * PROBE_UPDATES[1])}
 
 
-def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, seconds: float = TIMED_SECONDS,
-             clock: Callable[[], float] = time.thread_time, long: float | None = None) -> float:
-    """CPU seconds in one ``call()`` by ``clock`` (this thread's by default): ``warmup`` calls first, then at least
-    ``least`` timed ones and as many as fit in ``seconds``, or :data:`LONG_CALLS` that each take ``long`` (default
-    :data:`LONG_CALL_SECONDS`) or more; the shortest. CPU time, not wall time, and the shortest: the machine's own
+def per_call(call: Callable[[], object], warmup: int = 1, least: int = 3, seconds: float = TIMED_SECONDS) -> float:
+    """This thread's CPU seconds in one ``call()``: ``warmup`` calls first, then at least ``least`` timed ones and as
+    many as fit in ``seconds``, or :data:`LONG_CALLS` that each take :data:`LONG_CALL_SECONDS` or more; the
+    shortest. CPU time, not wall time, and the shortest: the machine's own
     speed, which the cache keeps, as little moved as can be by other processes' load (on two cores shared with four
     other processes the wall time of the same steps was twice their CPU time and varied by 2x from one minute to
     the next; their median CPU time by up to 2x too)."""
-    long = LONG_CALL_SECONDS if long is None else long
     for _ in range(warmup):
         call()
     times: list[float] = []
     deadline = time.perf_counter() + seconds
     while len(times) < least or time.perf_counter() < deadline:
-        start = clock()
+        start = time.thread_time()
         call()
-        times.append(clock() - start)
-        if len(times) >= LONG_CALLS and min(times) >= long:
+        times.append(time.thread_time() - start)
+        if len(times) >= LONG_CALLS and min(times) >= LONG_CALL_SECONDS:
             break
     return min(times)

@@ -100,16 +100,18 @@ latency draw, the event row. Fitted with the three values below to the grid of `
 100,000 arrivals, took 4.8 s beyond the launch at 10^4 clients (48 us an arrival with the population's setup).
 Where the engine was measured on this machine, it is scaled by :attr:`Speeds.factor`, as are the other
 per-thing seconds of the engine below."""
-PROBE_ARRIVAL_SECONDS = 48e-6
+PROBE_ARRIVAL_SECONDS = 38e-6
 """Reference value: CPU seconds per arrival of the engine's probe (:data:`simfl.launch.measure_speeds.PROBE`:
-FedAsync serving 1,000 clients with lognormal latencies, the shortest of five runs) on the machine the reference
-values describe (this project's 2-core VM with nothing else running, measured by ``python -m benchmarks.estimate``
-before its grid of 2026-11-27 and read from the ``speeds.json`` it wrote: ``arrival`` 4.82e-05; with it, ``python
--m benchmarks.estimate --against benchmarks/estimate_grid_2026-11-27b.txt`` gives measured over estimated wall
-0.55-1.58 for the grid's pure-latency, population and store cases). A machine's measured probe over this is its
-:attr:`Speeds.factor`, a ratio of speeds, not an arrival's cost. On that VM, with nothing else running, ``python -m
-benchmarks.probe_phases`` gave 32-57 us in ten fresh processes and 46-70 us over 40 runs in one: a single
-measurement's factor is as uncertain as that."""
+FedAsync serving 1,000 clients with lognormal latencies, the mean of three runs) at which the engine's constants
+here describe this project's 2-core VM. A machine's measured probe over this is its :attr:`Speeds.factor`, a
+ratio of speeds, not an arrival's cost. Refitted on the grid of ``benchmarks/estimate_grid_2026-11-28.txt``:
+its 35 cases without training, recomputed at a probe of 48 us (``python -m benchmarks.estimate --against``, a
+cache holding that probe), ran a median 0.80 of their estimate (0.56-1.31), so the constants fit a probe of
+48 x 0.80 us. That grid's probe took the shortest of five runs of 3,000 updates, about what a longer run
+reads at the same moment: in five processes, twelve such runs one after another read 36-78 us, two runs of
+30,000 after them 34-47 us; and the two probes spread alike in fresh processes, 35-63 us the old and 25-53 us
+the new (by hand, nothing else running). A single measurement's factor is as uncertain as that; the estimate reads the median of
+the moments sampled (:data:`simfl.launch.measure_speeds.ENGINE_RESAMPLE_SECONDS`)."""
 SERVED_ARRIVAL_SECONDS = 20e-6
 """Reference value: what an arrival adds where a server serves a population (``server: {concurrency}``: an idle,
 present client drawn for each freed slot). The grid of ``python -m benchmarks.estimate`` of 2026-11-27 with its
