@@ -95,7 +95,9 @@ class RoundTimes:
     arrive in time). ``absences``, where the model's own trace takes clients away (a fleet's presence windows):
     per row, the intervals its clients are away, sorted. ``setup``: wall seconds a run spends on the model's own
     setup beyond every model's (its trace's windows followed per client), on the reference machine
-    (:data:`simfl.schema.costs.PROBE_ARRIVAL_SECONDS`), which the estimate scales to this one's.
+    (:data:`simfl.schema.costs.PROBE_ARRIVAL_SECONDS`), which the estimate scales to this one's. ``draw``: wall
+    seconds one round time's draw costs on that machine, where the model states it (None: as much as the engine's
+    probe's lognormal draw, :data:`simfl.schema.costs.DRAW_SECONDS`).
     """
 
     mean: np.ndarray
@@ -104,23 +106,27 @@ class RoundTimes:
     weight: np.ndarray
     absences: tuple[tuple[Absence, ...], ...] | None = None
     setup: float = 0.0
+    draw: float | None = None
 
     @classmethod
     def of(cls, mean: Any, std: Any, low: Any, weight: Any = 1.0,
-           absences: Sequence[Sequence[Absence]] | None = None, setup: float = 0.0) -> RoundTimes:
+           absences: Sequence[Sequence[Absence]] | None = None, setup: float = 0.0,
+           draw: float | None = None) -> RoundTimes:
         """Rows from numbers or sequences (a number is the same for every row), checked: means > 0 (inf: a round
-        that never ends), spreads and bounds >= 0, weights > 0, one absence list per row, a finite setup >= 0."""
+        that never ends), spreads and bounds >= 0, weights > 0, one absence list per row, a finite setup >= 0 and
+        draw >= 0."""
         mean = np.atleast_1d(np.asarray(mean, dtype=np.float64))
         rows = len(mean)
         std, low, weight = (np.broadcast_to(np.asarray(v, dtype=np.float64), (rows,)).copy() for v in (std, low, weight))
         if not (rows and (mean > 0).all() and (std >= 0).all() and (low >= 0).all() and (low <= mean).all()
-                and (weight > 0).all() and np.isfinite(weight).all() and math.isfinite(setup) and setup >= 0):
+                and (weight > 0).all() and np.isfinite(weight).all() and math.isfinite(setup) and setup >= 0
+                and (draw is None or math.isfinite(draw) and draw >= 0)):
             raise ValueError("round times need means > 0, spreads >= 0, 0 <= low <= mean and weights > 0 per row, "
-                             "and a setup >= 0")
+                             "and a setup and a draw >= 0")
         if absences is not None and len(absences) != rows:
             raise ValueError(f"{len(absences)} absence lists for {rows} rows")
         held = None if absences is None else tuple(tuple(a) for a in absences)
-        return cls(mean, std, low, weight, held, float(setup))
+        return cls(mean, std, low, weight, held, float(setup), None if draw is None else float(draw))
 
     @property
     def clients(self) -> float:

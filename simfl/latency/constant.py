@@ -34,10 +34,10 @@ class Constant(LatencyModel[ConstantConfig]):
 
     @classmethod
     def round_times(cls, config: ConstantConfig, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
-        """Client m: every round ``seconds[m]``."""
+        """Client m: every round ``seconds[m]``, read, not drawn (no draw's cost)."""
         cls.check(config, num_clients)
         rows, counts = grouped(np.asarray(config.seconds))
-        return RoundTimes.of(rows[:, 0], 0.0, rows[:, 0], counts)
+        return RoundTimes.of(rows[:, 0], 0.0, rows[:, 0], counts, draw=0.0)
 
     def draw(self, client: int, gen: np.random.Generator) -> float:
         return self.config.seconds[client]

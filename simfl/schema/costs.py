@@ -112,6 +112,13 @@ reads at the same moment: in five processes, twelve such runs one after another 
 30,000 after them 34-47 us; and the two probes spread alike in fresh processes, 35-63 us the old and 25-53 us
 the new (by hand, nothing else running). A single measurement's factor is as uncertain as that; the estimate reads the median of
 the moments sampled (:data:`simfl.launch.measure_speeds.ENGINE_RESAMPLE_SECONDS`)."""
+DRAW_SECONDS = 14e-6
+"""Reference value: the part of :data:`NULL_ARRIVAL_SECONDS` that is the round time's draw, as the engine's probe
+draws it (lognormal); a delay model that states its own draw (:attr:`simfl.latency.base.RoundTimes.draw`) has
+its arrivals counted with that instead. The grids of ``benchmarks/estimate_grid_2026-11-27d.txt``,
+``-11-28.txt`` and a third stopped after eight cases: the constant model's 383,000 arrivals took 21-25 us each
+(measured wall less 2.5 s of launch), the other 50-client delay models' 22-42 us, about 32 in the middle; the
+constant model reads its round times and draws none: 10 of those 32 us, 14 of the 45 at the reference."""
 SERVED_ARRIVAL_SECONDS = 20e-6
 """Reference value: what an arrival adds where a server serves a population (``server: {concurrency}``: an idle,
 present client drawn for each freed slot). The grid of ``python -m benchmarks.estimate`` of 2026-11-27 with its
@@ -314,12 +321,13 @@ def null_update_seconds(rows: int, model_bytes: int, on_disk: bool, speed: Speed
 
 
 def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, on_disk: bool, speed: Speeds,
-                     served: bool = False) -> float:
+                     served: bool = False, draw: float | None = None) -> float:
     """Wall seconds of one run's ``steps`` rounds (updates, failed and late rounds) without training: each
-    ``speed.arrival`` (and :data:`SERVED_ARRIVAL_SECONDS` more where a server draws who is served, ``served``),
-    and each of its ``updates`` the reading and writing of ``rows`` per-client vectors
-    (:func:`null_update_seconds`)."""
-    each = speed.arrival + (SERVED_ARRIVAL_SECONDS * speed.factor if served else 0.0)
+    ``speed.arrival`` (with the delay model's ``draw`` in place of :data:`DRAW_SECONDS` where it states one, and
+    :data:`SERVED_ARRIVAL_SECONDS` more where a server draws who is served, ``served``), and each of its
+    ``updates`` the reading and writing of ``rows`` per-client vectors (:func:`null_update_seconds`)."""
+    stated = 0.0 if draw is None else draw - DRAW_SECONDS
+    each = speed.arrival + (stated + (SERVED_ARRIVAL_SECONDS if served else 0.0)) * speed.factor
     return steps * each + updates * (null_update_seconds(rows, model_bytes, on_disk, speed) - speed.arrival)
 
 

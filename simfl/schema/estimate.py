@@ -527,6 +527,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                             learned)
     stated_setup = sum(t.setup for t in times) / max(len(times), 1) * speed.factor  # the latency model's own
     setup = costs.setup_seconds(clients, speed) + stated_setup  # before a run's clock starts
+    draws = [t.draw for t in times]
+    draw = None if not draws or None in draws else sum(d for d in draws if d is not None) / len(draws)
     for name, algo, ext in entries:
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
@@ -541,7 +543,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
         if ext is not None and math.isfinite(ext.horizon):
             if null:
                 wall = costs.null_run_seconds(ext.arrivals + ext.failed + ext.late, ext.arrivals, rows, model.bytes,
-                                              on_disk, speed, served=server is not None)
+                                              on_disk, speed, served=server is not None, draw=draw)
             elif trains and trained:
                 wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, samples, scenario.train.epochs,
                                                   scenario.train.batch_size, data.test,

@@ -112,6 +112,30 @@ def test_a_plugin_latency_models_stated_round_times_are_counted(tmp_path: Path, 
     assert updated.arrivals == 9 and updated.horizon is None
 
 
+def test_a_delay_models_stated_draw_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A delay model that states its draw's cost (RoundTimes.draw) has each arrival counted with it in place of
+    DRAW_SECONDS: a plugin's 2 us, the constant model's none (it reads its round times); a model stating nothing
+    is counted at DRAW_SECONDS."""
+    monkeypatch.setenv("SIMFL_ALLOW_IMPORTS", "1")
+    budget = {"time": 600.0}
+    stated, cheap = (estimate.estimate(validate(pure(latency={"model": f"{RULES}:{m}", "base": 0.7}, budget=budget)))
+                     for m in ("StatedSteps", "CheapSteps"))
+    assert stated.arrivals == cheap.arrivals and stated.arrivals is not None
+    assert stated.wall_seconds is not None and cheap.wall_seconds is not None
+    scale = stated.speeds.factor * stated.speeds.learned
+    assert stated.wall_seconds - cheap.wall_seconds == pytest.approx(stated.arrivals * (costs.DRAW_SECONDS - 2e-6) * scale)
+    constant = validate(pure(latency={"model": "constant", "seconds": [0.7, 1.4, 2.1]}, budget=budget))
+    drawn = validate(pure(latency={"model": "lognormal", "mean": 1.4, "std": 0.5}, budget=budget))
+    walls = {}
+    for cost in (0.0, 1e-5):
+        monkeypatch.setattr(costs, "DRAW_SECONDS", cost)
+        walls[cost] = [estimate.estimate(s) for s in (constant, drawn)]
+    (bare, bare_drawn), (counted, counted_drawn) = walls[0.0], walls[1e-5]
+    assert bare.wall_seconds is not None and counted.wall_seconds is not None and bare.arrivals is not None
+    assert bare.wall_seconds - counted.wall_seconds == pytest.approx(bare.arrivals * 1e-5 * scale)
+    assert counted_drawn.wall_seconds == bare_drawn.wall_seconds
+
+
 def test_a_delay_models_stated_setup_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fleet trace's presence windows cost each run its clients times WINDOWS_CLIENT_SECONDS, stated by the model
     (RoundTimes.setup, at the reference machine's engine) and counted at this machine's; without windows (every
