@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from simfl.cli import main
 from simfl.launch import measure_speeds
 from simfl.models.configs import MLPConfig, SmallCNNConfig
 from simfl.schema import costs, estimate
-from simfl.schema.scenario import load, validate
+from simfl.schema.scenario import Scenario, load, validate
 from tests.conftest import tiny_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,15 +128,21 @@ def test_a_training_launch_adds_the_trainer_start_and_a_measured_speed_counts_no
     assert pure.launch_seconds == pytest.approx(2 * costs.LAUNCH_SECONDS)
 
 
-def test_run_measures_on_a_miss(cache: Path, tmp_path: Path) -> None:
+def tiny_written(tmp_path: Path) -> tuple[Path, Scenario, dict[str, Any]]:
+    """The tiny scenario written to a file, validated, and the cache's facts of its model's training."""
     raw = tiny_scenario()
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(raw))
     scn = validate(raw)
     facts = estimate.data_facts(scn.data)
     assert facts is not None
+    return path, scn, speeds.training(scn.model, facts.shape, facts.classes, 16)
+
+
+def test_run_measures_on_a_miss(cache: Path, tmp_path: Path) -> None:
+    path, _, key = tiny_written(tmp_path)
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
-    trained = speeds.cached(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, 16))
+    trained = speeds.cached(speeds.TRAINING, key)
     engine = speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS)
     assert trained is not None and set(trained) == set(costs.TRAINED) and trained["sample"] > 0
     assert engine is not None and 1e-7 < engine["arrival"] < 1e-2
@@ -144,13 +151,7 @@ def test_run_measures_on_a_miss(cache: Path, tmp_path: Path) -> None:
 def test_a_run_refused_for_its_memory_builds_no_model_to_time(cache: Path, tmp_path: Path) -> None:
     """Timing a model builds it: a scenario over the memory limit is refused before that (a model of 10^8
     inputs would take gigabytes to time, then be refused)."""
-    raw = tiny_scenario()
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    scn = validate(raw)
-    facts = estimate.data_facts(scn.data)
-    assert facts is not None
-    key = speeds.training(scn.model, facts.shape, facts.classes, 16)
+    path, scn, key = tiny_written(tmp_path)
     needs = estimate.estimate(scn, learned=False).memory
     measure_speeds.ensure(scn, needs - 1)
     assert speeds.cached(speeds.TRAINING, key) is None
