@@ -149,11 +149,11 @@ def learn(scenario: Scenario, entry: str, wall: float) -> None:
     with no other run beside it: its wall over the estimate's at the measured speeds (before what earlier runs
     taught) less the setup before the run's clock starts (:attr:`~simfl.schema.estimate.Run.setup_seconds`: the
     wall is timed from there), kept in the cache (:func:`simfl.speeds.observe`) where the run took at least
-    :data:`~simfl.schema.costs.LEARNED_AFTER` seconds and the estimate states its wall."""
+    :func:`~simfl.schema.costs.learned_after` seconds and the estimate states its wall."""
     from simfl.schema import costs
     from simfl.schema.estimate import estimate
 
-    if wall < costs.LEARNED_AFTER:
+    if wall < min(costs.LEARNED_AFTER, costs.ENGINE_LEARNED_AFTER):
         return
     try:
         est = estimate(scenario, learned=False)
@@ -161,8 +161,9 @@ def learn(scenario: Scenario, entry: str, wall: float) -> None:
         return
     run = next((r for r in est.entries if r.name == entry), None)
     planned = 0.0 if run is None or run.wall_seconds is None else run.wall_seconds - run.setup_seconds
-    if planned > 0 and est.speeds.lesson is not None:  # both timed from the run's clock's start
-        speeds.observe(est.speeds.lesson, wall / planned)
+    lesson = est.speeds.lesson
+    if planned > 0 and lesson is not None and wall >= costs.learned_after(lesson):  # both from the clock's start
+        speeds.observe(lesson, wall / planned)
 
 
 @contextmanager

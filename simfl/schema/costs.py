@@ -249,6 +249,21 @@ grid of ``benchmarks/estimate_grid_2026-11-27b.txt``: 732.5 s measured against 4
 measured just before; the same case's estimate was 581.7 s in the grid before, for 764.6 s measured)."""
 
 
+ENGINE_LEARNED_AFTER = 2.0
+"""...but a run without training teaches from this many wall seconds: its engine's speed is what the probe reads
+least well, and its own wall the best. In the grid stopped on 2026-11-28 after eleven cases (a fresh cache,
+nothing else running), the probe read 50 us an arrival and every case without training ran 0.43-0.66 of its
+estimate; their 3-seed runs, 4-6 s each, taught nothing at 10 s, while the same cases' walls held within 10-25%
+across four grids (``constant`` 10.5-13.9 s, ``exponential`` 11.6-15.6 s) as the probe read 35-63 us at their
+starts. A pure-latency run has no first training job inside its clock, and its setup is not timed with it."""
+
+
+def learned_after(lesson: dict[str, Any]) -> float:
+    """The wall seconds from which a finished run teaches ``lesson`` (:func:`lesson`): :data:`LEARNED_AFTER`, or
+    :data:`ENGINE_LEARNED_AFTER` for a run without training."""
+    return ENGINE_LEARNED_AFTER if speeds.ENGINE in lesson else LEARNED_AFTER
+
+
 TRAINED = ("job", "step", "sample", "eval", "eval_sample")
 """The figures of a measured training step (:data:`simfl.speeds.TRAINING`): seconds per local training job beside
 its steps, per step beside its samples, per training sample, per evaluation beside its samples (counted per batch

@@ -118,18 +118,18 @@ def test_a_delay_models_stated_draw_is_counted(monkeypatch: pytest.MonkeyPatch) 
     is counted at DRAW_SECONDS."""
     monkeypatch.setenv("SIMFL_ALLOW_IMPORTS", "1")
     budget = {"time": 600.0}
-    stated, cheap = (estimate.estimate(validate(pure(latency={"model": f"{RULES}:{m}", "base": 0.7}, budget=budget)))
-                     for m in ("StatedSteps", "CheapSteps"))
+    stated, cheap = (estimate.estimate(validate(pure(latency={"model": f"{RULES}:{m}", "base": 0.7}, budget=budget)),
+                                       learned=False) for m in ("StatedSteps", "CheapSteps"))
     assert stated.arrivals == cheap.arrivals and stated.arrivals is not None
     assert stated.wall_seconds is not None and cheap.wall_seconds is not None
-    scale = stated.speeds.factor * stated.speeds.learned
+    scale = stated.speeds.factor
     assert stated.wall_seconds - cheap.wall_seconds == pytest.approx(stated.arrivals * (costs.DRAW_SECONDS - 2e-6) * scale)
     constant = validate(pure(latency={"model": "constant", "seconds": [0.7, 1.4, 2.1]}, budget=budget))
     drawn = validate(pure(latency={"model": "lognormal", "mean": 1.4, "std": 0.5}, budget=budget))
     walls = {}
     for cost in (0.0, 1e-5):
         monkeypatch.setattr(costs, "DRAW_SECONDS", cost)
-        walls[cost] = [estimate.estimate(s) for s in (constant, drawn)]
+        walls[cost] = [estimate.estimate(s, learned=False) for s in (constant, drawn)]
     (bare, bare_drawn), (counted, counted_drawn) = walls[0.0], walls[1e-5]
     assert bare.wall_seconds is not None and counted.wall_seconds is not None and bare.arrivals is not None
     assert bare.wall_seconds - counted.wall_seconds == pytest.approx(bare.arrivals * 1e-5 * scale)
@@ -152,9 +152,9 @@ def test_a_delay_models_stated_setup_is_counted(monkeypatch: pytest.MonkeyPatch)
     walls = {}
     for per_client in (0.0, 0.01):
         monkeypatch.setattr(fleet, "WINDOWS_CLIENT_SECONDS", per_client)
-        walls[per_client] = [estimate.estimate(s) for s in (windows, always)]
+        walls[per_client] = [estimate.estimate(s, learned=False) for s in (windows, always)]  # runs elsewhere teach
     (bare, bare_always), (stated, stated_always) = walls[0.0], walls[0.01]
-    scale = stated.speeds.factor * stated.speeds.learned
+    scale = stated.speeds.factor
     assert stated.wall_seconds is not None and bare.wall_seconds is not None
     assert stated.wall_seconds - bare.wall_seconds == pytest.approx(200 * 0.01 * scale)
     assert stated_always.wall_seconds == bare_always.wall_seconds

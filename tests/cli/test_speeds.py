@@ -289,7 +289,7 @@ def test_a_run_teaches_its_wall_against_the_part_of_the_estimate_it_times(
     """A run's wall (``RunResult.wall_seconds``) is timed from its clock's start, after its population was set up:
     what it teaches compares it with the estimate less that setup (10^4 clients: 0.15 s at the reference speed),
     or a large population's run would teach its estimate down."""
-    monkeypatch.setattr(costs, "LEARNED_AFTER", 0.0)
+    monkeypatch.setattr(costs, "ENGINE_LEARNED_AFTER", 0.0)
     scn = validate(tiny_scenario(data={"dataset": "synthetic", "train_size": 20_000, "test_size": 10, "features": 4,
                                        "classes": 2, "partition": {"kind": "iid", "clients": 10_000}},
                                  latency={"model": "lognormal", "mean": 5.0, "std": 2.0},
@@ -298,6 +298,26 @@ def test_a_run_teaches_its_wall_against_the_part_of_the_estimate_it_times(
     assert run.wall_seconds is not None and run.setup_seconds >= 10_000 * costs.CLIENT_SECONDS
     measure_speeds.learn(scn, run.name, 2 * (run.wall_seconds - run.setup_seconds))
     assert speeds.observed(costs.lesson(scn.model, (4,), 2, scn.train.batch_size, False)) == pytest.approx([2.0])
+
+
+def test_a_run_without_training_teaches_from_a_few_seconds(cache: Path) -> None:
+    """A pure-latency run teaches the engine's lesson from ENGINE_LEARNED_AFTER seconds; a training run of as long
+    teaches nothing (its first job's compiler load is inside its clock)."""
+    pure = validate(tiny_scenario(executor={"kind": "none"}, budget={"time": 600.0}))
+    trains = validate(tiny_scenario(budget={"time": 600.0}))
+    facts = estimate.data_facts(pure.data)
+    assert facts is not None
+    lessons = [costs.lesson(s.model, facts.shape, facts.classes, s.train.batch_size, t)
+               for s, t in ((pure, False), (trains, True))]
+    wall = (costs.ENGINE_LEARNED_AFTER + costs.LEARNED_AFTER) / 2
+    assert costs.ENGINE_LEARNED_AFTER < wall < costs.LEARNED_AFTER
+    for scn in (pure, trains):
+        measure_speeds.learn(scn, "fedasync", costs.ENGINE_LEARNED_AFTER / 2)
+        measure_speeds.learn(scn, "fedasync", wall)
+    run = estimate.estimate(pure, learned=False).entries[0]
+    assert run.wall_seconds is not None
+    assert speeds.observed(lessons[0]) == pytest.approx([wall / (run.wall_seconds - run.setup_seconds)])
+    assert speeds.observed(lessons[1]) == []
 
 
 def test_a_finished_run_teaches_the_estimate(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
