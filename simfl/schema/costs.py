@@ -251,11 +251,11 @@ measured just before; the same case's estimate was 581.7 s in the grid before, f
 
 ENGINE_LEARNED_AFTER = 2.0
 """...but a run without training teaches from this many wall seconds: its engine's speed is what the probe reads
-least well, and its own wall the best. In the grid stopped on 2026-11-28 after eleven cases (a fresh cache,
-nothing else running), the probe read 50 us an arrival and every case without training ran 0.43-0.66 of its
-estimate; their 3-seed runs, 4-6 s each, taught nothing at 10 s, while the same cases' walls held within 10-25%
-across four grids (``constant`` 10.5-13.9 s, ``exponential`` 11.6-15.6 s) as the probe read 35-63 us at their
-starts. A pure-latency run has no first training job inside its clock, and its setup is not timed with it."""
+least well, and its own wall the best. In the grid stopped on 2026-11-28 after seven cases
+(``benchmarks/estimate_grid_2026-11-28c_stopped.txt``: a fresh cache, nothing else running) the probe read 50 us
+an arrival and every case ran 0.43-0.66 of its estimate; their runs, 4-6 s each but the first, taught nothing at
+10 s, while the same cases' walls moved less from grid to grid (``constant`` 10.5-12.4 s over the grids of
+2026-11-27d, 2026-11-28 and this one, ``exponential`` 11.6-15.6 s) than the probe at their starts (35-50 us). A pure-latency run has no first training job inside its clock, and its setup is not timed with it."""
 
 
 def learned_after(lesson: dict[str, Any]) -> float:
