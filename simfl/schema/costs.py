@@ -255,8 +255,8 @@ least well, and its own wall the best. In the grid stopped on 2026-11-28 after s
 (``benchmarks/estimate_grid_2026-11-28c_stopped.txt``: a fresh cache, nothing else running) the probe read 50 us
 an arrival and every case ran 0.43-0.66 of its estimate; their runs, 4-6 s each but the first, taught nothing at
 10 s, while the same cases' walls moved less from grid to grid (``constant`` 10.5-12.4 s over the grids of
-2026-11-27d, 2026-11-28 and this one, ``exponential`` 11.6-15.6 s) than the probe at their starts (35-50 us). A pure-latency run has no first training job inside its clock, and its setup is not timed
-with it."""
+2026-11-27d, 2026-11-28 and this one, ``exponential`` 11.6-15.6 s) than the probe at their starts (35-50 us).
+A pure-latency run has no first training job inside its clock, and its setup is not timed with it."""
 
 
 def learned_after(lesson: dict[str, Any]) -> float:
