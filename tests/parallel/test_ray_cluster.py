@@ -72,7 +72,12 @@ def probe(path):
     return {"sees_output": os.path.exists(os.path.join(path, "sentinel")),
             "has_mnist": any(data_root(None).glob("**/*-idx3-ubyte*")), "node": ray.get_runtime_context().get_node_id()}
 
-seen = ray.get([probe.remote(hidden) for _ in range(8)])
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+workers = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+# two probes pinned to each worker node: left to Ray, one node could take all of them before the other's first
+# worker process started (a loaded machine)
+seen = ray.get([probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(hidden)
+                for node in workers for _ in range(2)])
 print(json.dumps(seen), flush=True)
 code = main(sys.argv[3:])
 assert ray.is_initialized()  # the launch used this process's connection and left it open
