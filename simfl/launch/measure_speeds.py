@@ -16,7 +16,7 @@ thread under simfl's numerics pin (:mod:`simfl.numerics`), and neither touching 
   batch and on two samples gives likewise the cost of an evaluation and per evaluated sample. About fifteen
   steps' time in all for VGG11 (some seconds), well under a second for a small model.
 - **engine** (per machine): a fixed pure-latency run of the real engine (:data:`PROBE`), after a short one that
-  warms the engine up; its CPU time over its updates is the cost of an arrival. About half a second. Taken again
+  warms the engine up; its CPU time over its updates is the cost of an arrival. About a second and a half. Taken again
   at later launches (:data:`ENGINE_RESAMPLE_SECONDS`): the estimate reads the median of the moments it was taken.
 """
 

@@ -115,9 +115,10 @@ the moments sampled (:data:`simfl.launch.measure_speeds.ENGINE_RESAMPLE_SECONDS`
 DRAW_SECONDS = 14e-6
 """Reference value: the part of :data:`NULL_ARRIVAL_SECONDS` that is the round time's draw, as the engine's probe
 draws it (lognormal); a delay model that states its own draw (:attr:`simfl.latency.base.RoundTimes.draw`) has
-its arrivals counted with that instead. The grids of ``benchmarks/estimate_grid_2026-11-27d.txt``,
-``-11-28.txt`` and a third stopped after eight cases: the constant model's 383,000 arrivals took 21-25 us each
-(measured wall less 2.5 s of launch), the other 50-client delay models' 22-42 us, about 32 in the middle; the
+its arrivals counted with that instead. The grids ``benchmarks/estimate_grid_2026-11-27d.txt``, ``-11-28.txt``
+and ``-11-28b_stopped.txt`` (by hand: each case's measured wall less 2.5 s of launch, over its estimated
+arrivals): the constant model's 383,000 arrivals took 21-25 us each, the other 50-client delay models' 22-42 us,
+about 32 in the middle; the
 constant model reads its round times and draws none: 10 of those 32 us, 14 of the 45 at the reference."""
 SERVED_ARRIVAL_SECONDS = 20e-6
 """Reference value: what an arrival adds where a server serves a population (``server: {concurrency}``: an idle,
