@@ -133,12 +133,6 @@ class RoundTimes:
         """The clients the rows stand for."""
         return float(self.weight.sum())
 
-    def take(self, rows: Sequence[int] | np.ndarray) -> RoundTimes:
-        """The rows ``rows`` of this statement (the same weights)."""
-        index = np.asarray(rows, dtype=np.int64)
-        absences = None if self.absences is None else tuple(self.absences[i] for i in index.tolist())
-        return RoundTimes(self.mean[index], self.std[index], self.low[index], self.weight[index], absences, self.setup)
-
 
 def grouped(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(rows, counts)``: the distinct rows of ``values`` (one row per client, shape (clients, k)) and how many
