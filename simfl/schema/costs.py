@@ -120,6 +120,16 @@ and ``-11-28b_stopped.txt`` (by hand: each case's measured wall less 2.5 s of la
 arrivals): the constant model's 383,000 arrivals took 21-25 us each, the other 50-client delay models' 22-42 us,
 about 32 in the middle; the
 constant model reads its round times and draws none: 10 of those 32 us, 14 of the 45 at the reference."""
+ARRIVAL_BYTES_COUNTED = 4096
+"""Model bytes up to which an arrival without training is counted as the engine's probe's (its model: 432 bytes):
+a larger model's arrivals cost more than the estimate counts, and the estimate says so (:attr:`Estimate.unstated
+<simfl.schema.estimate.Estimate.unstated>`), as no rule states its work per byte of the model. ``python -m
+benchmarks.arrival_bytes`` (2026-11-28, nothing else running, CPU time on one thread, MLPs of 2,440 and 76,840
+bytes, 100 and 1,000 clients): 0.35-1.76 ns more an arrival per byte of the model for FedAsync, FedBuff, OrthoFL,
+FedAvg and FedAdam, more at 1,000 clients than at 100, and CA2FL 1.67 and 22.9 ns (its mean over every client's
+cache taken at each buffer's end: work that grows with the clients); against 10.7-47.5 us an arrival at the small
+model (CA2FL 158 us at 1,000 clients). At 4,096 bytes the uncounted part is at most about half of
+:data:`NULL_ARRIVAL_SECONDS` scaled to that machine, for every rule but CA2FL."""
 SERVED_ARRIVAL_SECONDS = 20e-6
 """Reference value: what an arrival adds where a server serves a population (``server: {concurrency}``: an idle,
 present client drawn for each freed slot). The grid of ``python -m benchmarks.estimate`` of 2026-11-27 with its

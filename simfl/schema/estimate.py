@@ -552,6 +552,10 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                 wall = (wall + costs.rounds_seconds(ext.rounds, speed) + setup) * speed.learned
         runs.append(Run(name, ext, wall, events, evals, setup * speed.learned))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
+    if null and model.bytes > costs.ARRIVAL_BYTES_COUNTED:
+        unstated.append(f"algorithms: their work on the model's {bytes_text(model.bytes)} at each arrival without "
+                        "training: counted as on the engine's probe's model of 432 B, so the wall time is low, the "
+                        "more so the larger the model (python -m benchmarks.arrival_bytes)")
     acts = measured.activations_of(model) if trains else None
     if trains and acts is None:
         unstated.append(f"model {scenario.model.name}: states no activations: the memory counts none")

@@ -218,6 +218,21 @@ def test_a_dataset_stating_nothing_is_said_so() -> None:
     assert any("states no shape or sizes" in line for line in est.lines())
 
 
+def test_a_large_models_arrivals_without_training_are_said_uncounted() -> None:
+    """Pure latency counts an arrival as the engine's probe's (a 432-byte model), and says so where the model is
+    larger than :data:`~simfl.schema.costs.ARRIVAL_BYTES_COUNTED`: an MLP over 8 features and 3 classes holds
+    12 h + 3 float32 parameters, 4,092 bytes at h = 85 and 4,140 at h = 86. A run that trains says nothing of it."""
+    def says(hidden: int, executor: str = "none") -> bool:
+        raw = tiny_scenario(model={"name": "mlp", "hidden": [hidden]}, executor={"kind": executor})
+        est = estimate.estimate(validate(raw))
+        assert est.model_bytes == 4 * (12 * hidden + 3)
+        return any("at each arrival without training" in line for line in est.lines())
+
+    assert costs.ARRIVAL_BYTES_COUNTED == 4096
+    assert not says(85) and says(86)
+    assert not says(86, executor="inline")
+
+
 def test_statements_are_averaged_over_seeds() -> None:
     """Devices are assigned per seed: each stated seed gives its own round times, and the estimate their mean."""
     raw = pure(latency={"model": "rpi_gaussian"}, budget={"time": 3000.0}, seeds=[0, 1, 2])
