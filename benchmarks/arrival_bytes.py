@@ -10,7 +10,8 @@ units over 64 features and 10 classes, and prints per rule and population
 
 and ``pass_ns_per_byte``: one out-of-place elementwise torch operation over the large model's vector (``a + b``),
 the unit in which a rule's per-byte cost reads as passes over the model. The asynchronous rules and OrthoFL are
-served (``server: {concurrency: N}``, every client in flight); the synchronous ones run 10 clients a round of N.
+served (``server: {concurrency: N}``, at most 1,000 in flight); the synchronous ones run 10 clients a round of N. A population a rule refuses is printed
+as ``<rule>_n<N>=refused`` with its reason.
 
 Run it with nothing else on the machine: another process's load is what it must not see.
 """
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch
 
+from simfl.errors import InputError
 from simfl.launch import experiment
 from simfl.launch.measure_speeds import PROBE, measuring
 from simfl.schema.scenario import validate
@@ -33,10 +35,17 @@ RULES: dict[str, dict[str, Any]] = {
     "ca2fl": {"name": "ca2fl", "buffer": 10},
     "orthofl_chain": {"name": "orthofl", "shift_source": "chain"},
     "orthofl_global": {"name": "orthofl", "shift_source": "global"},
+    "orthofl_no_calib": {"name": "orthofl_no_calib"},
+    "orthofl_no_ma": {"name": "orthofl_no_ma"},
+    "orthofl_pairwise": {"name": "orthofl_pairwise"},
     "fedavg": {"name": "fedavg", "clients_per_round": 10},
+    "fedprox": {"name": "fedprox", "clients_per_round": 10},
     "fedadam": {"name": "fedadam", "clients_per_round": 10},
+    "scaffold": {"name": "scaffold", "clients_per_round": 10},
 }
 """The rules timed, by the name printed."""
+CONCURRENCY = 1_000
+"""Clients in flight at most (as the population cases of ``python -m benchmarks.estimate``)."""
 WARM, TIMED = 1_000, 6_000
 """Updates of the warm-up run and of the timed run (one each, in the same process)."""
 
@@ -50,12 +59,13 @@ def scenario(rule: dict[str, Any], clients: int, hidden: int, updates: int) -> A
     """The probe's scenario with ``rule`` over ``clients`` clients and an MLP of ``hidden`` units."""
     raw: dict[str, Any] = {**PROBE, "algorithms": [rule], "model": {"name": "mlp", "hidden": [hidden]},
                            "data": {**PROBE["data"], "features": 64, "classes": 10,
+                                    "train_size": max(PROBE["data"]["train_size"], 2 * clients),
                                     "partition": {"kind": "iid", "clients": clients}},
                            "budget": {"updates": updates}}
     if "clients_per_round" in rule:
         raw.pop("server")
     else:
-        raw["server"] = {"concurrency": clients}
+        raw["server"] = {"concurrency": min(clients, CONCURRENCY)}
     return validate(raw)
 
 
@@ -97,7 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     extra = model_bytes(args.large) - model_bytes(args.small)
     for name in args.only.split(","):
         for clients in (int(c) for c in args.clients.split(",")):
-            small, large = (per_arrival(RULES[name], clients, h) for h in (args.small, args.large))
+            try:
+                small, large = (per_arrival(RULES[name], clients, h) for h in (args.small, args.large))
+            except InputError as exc:  # a rule that refuses the population (orthofl_pairwise: at most 100 clients)
+                print(f"{name}_n{clients}=refused ({exc})", flush=True)
+                continue
             print(f"{name}_n{clients}_us={small * 1e6:.1f}-{large * 1e6:.1f}", flush=True)
             print(f"{name}_n{clients}_ns_per_byte={(large - small) / extra * 1e9:.3f}", flush=True)
 
