@@ -10,8 +10,8 @@ units over 64 features and 10 classes, and prints per rule and population
 
 and ``pass_ns_per_byte``: one out-of-place elementwise torch operation over the large model's vector (``a + b``),
 the unit in which a rule's per-byte cost reads as passes over the model. The asynchronous rules and OrthoFL are
-served (``server: {concurrency: N}``, at most 1,000 in flight); the synchronous ones run 10 clients a round of N. A population a rule refuses is printed
-as ``<rule>_n<N>=refused`` with its reason.
+served (``server: {concurrency: N}``, at most 1,000 in flight); the synchronous ones run 10 clients a round of N.
+A population a rule refuses is printed as ``<rule>_n<N>=refused`` with its reason.
 
 Run it with nothing else on the machine: another process's load is what it must not see.
 """

@@ -218,7 +218,8 @@ class Speeds:
     runs: int = 0
     """The finished runs :attr:`learned` comes from."""
     lesson: dict[str, Any] | None = None
-    """What finished runs of this kind teach and these speeds read (:func:`lesson`; None: not read)."""
+    """What finished runs of this kind teach and these speeds read (:func:`lesson`; None: none read, and a finished
+    run teaches nothing: also where the estimate knows it omits a cost, :data:`ARRIVAL_BYTES_COUNTED`)."""
 
     @classmethod
     def reference(cls, flops: float) -> Speeds:
