@@ -1,7 +1,8 @@
 """What an arrival without training costs as the model grows: each built-in rule at two model sizes and populations.
 
 The estimate counts an arrival without training (``executor: {kind: none}``) at the engine's probe's cost
-(:func:`simfl.launch.measure_speeds.engine`, a model of 108 parameters), whatever the scenario's model. This times
+(:func:`simfl.launch.measure_speeds.engine`, a model of 108 parameters) plus the passes over the model's bytes its
+rule states (``arrival_passes`` of :mod:`simfl.algorithms.configs`, read off this benchmark). This times
 each rule's pure-latency run in this process, warm, on one thread, at an MLP of ``--small`` and ``--large`` hidden
 units over 64 features and 10 classes, and prints per rule and population
 

@@ -92,10 +92,12 @@ def pure(latency: dict[str, Any], budget: dict[str, Any], clients: int = 50, see
 
 
 def population(clients: int, algorithm: str, hidden: int, store: str, arrivals: int) -> dict[str, Any]:
-    """A served pure-latency scenario of ``clients`` devices, at most 1,000 in flight."""
+    """A served pure-latency scenario of ``clients`` devices, at most 1,000 in flight, ``algorithm`` (its defaults
+    but FedAsync's alpha and CA2FL's buffer), an MLP of ``hidden`` units, OrthoFL's vectors in ``store``."""
+    rule = {"fedasync": {"name": "fedasync", "alpha": 0.6}, "ca2fl": {"name": "ca2fl", "buffer": 10}}.get(
+        algorithm, {"name": algorithm})
     raw = pure({"model": "lognormal", "mean": 5.0, "std": 2.0}, {"updates": arrivals}, clients=clients, seeds=1,
-               algorithms=[{"name": "fedasync", "alpha": 0.6} if algorithm == "fedasync" else {"name": "orthofl"}],
-               server={"concurrency": min(1000, clients)})
+               algorithms=[rule], server={"concurrency": min(1000, clients)})
     raw["data"].update(train_size=2 * clients, test_size=10, features=64, classes=10)
     raw["model"] = {"name": "mlp", "hidden": [hidden]}
     if algorithm == "orthofl":
@@ -215,6 +217,9 @@ def cases(quick: bool) -> list[Case]:
     arrivals = 10_000 if quick else 100_000
     out += [(f"fedasync_n{n}", lambda _, n=n: population(n, "fedasync", 8, "ram", arrivals))
             for n in ((1_000, 10_000) if quick else (1_000, 10_000, 100_000, 1_000_000))]
+    # a rule's passes over a larger model (AlgorithmConfig.arrival_passes), CA2FL's growing with the clients
+    out += [(f"{rule}_n1000_h{hidden}", lambda _, r=rule, h=hidden: population(1_000, r, h, "ram", arrivals // 5))
+            for rule, hidden in (("fedasync", 256), ("ca2fl", 64))]
     for n in (1_000,) if quick else (1_000, 10_000):
         for hidden in (40, 256):
             for store in ("ram", "disk"):

@@ -5,7 +5,8 @@ these configs and nothing of the implementations, which :data:`BUILTINS` names b
 (:mod:`simfl.registry`). An entry's facts that validation and the estimate read live on its config
 too: ``client_vectors`` (model-sized vectors kept per client), ``keeps_client_models`` (under
 cross-device serving a client trains again from the model its last arrival returned),
-``chooses_clients`` (the algorithm picks each round's clients), ``checkpointable`` (its runs can be
+``arrival_passes`` (its server's work on the model at an arrival without training, in passes over the model's
+bytes), ``chooses_clients`` (the algorithm picks each round's clients), ``checkpointable`` (its runs can be
 checkpointed), ``holds_model`` (its own code holds the model) and :meth:`AlgorithmConfig.check_federation`
 (refusals that need the number of clients). A plugin's config derives from :class:`AlgorithmConfig`
 and sets them alike.
@@ -45,6 +46,13 @@ class AlgorithmConfig(Section):
 
     client_vectors: ClassVar[int] = 0
     """How many model-sized vectors the algorithm keeps per client (its stores), for the memory estimate."""
+    arrival_passes: ClassVar[float | None] = None
+    """For the estimate of a run without training: the passes over the model's bytes that an arrival costs the
+    server (the rule's work on the update, its stores in RAM and the engine's handling of the weights), each as long
+    as one elementwise operation over the model's vector (:data:`simfl.schema.costs.PASS_SECONDS_PER_BYTE`). None:
+    not stated, and the estimate says so for a model over :data:`simfl.schema.costs.ARRIVAL_BYTES_COUNTED`. The
+    built-in rules' figures are read off ``python -m benchmarks.arrival_bytes`` at 10 clients (the per-byte cost
+    over that of one ``a + b``, rounded; the growth with the clients is :data:`simfl.schema.costs.PASS_GROWTH`'s)."""
     chooses_clients: ClassVar[bool] = False
     """True when the algorithm's ``choose`` picks each round's clients (a Flower strategy samples its own nodes)."""
     checkpointable: ClassVar[bool] = True
@@ -75,6 +83,11 @@ class AlgorithmConfig(Section):
         """Model-sized vectors this entry keeps per client it reaches, as its options set them (the estimate's
         per-client state): :attr:`client_vectors` unless an option changes what the algorithm keeps."""
         return self.client_vectors
+
+    def arrival_work(self, num_clients: int) -> float | None:
+        """Passes over the model's bytes an arrival without training costs on ``num_clients`` clients (the
+        estimate's): :attr:`arrival_passes` unless the work grows with the clients."""
+        return self.arrival_passes
 
     @property
     def keeps_client_models(self) -> bool:
@@ -203,6 +216,8 @@ Staleness = Annotated[
 class FedAsyncConfig(AlgorithmConfig):
     """Parameters of FedAsync."""
 
+    arrival_passes: ClassVar[float | None] = 9.0
+
     name: Literal["fedasync"] = Field("fedasync", description="Algorithm name.")
     alpha: UnitOpen = Field(0.6, description="Base mixing weight alpha in (0, 1).")
     staleness: Staleness = Field(
@@ -219,6 +234,8 @@ class FedAsyncConfig(AlgorithmConfig):
 class FedBuffConfig(AlgorithmConfig):
     """Parameters of FedBuff."""
 
+    arrival_passes: ClassVar[float | None] = 7.0
+
     name: Literal["fedbuff"] = Field("fedbuff", description="Algorithm name.")
     buffer: PositiveInt = Field(10, description="K >= 1: arrivals aggregated per global update.")
     server_lr: PositiveFloat = Field(1.0, description="Server learning rate applied to the buffer's mean.")
@@ -228,6 +245,7 @@ class CA2FLConfig(AlgorithmConfig):
     """Parameters of CA2FL."""
 
     client_vectors: ClassVar[int] = 1
+    arrival_passes: ClassVar[float | None] = 5.0
 
     name: Literal["ca2fl"] = Field("ca2fl", description="Algorithm name.")
     buffer: PositiveInt = Field(10, description="K >= 1: arrivals aggregated per global update.")
@@ -238,11 +256,17 @@ class CA2FLConfig(AlgorithmConfig):
         "(paper's h_t^i) or its latest, updated within the round (differs when a client arrives twice in one buffer).",
     )
 
+    def arrival_work(self, num_clients: int) -> float | None:
+        """Five passes, and at each buffer's end the mean of every client's cache taken again (``_mean`` of
+        :mod:`simfl.algorithms.ca2fl`): ``num_clients / buffer`` passes more an arrival."""
+        return (self.arrival_passes or 0.0) + num_clients / self.buffer
+
 
 class OrthoFLConfig(AlgorithmConfig):
     """Parameters of OrthoFL."""
 
     client_vectors: ClassVar[int] = 1
+    arrival_passes: ClassVar[float | None] = 7.0
 
     name: Literal["orthofl"] = Field("orthofl", description="Algorithm name.")
     beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1) of the global moving average.")
@@ -292,6 +316,8 @@ PAIRWISE_MAX_CLIENTS = 100
 class OrthoFLNoCalibConfig(AlgorithmConfig):
     """Parameters of OrthoFL without calibration (= FedAsync, polynomial staleness)."""
 
+    arrival_passes: ClassVar[float | None] = 9.0
+
     name: Literal["orthofl_no_calib"] = Field("orthofl_no_calib", description="Algorithm name.")
     beta: UnitOpen = Field(0.6, description="Base mixing weight beta in (0, 1).")
     a: NonNegFloat = Field(0.5, description="Staleness exponent: beta_t = beta * s^(-a).")
@@ -299,6 +325,8 @@ class OrthoFLNoCalibConfig(AlgorithmConfig):
 
 class OrthoFLNoMAConfig(AlgorithmConfig):
     """Parameters of OrthoFL without the moving average."""
+
+    arrival_passes: ClassVar[float | None] = 24.0
 
     name: Literal["orthofl_no_ma"] = Field("orthofl_no_ma", description="Algorithm name.")
     bn: BnPolicy = Field("local", description=BN_DESCRIPTION)
@@ -335,6 +363,7 @@ class FedAvgConfig(AlgorithmConfig):
     """Parameters of FedAvg."""
 
     synchronous: ClassVar[bool] = True
+    arrival_passes: ClassVar[float | None] = 3.0
 
     name: Literal["fedavg"] = Field("fedavg", description="Algorithm name.")
     clients_per_round: PositiveInt = Field(
@@ -353,6 +382,7 @@ class FedAdamConfig(AlgorithmConfig):
     """Parameters of FedAdam."""
 
     synchronous: ClassVar[bool] = True
+    arrival_passes: ClassVar[float | None] = 5.0
 
     name: Literal["fedadam"] = Field("fedadam", description="Algorithm name.")
     clients_per_round: PositiveInt = Field(
@@ -370,6 +400,7 @@ class ScaffoldConfig(AlgorithmConfig):
     synchronous: ClassVar[bool] = True
 
     client_vectors: ClassVar[int] = 1
+    arrival_passes: ClassVar[float | None] = 6.0
 
     name: Literal["scaffold"] = Field("scaffold", description="Algorithm name.")
     clients_per_round: PositiveInt = Field(

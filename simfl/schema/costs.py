@@ -121,15 +121,16 @@ arrivals): the constant model's 383,000 arrivals took 21-25 us each, the other 5
 about 32 in the middle; the
 constant model reads its round times and draws none: 10 of those 32 us, 14 of the 45 at the reference."""
 ARRIVAL_BYTES_COUNTED = 4096
-"""Model bytes up to which an arrival without training is counted as the engine's probe's (its model: 432 bytes):
-a larger model's arrivals cost more than the estimate counts, and the estimate says so (:attr:`Estimate.unstated
-<simfl.schema.estimate.Estimate.unstated>`), as no rule states its work per byte of the model. ``python -m
+"""Model bytes up to which the arrivals without training of a rule that states no passes over the model
+(:attr:`simfl.algorithms.configs.AlgorithmConfig.arrival_passes`) are counted as the engine's probe's without a
+word: beyond it they cost more than the estimate counts, and the estimate says so (:attr:`Estimate.unstated
+<simfl.schema.estimate.Estimate.unstated>`) and learns nothing from such a run. ``python -m
 benchmarks.arrival_bytes`` (2026-11-28, nothing else running, CPU time on one thread, MLPs of 2,440 and 76,840
 bytes, 100 and 1,000 clients): 0.35-1.76 ns more an arrival per byte of the model for FedAsync, FedBuff, OrthoFL,
 FedAvg and FedAdam, more at 1,000 clients than at 100, and CA2FL 1.67 and 22.9 ns (its mean over every client's
 cache taken at each buffer's end: work that grows with the clients); against 10.7-47.5 us an arrival at the small
-model (CA2FL 158 us at 1,000 clients). At 4,096 bytes the uncounted part is at most about half of
-:data:`NULL_ARRIVAL_SECONDS` scaled to that machine, for every rule but CA2FL."""
+model (CA2FL 158 us at 1,000 clients). At 4,096 bytes the uncounted part would be at most about half of
+:data:`NULL_ARRIVAL_SECONDS` scaled to that machine, for every built-in rule but CA2FL."""
 SERVED_ARRIVAL_SECONDS = 20e-6
 """Reference value: what an arrival adds where a server serves a population (``server: {concurrency}``: an idle,
 present client drawn for each freed slot). The grid of ``python -m benchmarks.estimate`` of 2026-11-27 with its
@@ -146,16 +147,29 @@ and 1.37 times its untaught estimate without it in the grids of 2026-11-27c and 
 rounds: 1.32 and 1.15 without it (c, d), 1.04 with it (d)."""
 STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
-calibration), beside :data:`STORE_SECONDS_PER_BYTE` per byte of those vectors (the OrthoFL cases of the same
-grid: 20,000 arrivals took 3.7-7.9 s beyond the launch)."""
-STORE_SECONDS_PER_BYTE = 1e-9
-"""Reference value: per arrival and byte of a client's vectors, reading and writing its rows (the rows as the
-stores hold them: OrthoFL under ``shift_source: chain``, the grid's, keeps one per client, its kept model)."""
-DISK_STORE_FACTOR = 1.4
-"""The disk store's arrivals against the RAM store's. With the two constants above, fitted to the OrthoFL
-cases of ``python -m benchmarks.estimate`` (3,010 and 19,210 parameters, 10^3 and 10^4 clients, RAM and
-disk): measured over estimated wall 0.90-1.35 at the probe's reference speed, beside one case of 2.01 whose run
-compiled the fused kernels (numba's first call on a machine, cached after)."""
+calibration), beside the passes over the model it states (:attr:`simfl.algorithms.configs.AlgorithmConfig.
+arrival_passes`, which count its RAM store's rows). Fitted on the OrthoFL cases of ``python -m benchmarks.estimate``
+(20,000 arrivals, 10^3 and 10^4 clients): at 65 us, what ``python -m benchmarks.arrival_bytes`` reads in one
+process at the small model (OrthoFL 16-25 us an arrival more than FedAsync at a probe of 0.30 of the
+reference's), the cases of 12,040 bytes ran 1.26-1.49 times their estimate (2026-11-28, a fresh cache, nothing
+else running); a launched run's store costs more than a warm process's."""
+DISK_SECONDS_PER_BYTE = 0.58e-9
+"""Reference value: per arrival and byte of a client's vectors, what the disk store adds to the RAM store's work:
+``orthofl_n1000_h256`` of ``python -m benchmarks.estimate`` on disk and in RAM (20,000 arrivals, two rows of 76,840
+bytes per client; by hand, ``simfl run`` less ``simfl validate``, the shorter of two, 2026-11-28) 3.26 and 2.72 s,
+27 us an arrival, 0.18 ns a byte at a probe of 0.30 of the reference's."""
+PROBE_MODEL_BYTES = 432
+"""Bytes of the engine's probe's model (:data:`simfl.launch.measure_speeds.PROBE`: an MLP of 108 parameters), whose
+work at an arrival :data:`NULL_ARRIVAL_SECONDS` includes: a rule's passes count the bytes beyond it."""
+PASS_SECONDS_PER_BYTE = 0.33e-9
+"""Reference value: one pass over a byte of the model (an elementwise operation over its vector) at an arrival
+without training. ``python -m benchmarks.arrival_bytes`` of 2026-11-28 read one ``a + b`` over 307,240 bytes at
+0.096-0.144 ns a byte (0.10 in most of its runs), at a probe of 0.30 of the reference's: 0.10 / 0.30."""
+PASS_GROWTH = 0.15
+"""A pass costs this much more per tenfold of the clients beyond 10 (the weights they hold leave the caches):
+``python -m benchmarks.arrival_bytes --small 8 --large 1024`` of 2026-11-28 at 10, 100, 1,000 and 10,000 clients,
+ns a byte: FedAsync 0.93, 1.10, 1.16, 1.24, FedBuff 0.71, 0.80, 0.95, 1.12, OrthoFL 0.47-0.69, 0.83, 0.94-1.01,
+1.22, FedAvg 0.32, 0.36, 0.56, 0.58 (x1.0, 1.15, 1.30, 1.45 from 10 clients: within 1.5x of each)."""
 LAUNCH_SECONDS = 2.5
 """Reference value: what a launch adds once beyond its runs: the result folder's tables and plots (pandas and
 matplotlib loaded) and its summary. The rest of the smallest case of ``python -m benchmarks.estimate`` (FedAsync,
@@ -342,21 +356,31 @@ def eval_seconds(test: int, speed: Speeds) -> float:
 
 
 def null_update_seconds(rows: int, model_bytes: int, on_disk: bool, speed: Speeds) -> float:
-    """Wall seconds of one update without training (``executor: {kind: none}``): ``speed.arrival``, and with
-    ``rows`` per-client vectors of ``model_bytes`` each, their reading and writing."""
-    stored = (STORE_ARRIVAL_SECONDS + rows * model_bytes * STORE_SECONDS_PER_BYTE) if rows else 0.0
-    return speed.arrival + stored * speed.factor * (DISK_STORE_FACTOR if on_disk else 1.0)
+    """Wall seconds of one update without training (``executor: {kind: none}``) beside the rule's passes
+    (:func:`pass_seconds`): ``speed.arrival``, and with ``rows`` per-client vectors of ``model_bytes`` each, their
+    store's own work (on disk, their bytes written and read)."""
+    stored = (STORE_ARRIVAL_SECONDS + (rows * model_bytes * DISK_SECONDS_PER_BYTE if on_disk else 0.0)) if rows else 0.0
+    return speed.arrival + stored * speed.factor
+
+
+def pass_seconds(passes: float, model_bytes: int, clients: int, speed: Speeds) -> float:
+    """Wall seconds of ``passes`` passes over the model's bytes beyond the probe's (:data:`PROBE_MODEL_BYTES`) at
+    one arrival without training on ``clients`` clients (:data:`PASS_SECONDS_PER_BYTE`, :data:`PASS_GROWTH`)."""
+    growth = 1.0 + PASS_GROWTH * math.log10(max(clients, 10) / 10)
+    return passes * max(model_bytes - PROBE_MODEL_BYTES, 0) * PASS_SECONDS_PER_BYTE * growth * speed.factor
 
 
 def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, on_disk: bool, speed: Speeds,
-                     served: bool = False, draw: float | None = None) -> float:
+                     served: bool = False, draw: float | None = None, passes: float = 0.0, clients: int = 0) -> float:
     """Wall seconds of one run's ``steps`` rounds (updates, failed and late rounds) without training: each
     ``speed.arrival`` (with the delay model's ``draw`` in place of :data:`DRAW_SECONDS` where it states one, and
     :data:`SERVED_ARRIVAL_SECONDS` more where a server draws who is served, ``served``), and each of its
-    ``updates`` the reading and writing of ``rows`` per-client vectors (:func:`null_update_seconds`)."""
+    ``updates`` the rule's ``passes`` over the model on ``clients`` clients (:func:`pass_seconds`) and the
+    store's work on ``rows`` per-client vectors (:func:`null_update_seconds`)."""
     stated = 0.0 if draw is None else draw - DRAW_SECONDS
     each = speed.arrival + (stated + (SERVED_ARRIVAL_SECONDS if served else 0.0)) * speed.factor
-    return steps * each + updates * (null_update_seconds(rows, model_bytes, on_disk, speed) - speed.arrival)
+    stored = null_update_seconds(rows, model_bytes, on_disk, speed) - speed.arrival
+    return steps * each + updates * (stored + pass_seconds(passes, model_bytes, clients, speed))
 
 
 def training_run_seconds(updates: float, evaluations: float, samples: int, epochs: int, batch_size: int, test: int,

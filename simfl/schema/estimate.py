@@ -543,7 +543,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
         if ext is not None and math.isfinite(ext.horizon):
             if null:
                 wall = costs.null_run_seconds(ext.arrivals + ext.failed + ext.late, ext.arrivals, rows, model.bytes,
-                                              on_disk, speed, served=server is not None, draw=draw)
+                                              on_disk, speed, served=server is not None, draw=draw,
+                                              passes=algo.arrival_work(clients) or 0.0, clients=clients)
             elif trains and trained:
                 wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, samples, scenario.train.epochs,
                                                   scenario.train.batch_size, data.test,
@@ -552,10 +553,11 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                 wall = (wall + costs.rounds_seconds(ext.rounds, speed) + setup) * speed.learned
         runs.append(Run(name, ext, wall, events, evals, setup * speed.learned))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
-    if null and model.bytes > costs.ARRIVAL_BYTES_COUNTED:
-        unstated.append(f"algorithms: their work on the model's {bytes_text(model.bytes)} at each arrival without "
-                        "training: counted as on the engine's probe's model of 432 B, so the wall time is low, the "
-                        "more so the larger the model (python -m benchmarks.arrival_bytes)")
+    silent = [name for name, algo, _ in entries if algo.arrival_work(clients) is None]
+    if null and silent and model.bytes > costs.ARRIVAL_BYTES_COUNTED:
+        unstated.append(f"{', '.join(silent)}: its work on the model's {bytes_text(model.bytes)} at each arrival "
+                        f"without training: counted as on the engine's probe's model of {costs.PROBE_MODEL_BYTES} B, "
+                        "so the wall time is low, the more so the larger the model (python -m benchmarks.arrival_bytes)")
         speed = replace(speed, lesson=None)  # such a run's wall would teach the engine's estimate what it omits
     acts = measured.activations_of(model) if trains else None
     if trains and acts is None:

@@ -218,19 +218,36 @@ def test_a_dataset_stating_nothing_is_said_so() -> None:
     assert any("states no shape or sizes" in line for line in est.lines())
 
 
-def test_a_large_models_arrivals_without_training_are_said_uncounted() -> None:
-    """Pure latency counts an arrival as the engine's probe's (a 432-byte model), and says so where the model is
-    larger than :data:`~simfl.schema.costs.ARRIVAL_BYTES_COUNTED`: an MLP over 8 features and 3 classes holds
-    12 h + 3 float32 parameters, 4,092 bytes at h = 85 and 4,140 at h = 86. A run that trains says nothing of it."""
-    def says(hidden: int, executor: str = "none") -> bool:
-        raw = tiny_scenario(model={"name": "mlp", "hidden": [hidden]}, executor={"kind": executor})
-        est = estimate.estimate(validate(raw))
-        assert est.model_bytes == 4 * (12 * hidden + 3)
+def test_a_rules_passes_over_the_model_are_counted_and_an_unstated_rules_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without training, each arrival costs the rule's stated passes over the model's bytes beyond the probe's: an
+    MLP over 8 features and 3 classes holds 12 h + 3 float32 parameters, so from h = 85 to h = 185 FedAsync's 9
+    passes add 9 x 4,800 bytes x PASS_SECONDS_PER_BYTE an arrival (3 clients: no growth), at this machine's factor.
+    A plugin rule stating none is counted as on the probe's model and said so beyond ARRIVAL_BYTES_COUNTED (4,140
+    bytes at h = 86, not at 4,092, h = 85); a run that trains says nothing of it. CA2FL's grow with the clients."""
+    monkeypatch.setenv("SIMFL_ALLOW_IMPORTS", "1")
+
+    def estimated(hidden: int, rule: str = "fedasync", executor: str = "none") -> estimate.Estimate:
+        raw = tiny_scenario(model={"name": "mlp", "hidden": [hidden]}, executor={"kind": executor},
+                            algorithms=[{"name": rule}], budget={"time": 600.0})
+        est = estimate.estimate(validate(raw), learned=False)
+        assert est.model_bytes == 4 * (12 * hidden + 3) and est.wall_seconds is not None
+        return est
+
+    def says(est: estimate.Estimate) -> bool:
         return any("at each arrival without training" in line for line in est.lines())
 
+    small, large = estimated(85), estimated(185)
+    assert small.arrivals == large.arrivals and small.arrivals is not None
+    assert large.wall_seconds - small.wall_seconds == pytest.approx(  # type: ignore[operator]
+        small.arrivals * 9 * 4800 * costs.PASS_SECONDS_PER_BYTE * small.speeds.factor)
+    assert not says(large)
+    foo = f"{RULES}:FedFoo"
     assert costs.ARRIVAL_BYTES_COUNTED == 4096
-    assert not says(85) and says(86)
-    assert not says(86, executor="inline")
+    assert not says(estimated(85, foo)) and says(estimated(86, foo))
+    assert estimated(185, foo).wall_seconds == estimated(85, foo).wall_seconds
+    assert not says(estimated(86, foo, executor="inline"))
+    ca2fl = validate(tiny_scenario(algorithms=[{"name": "ca2fl", "buffer": 3}])).algorithms[0]
+    assert ca2fl.arrival_work(3) == 6.0 and ca2fl.arrival_work(300) == 105.0
 
 
 def test_statements_are_averaged_over_seeds() -> None:

@@ -320,17 +320,21 @@ def test_a_run_without_training_teaches_from_a_few_seconds(cache: Path) -> None:
     assert speeds.observed(lessons[1]) == []
 
 
-def test_a_run_whose_estimate_omits_its_models_bytes_teaches_nothing(cache: Path) -> None:
-    """A pure-latency run of a model over ARRIVAL_BYTES_COUNTED (an MLP of 12 h + 3 float32 parameters: 4,140 bytes
-    at h = 86) is estimated without the rules' work on its bytes, so its wall would teach the engine's estimate
-    for every other pure-latency run what this one omits: it teaches nothing; at h = 85 (4,092 bytes) it does."""
+def test_a_run_whose_estimate_omits_its_models_bytes_teaches_nothing(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pure-latency run of a rule that states no passes over the model (a plugin's), on a model over
+    ARRIVAL_BYTES_COUNTED (an MLP of 12 h + 3 float32 parameters: 4,140 bytes at h = 86), is estimated without its
+    work on those bytes, so its wall would teach the engine's estimate for every other pure-latency run what this
+    one omits: it teaches nothing; at h = 85 (4,092 bytes) it does, and so does FedAsync, which states its passes."""
+    monkeypatch.setenv("SIMFL_ALLOW_IMPORTS", "1")
     wall = costs.ENGINE_LEARNED_AFTER * 2
     lesson = {speeds.ENGINE: speeds.ENGINE_FACTS}
-    for hidden, taught in ((86, 0), (85, 1)):
-        scn = validate(tiny_scenario(executor={"kind": "none"}, budget={"time": 600.0},
+    for hidden, rule, taught in ((86, "tests.plugins.rules:FedFoo", 0), (85, "tests.plugins.rules:FedFoo", 1),
+                                 (86, "fedasync", 2)):
+        scn = validate(tiny_scenario(executor={"kind": "none"}, budget={"time": 600.0}, algorithms=[{"name": rule}],
                                      model={"name": "mlp", "hidden": [hidden]}))
-        assert estimate.estimate(scn, learned=False).entries[0].wall_seconds is not None
-        measure_speeds.learn(scn, "fedasync", wall)
+        entry = estimate.estimate(scn, learned=False).entries[0]
+        assert entry.wall_seconds is not None
+        measure_speeds.learn(scn, entry.name, wall)
         assert len(speeds.observed(lesson)) == taught
 
 
