@@ -81,7 +81,7 @@ def per_arrival(rule: dict[str, Any], clients: int, hidden: int) -> float:
         return (time.process_time() - start) / TIMED
 
 
-def pass_seconds(hidden: int, calls: int = 2_000) -> float:
+def add_seconds_per_byte(hidden: int, calls: int = 2_000) -> float:
     """CPU seconds per byte of one ``a + b`` over the MLP's vector: the shortest of five rounds of ``calls``."""
     n = model_bytes(hidden) // 4
     a, b = torch.randn(n), torch.randn(n)
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", default="100,1000", help="comma-separated populations")
     parser.add_argument("--only", default=",".join(RULES), help="comma-separated rules (" + ", ".join(RULES) + ")")
     args = parser.parse_args(argv)
-    print(f"pass_ns_per_byte={pass_seconds(args.large) * 1e9:.3f}", flush=True)
+    print(f"pass_ns_per_byte={add_seconds_per_byte(args.large) * 1e9:.3f}", flush=True)
     extra = model_bytes(args.large) - model_bytes(args.small)
     for name in args.only.split(","):
         for clients in (int(c) for c in args.clients.split(",")):

@@ -148,16 +148,19 @@ rounds: 1.32 and 1.15 without it (c, d), 1.04 with it (d)."""
 STORE_ARRIVAL_SECONDS = 110e-6
 """Reference value: added per arrival without training by an algorithm with per-client vectors (OrthoFL's
 calibration), beside the passes over the model it states (:attr:`simfl.algorithms.configs.AlgorithmConfig.
-arrival_passes`, which count its RAM store's rows). Fitted on the OrthoFL cases of ``python -m benchmarks.estimate``
-(20,000 arrivals, 10^3 and 10^4 clients): at 65 us, what ``python -m benchmarks.arrival_bytes`` reads in one
-process at the small model (OrthoFL 16-25 us an arrival more than FedAsync at a probe of 0.30 of the
-reference's), the cases of 12,040 bytes ran 1.26-1.49 times their estimate (2026-11-28, a fresh cache, nothing
-else running); a launched run's store costs more than a warm process's."""
+arrival_passes`, which count its RAM store's rows). The value fitted before the rules stated their passes, on the
+OrthoFL cases of ``python -m benchmarks.estimate`` (20,000 arrivals, 10^3 and 10^4 clients), is kept: at 65 us,
+what ``python -m benchmarks.arrival_bytes`` reads in one warm process at the small model (OrthoFL 16-25 us an
+arrival more than FedAsync, at a probe of 0.30 of the reference's), the cases of 12,040 bytes ran 1.26-1.49 times
+their estimate (``benchmarks/estimate_passes_2026-11-28e.txt``): a launched run's store costs more."""
 DISK_SECONDS_PER_BYTE = 0.58e-9
-"""Reference value: per arrival and byte of a client's vectors, what the disk store adds to the RAM store's work:
-``orthofl_n1000_h256`` of ``python -m benchmarks.estimate`` on disk and in RAM (20,000 arrivals, two rows of 76,840
-bytes per client; by hand, ``simfl run`` less ``simfl validate``, the shorter of two, 2026-11-28) 3.26 and 2.72 s,
-27 us an arrival, 0.18 ns a byte at a probe of 0.30 of the reference's."""
+"""Reference value: per arrival and byte of a client's vectors, what the disk store adds to the RAM store's work.
+Set from ``orthofl_n1000_h256`` of ``python -m benchmarks.estimate`` (20,000 arrivals, 76,840-byte rows; its
+OrthoFL, ``shift_source: chain`` served, keeps one row per client, its kept model) taken as two rows a client:
+0.18 ns a byte at a probe of 0.30 of the reference's. On disk and in RAM the case ran 3.6 and 3.2 s
+(``benchmarks/estimate_passes_2026-11-28e.txt``) and 3.5 and 2.9 s (``-28f``): 20-30 us an arrival, 0.26-0.39 ns a
+byte of its one row, so this counts about half the disk's cost; its disk cases ran 0.96-1.36 times their estimate
+in the 28f grid."""
 PROBE_MODEL_BYTES = 432
 """Bytes of the engine's probe's model (:data:`simfl.launch.measure_speeds.PROBE`: an MLP of 108 parameters), whose
 work at an arrival :data:`NULL_ARRIVAL_SECONDS` includes: a rule's passes count the bytes beyond it."""
@@ -355,12 +358,13 @@ def eval_seconds(test: int, speed: Speeds) -> float:
     return test * speed.eval_sample + math.ceil(test / EVAL_BATCH) * speed.eval_batch
 
 
-def null_update_seconds(rows: int, model_bytes: int, on_disk: bool, speed: Speeds) -> float:
-    """Wall seconds of one update without training (``executor: {kind: none}``) beside the rule's passes
-    (:func:`pass_seconds`): ``speed.arrival``, and with ``rows`` per-client vectors of ``model_bytes`` each, their
-    store's own work (on disk, their bytes written and read)."""
-    stored = (STORE_ARRIVAL_SECONDS + (rows * model_bytes * DISK_SECONDS_PER_BYTE if on_disk else 0.0)) if rows else 0.0
-    return speed.arrival + stored * speed.factor
+def store_seconds(rows: int, model_bytes: int, on_disk: bool, speed: Speeds) -> float:
+    """Wall seconds the stores add to one update without training (``executor: {kind: none}``) beside the rule's
+    passes (:func:`pass_seconds`): with ``rows`` per-client vectors of ``model_bytes`` each, their store's own work
+    (on disk, their bytes written and read); none without."""
+    if not rows:
+        return 0.0
+    return (STORE_ARRIVAL_SECONDS + (rows * model_bytes * DISK_SECONDS_PER_BYTE if on_disk else 0.0)) * speed.factor
 
 
 def pass_seconds(passes: float, model_bytes: int, clients: int, speed: Speeds) -> float:
@@ -376,10 +380,10 @@ def null_run_seconds(steps: float, updates: float, rows: int, model_bytes: int, 
     ``speed.arrival`` (with the delay model's ``draw`` in place of :data:`DRAW_SECONDS` where it states one, and
     :data:`SERVED_ARRIVAL_SECONDS` more where a server draws who is served, ``served``), and each of its
     ``updates`` the rule's ``passes`` over the model on ``clients`` clients (:func:`pass_seconds`) and the
-    store's work on ``rows`` per-client vectors (:func:`null_update_seconds`)."""
+    store's work on ``rows`` per-client vectors (:func:`store_seconds`)."""
     stated = 0.0 if draw is None else draw - DRAW_SECONDS
     each = speed.arrival + (stated + (SERVED_ARRIVAL_SECONDS if served else 0.0)) * speed.factor
-    stored = null_update_seconds(rows, model_bytes, on_disk, speed) - speed.arrival
+    stored = store_seconds(rows, model_bytes, on_disk, speed)
     return steps * each + updates * (stored + pass_seconds(passes, model_bytes, clients, speed))
 
 

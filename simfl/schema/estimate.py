@@ -529,6 +529,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
     setup = costs.setup_seconds(clients, speed) + stated_setup  # before a run's clock starts
     draws = [t.draw for t in times]
     draw = None if not draws or None in draws else sum(d for d in draws if d is not None) / len(draws)
+    passes = {name: algo.arrival_work(clients) for name, algo, _ in entries}
     for name, algo, ext in entries:
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
@@ -544,7 +545,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
             if null:
                 wall = costs.null_run_seconds(ext.arrivals + ext.failed + ext.late, ext.arrivals, rows, model.bytes,
                                               on_disk, speed, served=server is not None, draw=draw,
-                                              passes=algo.arrival_work(clients) or 0.0, clients=clients)
+                                              passes=passes[name] or 0.0, clients=clients)
             elif trains and trained:
                 wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, samples, scenario.train.epochs,
                                                   scenario.train.batch_size, data.test,
@@ -553,7 +554,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                 wall = (wall + costs.rounds_seconds(ext.rounds, speed) + setup) * speed.learned
         runs.append(Run(name, ext, wall, events, evals, setup * speed.learned))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
-    silent = [name for name, algo, _ in entries if algo.arrival_work(clients) is None]
+    silent = [name for name, stated in passes.items() if stated is None]
     if null and silent and model.bytes > costs.ARRIVAL_BYTES_COUNTED:
         unstated.append(f"{', '.join(silent)}: its work on the model's {bytes_text(model.bytes)} at each arrival "
                         f"without training: counted as on the engine's probe's model of {costs.PROBE_MODEL_BYTES} B, "
