@@ -6,7 +6,8 @@ Run from the repository root: ``python results/derived.py``. Each line is
 - ``cpu_minutes[FOLDER]``: the sum of ``wall_seconds`` over every run of a
   result folder (machine time; it varies from run to run); ``cpu_hours_total`` sums the folders of
   the earlier set (E = 1 and the studies), ``cpu_hours_e5`` those at the paper's E = 5 (``-e5``),
-  ``cpu_hours_tune`` the tuning trials (``tune-*``),
+  ``cpu_hours_tune`` the tuning trials (``tune-*``), ``cpu_hours_tuned`` the tuned entries' final runs
+  (``paper-mnist-e5-tuned-*``),
   ``cpu_hours_sensitivity`` the sensitivity study's (``sensitivity-*``);
 - ``delays[CELL]``: OrthoFL's drawn latencies in a delay-study cell (mean and
   maximum, s) and its update count;
@@ -37,7 +38,14 @@ Run from the repository root: ``python results/derived.py``. Each line is
   E = 5 OrthoFL (chain) and FedAvg runs it reuses, the first evaluation time at or above the study's
   target (95% of FedAvg's mean accuracy at E = 5, as ``simfl report`` computes it) and its final
   accuracy; ``sensitivity_fedavg_mean_time``: FedAvg's mean time to that target at E = 5 over its seeds;
-  ``sensitivity_lead[eE-seedK]``: OrthoFL's final accuracy minus FedAvg's (points) at E = 1 and 10, per seed in.
+  ``sensitivity_lead[eE-seedK]``: OrthoFL's final accuracy minus FedAvg's (points) at E = 1 and 10, per seed in;
+- ``tuned_e5[ENTRY]``: an entry of the tuned MNIST Table 2 at E = 5 (``paper-mnist-e5-tuned-*``, the entries of each
+  part's ``best.yaml``) beside its untuned runs (``paper-mnist-e5``): its accuracy at 12,000 s in seeds 0 / 1 / 2, mean
+  ± std (ddof 0, as ``simfl report``), the untuned mean ± std, the gain (tuned minus untuned, paired by seed) with
+  its 95% t interval, and its time to the untuned table's target over untuned FedAvg's, paired by seed
+  (``simfl.output.comparison.compare`` over the untuned and tuned runs together); ``tuned_e5_lead[orthofl_chain-ENTRY]``:
+  the untuned OrthoFL (`chain`, the paper's lr 0.01 and beta 0.6) minus the tuned entry, paired by seed, with its
+  95% t interval, and OrthoFL's time to that target over the tuned entry's, paired by seed.
 """
 
 from __future__ import annotations
@@ -46,7 +54,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from simfl.output.report import find_result_folders, load_groups
+from simfl.output.comparison import accuracy_at, compare, mean_interval
+from simfl.output.report import RunGroup, find_result_folders, group_comparison, load_groups
 
 RESULTS = Path(__file__).resolve().parent
 ASYNC = ["orthofl", "fedasync", "fedbuff", "ca2fl"]
@@ -78,12 +87,14 @@ def main() -> None:
     for name, value in minutes.items():
         print(f"cpu_minutes[{name}]={value:.0f}")
     tune = sum(v for k, v in minutes.items() if k.startswith("tune-"))
-    e5 = sum(v for k, v in minutes.items() if "-e5" in k and not k.startswith("tune-"))
+    tuned = sum(v for k, v in minutes.items() if "-tuned-" in k)
+    e5 = sum(v for k, v in minutes.items() if "-e5" in k and not k.startswith("tune-") and "-tuned-" not in k)
     cross = minutes.get(CROSS_DEVICE.name, 0.0)
     sensitivity = sum(v for k, v in minutes.items() if k.startswith("sensitivity-"))
-    print(f"cpu_hours_total={(sum(minutes.values()) - e5 - cross - sensitivity - tune) / 60:.1f}")
+    print(f"cpu_hours_total={(sum(minutes.values()) - e5 - cross - sensitivity - tune - tuned) / 60:.1f}")
     print(f"cpu_hours_e5={e5 / 60:.1f}")
     print(f"cpu_hours_tune={tune / 60:.1f}")
+    print(f"cpu_hours_tuned={tuned / 60:.1f}")
     print(f"cpu_hours_sensitivity={sensitivity / 60:.1f}")
 
     for cell in sorted((RESULTS / "delays-mnist-e1-6000s").glob("latency=*")):
@@ -125,6 +136,7 @@ def main() -> None:
     for entry, cost in ((final[0] + final[2]) / 2 - final[1]).sort_values(ascending=False).items():
         print(f"e5_seed1_cost[paper-mnist-e5/{entry}]={cost:.1f}")
     print(f"e5_seed1_lead[paper-mnist-e5/orthofl_chain]={final.loc['orthofl_chain', 1] - final.loc['ca2fl', 1]:.1f}")
+    tuned_table(main_runs["paper-mnist-e5"])
 
     ablation5 = RESULTS / "ablation-mnist-e5"
     if ablation5.is_dir():  # its other rows are the main runs' seed 0 (results/reproduce.sh ablation5)
@@ -149,6 +161,40 @@ def main() -> None:
     print(f"har_orthofl_leads_from={har.index[har.index > behind.max()].min():.0f}")
     if CROSS_DEVICE.is_dir():
         cross_device(cross)
+
+
+def tuned_table(untuned: RunGroup) -> None:
+    """The tuned MNIST Table 2's figures (``tuned_e5``, module docstring), for each part whose final runs finished."""
+    folders = [p for p in sorted(RESULTS.glob("paper-mnist-e5-tuned-*")) if p.is_dir() and not p.name.endswith(".partial")]
+    if not folders:
+        return
+    base = group_comparison(untuned)  # the untuned table's target and baseline (untuned FedAvg)
+    runs = dict(untuned.metrics)
+    tuned: dict[str, list[int]] = {}
+    for group in load_groups(find_result_folders(folders)):
+        for (entry, seed), metrics in group.metrics.items():
+            runs[(f"{entry}_tuned", seed)] = metrics
+            tuned.setdefault(entry, []).append(seed)
+    both = compare(runs, untuned.synchronous, base.target, base.baseline)
+    when = both.horizon
+
+    def finals(entry: str, seeds: list[int]) -> list[float]:
+        return [100 * accuracy_at(runs[(entry, s)], when) for s in seeds]
+
+    for entry, seeds in tuned.items():
+        seeds = sorted(seeds)
+        now, before = finals(f"{entry}_tuned", seeds), finals(entry, seeds)
+        gain, low, high = mean_interval([a - b for a, b in zip(now, before, strict=True)])
+        row = both.row(f"{entry}_tuned")
+        ratio = f"{row['ratio']:.2f}x [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
+        print(f"tuned_e5[{entry}]={' / '.join(f'{a:.1f}' for a in now)}; {pd.Series(now).mean():.1f}±"
+              f"{pd.Series(now).std(ddof=0):.1f}; untuned {pd.Series(before).mean():.1f}±{pd.Series(before).std(ddof=0):.1f}; "
+              f"gain {gain:+.1f} [{low:+.1f}, {high:+.1f}]; time to {100 * both.target:.1f}% {ratio} of untuned "
+              f"{both.baseline}'s")
+        lead, low, high = mean_interval([a - b for a, b in zip(finals("orthofl_chain", seeds), now, strict=True)])
+        chain = compare(runs, untuned.synchronous, base.target, f"{entry}_tuned").row("orthofl_chain")
+        print(f"tuned_e5_lead[orthofl_chain-{entry}]={lead:+.1f} [{low:+.1f}, {high:+.1f}]; time to {100 * both.target:.1f}% "
+              f"{chain['ratio']:.2f}x [{chain['ratio_low']:.2f}, {chain['ratio_high']:.2f}] of the tuned entry's")
 
 
 def cross_device(minutes: float) -> None:

@@ -162,6 +162,13 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
             assert final in readme, key
             if when != "never":
                 assert f"{int(when.split()[0]):,} s" in readme, key
+        if key.startswith("tuned_e5["):  # "97.6 / 95.5 / 97.5; 96.9±1.0; untuned ...; gain +10.7 [+4.6, +16.8]; time to ..."
+            finals, mean, _, gain, time = value.split("; ")
+            assert finals in readme and mean in readme and gain.removeprefix("gain ") in readme, key
+            assert time.split("% ")[1].split(" of ")[0] in readme, key  # "0.30x [0.15, 0.61]"
+        if key.startswith("tuned_e5_lead["):  # "-0.9 [-6.5, +4.7]; time to 81.9% 0.75x [0.46, 1.22] of the tuned entry's"
+            lead, time = value.split("; ")
+            assert lead in readme and time.split("% ")[1].split(" of ")[0] in readme, key
         if key.startswith("sensitivity_lead["):  # "17.4"
             epochs, seed = re.fullmatch(r"sensitivity_lead\[e(\d+)-seed(\d)\]", key).groups()  # type: ignore[union-attr]
             assert f"{value} at E = {epochs} (seed {seed})" in readme, key
