@@ -45,7 +45,10 @@ Run from the repository root: ``python results/derived.py``. Each line is
   its 95% t interval, and its time to the untuned table's target over untuned FedAvg's, paired by seed
   (``simfl.output.comparison.compare`` over the untuned and tuned runs together); ``tuned_e5_lead[orthofl_chain-ENTRY]``:
   the untuned OrthoFL (`chain`, the paper's lr 0.01 and beta 0.6) minus the tuned entry, paired by seed, with its
-  95% t interval, and OrthoFL's time to that target over the tuned entry's, paired by seed.
+  95% t interval, and OrthoFL's time to that target over the tuned entry's, paired by seed;
+- ``tune_trial[FOLDER/ENTRY/trialK]``: a finished trial of a search still under way (no ``trials.csv`` yet): the
+  values its entry was given for the searched keys and its score (final validation accuracy, %, mean over the
+  search's seeds).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from simfl.output.comparison import accuracy_at, compare, mean_interval
 from simfl.output.report import RunGroup, find_result_folders, group_comparison, load_groups
@@ -137,6 +141,9 @@ def main() -> None:
         print(f"e5_seed1_cost[paper-mnist-e5/{entry}]={cost:.1f}")
     print(f"e5_seed1_lead[paper-mnist-e5/orthofl_chain]={final.loc['orthofl_chain', 1] - final.loc['ca2fl', 1]:.1f}")
     tuned_table(main_runs["paper-mnist-e5"])
+    for search in sorted(RESULTS.glob("tune-*")):
+        if not (search / "trials.csv").is_file():
+            unfinished_search(search)
 
     ablation5 = RESULTS / "ablation-mnist-e5"
     if ablation5.is_dir():  # its other rows are the main runs' seed 0 (results/reproduce.sh ablation5)
@@ -195,6 +202,33 @@ def tuned_table(untuned: RunGroup) -> None:
         chain = compare(runs, untuned.synchronous, base.target, f"{entry}_tuned").row("orthofl_chain")
         print(f"tuned_e5_lead[orthofl_chain-{entry}]={lead:+.1f} [{low:+.1f}, {high:+.1f}]; time to {100 * both.target:.1f}% "
               f"{chain['ratio']:.2f}x [{chain['ratio_low']:.2f}, {chain['ratio_high']:.2f}] of the tuned entry's")
+
+
+def unfinished_search(search: Path) -> None:
+    """``tune_trial`` lines: each finished trial of a search that has not written its trials table yet."""
+    params = yaml.safe_load((search / "tune.yaml").read_text())["tune"]["params"]
+    for summary in sorted(search.glob("trials/*/trial*/summary.csv")):
+        trial = summary.parent
+        if trial.name.endswith(".partial"):
+            continue
+        scenario = yaml.safe_load((trial / "scenario.yaml").read_text())
+        (entry,) = scenario["algorithms"]
+        label = entry.get("label") or entry["name"]
+        shown = []
+        for key in params:
+            if key.startswith("train."):
+                option = key.removeprefix("train.")
+                value = (entry.get("train") or {}).get(option, scenario["train"][option])
+            else:
+                which, option = key.removeprefix("algorithms[").split("].", 1)
+                if which not in ("*", label):
+                    continue
+                value = entry
+                for part in option.split("."):
+                    value = value[part]
+            shown.append(f"{option} {value['kind'] if isinstance(value, dict) else value}")
+        score = 100 * pd.read_csv(summary)["final_accuracy"].mean()
+        print(f"tune_trial[{search.name}/{trial.parent.name}/{trial.name}]={', '.join(shown)}: {score:.1f}")
 
 
 def cross_device(minutes: float) -> None:

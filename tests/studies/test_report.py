@@ -169,6 +169,9 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
         if key.startswith("tuned_e5_lead["):  # "-0.9 [-6.5, +4.7]; time to 81.9% 0.75x [0.46, 1.22] of the tuned entry's"
             lead, time = value.split("; ")
             assert lead in readme and time.split("% ")[1].split(" of ")[0] in readme, key
+        if key.startswith("tune_trial["):  # "lr 0.1, beta 0.8: 97.3" -> "trial 1 (lr 0.1, beta 0.8): 97.3"
+            values, score = value.rsplit(": ", 1)
+            assert f"trial {key.rstrip(']').rsplit('trial', 1)[1]} ({values}): {score}" in readme, key
         if key.startswith("sensitivity_lead["):  # "17.4"
             epochs, seed = re.fullmatch(r"sensitivity_lead\[e(\d+)-seed(\d)\]", key).groups()  # type: ignore[union-attr]
             assert f"{value} at E = {epochs} (seed {seed})" in readme, key
