@@ -56,10 +56,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
+from simfl.launch.tune import TRIALS_DIR, TUNE_FILE, plan_of
 from simfl.output.comparison import accuracy_at, compare, mean_interval
-from simfl.output.report import RunGroup, find_result_folders, group_comparison, load_groups
+from simfl.output.report import RunGroup, find_result_folders, group_comparison, group_table, load_groups
+from simfl.schema import scenario as scenario_mod
+from simfl.schema.tuning import given_value
+from simfl.yamlsafe import short_value
 
 RESULTS = Path(__file__).resolve().parent
 ASYNC = ["orthofl", "fedasync", "fedbuff", "ca2fl"]
@@ -177,11 +180,13 @@ def tuned_table(untuned: RunGroup) -> None:
         return
     base = group_comparison(untuned)  # the untuned table's target and baseline (untuned FedAvg)
     runs = dict(untuned.metrics)
-    tuned: dict[str, list[int]] = {}
+    spread = {}  # mean and std over seeds, as the report's table has them
     for group in load_groups(find_result_folders(folders)):
-        for (entry, seed), metrics in group.metrics.items():
-            runs[(f"{entry}_tuned", seed)] = metrics
-            tuned.setdefault(entry, []).append(seed)
+        runs.update({(f"{entry}_tuned", seed): metrics for (entry, seed), metrics in group.metrics.items()})
+        for kind, one in (("tuned", group), ("untuned", untuned)):
+            for row in group_table(one).itertuples():
+                spread[(kind, row.algorithm)] = f"{100 * row.accuracy_mean:.1f}±{100 * row.accuracy_std:.1f}"
+    tuned = {entry: sorted(s for e, s in runs if e == f"{entry}_tuned") for kind, entry in spread if kind == "tuned"}
     both = compare(runs, untuned.synchronous, base.target, base.baseline)
     when = both.horizon
 
@@ -189,13 +194,12 @@ def tuned_table(untuned: RunGroup) -> None:
         return [100 * accuracy_at(runs[(entry, s)], when) for s in seeds]
 
     for entry, seeds in tuned.items():
-        seeds = sorted(seeds)
         now, before = finals(f"{entry}_tuned", seeds), finals(entry, seeds)
         gain, low, high = mean_interval([a - b for a, b in zip(now, before, strict=True)])
         row = both.row(f"{entry}_tuned")
         ratio = f"{row['ratio']:.2f}x [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}]"
-        print(f"tuned_e5[{entry}]={' / '.join(f'{a:.1f}' for a in now)}; {pd.Series(now).mean():.1f}±"
-              f"{pd.Series(now).std(ddof=0):.1f}; untuned {pd.Series(before).mean():.1f}±{pd.Series(before).std(ddof=0):.1f}; "
+        print(f"tuned_e5[{entry}]={' / '.join(f'{a:.1f}' for a in now)}; {spread[('tuned', entry)]}; "
+              f"untuned {spread[('untuned', entry)]}; "
               f"gain {gain:+.1f} [{low:+.1f}, {high:+.1f}]; time to {100 * both.target:.1f}% {ratio} of untuned "
               f"{both.baseline}'s")
         lead, low, high = mean_interval([a - b for a, b in zip(finals("orthofl_chain", seeds), now, strict=True)])
@@ -205,30 +209,19 @@ def tuned_table(untuned: RunGroup) -> None:
 
 
 def unfinished_search(search: Path) -> None:
-    """``tune_trial`` lines: each finished trial of a search that has not written its trials table yet."""
-    params = yaml.safe_load((search / "tune.yaml").read_text())["tune"]["params"]
-    for summary in sorted(search.glob("trials/*/trial*/summary.csv")):
-        trial = summary.parent
-        if trial.name.endswith(".partial"):
-            continue
-        scenario = yaml.safe_load((trial / "scenario.yaml").read_text())
-        (entry,) = scenario["algorithms"]
-        label = entry.get("label") or entry["name"]
-        shown = []
-        for key in params:
-            if key.startswith("train."):
-                option = key.removeprefix("train.")
-                value = (entry.get("train") or {}).get(option, scenario["train"][option])
-            else:
-                which, option = key.removeprefix("algorithms[").split("].", 1)
-                if which not in ("*", label):
-                    continue
-                value = entry
-                for part in option.split("."):
-                    value = value[part]
-            shown.append(f"{option} {value['kind'] if isinstance(value, dict) else value}")
-        score = 100 * pd.read_csv(summary)["final_accuracy"].mean()
-        print(f"tune_trial[{search.name}/{trial.parent.name}/{trial.name}]={', '.join(shown)}: {score:.1f}")
+    """``tune_trial`` lines: each finished trial of a search that has not written its trials table yet, its values
+    read as ``simfl tune`` reads an entry's given ones (:func:`simfl.schema.tuning.given_value`)."""
+    plan = plan_of(scenario_mod.load(search / TUNE_FILE), str(search))
+    for entry in plan.entries:
+        for summary in sorted((search / TRIALS_DIR / entry.name).glob("trial*/summary.csv")):
+            trial = summary.parent
+            if trial.name.endswith(".partial"):
+                continue
+            scn = scenario_mod.load(trial / "scenario.yaml")
+            values = {k: given_value(scn.algorithms[0], scn.train, k, space) for k, space in entry.spaces.items()}
+            shown = ", ".join(f"{k.split('.')[-1]} {short_value(v)}" for k, v in values.items())
+            score = 100 * pd.read_csv(summary)["final_accuracy"].mean()
+            print(f"tune_trial[{search.name}/{entry.name}/{trial.name}]={shown}: {score:.1f}")
 
 
 def cross_device(minutes: float) -> None:

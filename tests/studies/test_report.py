@@ -134,6 +134,9 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
     out = subprocess.run([sys.executable, str(RESULTS / "derived.py")], capture_output=True, text=True, check=True).stdout
     lines = dict(re.fullmatch(r"(\w+(?:\[[^\]]*\])?)=(.*)", line).groups() for line in out.splitlines())
     readme = " ".join((RESULTS / "README.md").read_text().replace("**", "").split())  # line breaks as spaces
+    for folder in RESULTS.glob("paper-mnist-e5-tuned-*/summary.csv"):  # every tuned entry has its line
+        for entry in pd.read_csv(folder)["algorithm"].unique():
+            assert f"tuned_e5[{entry}]" in lines and f"tuned_e5_lead[orthofl_chain-{entry}]" in lines, entry
     labels = {"fedavg": "FedAvg", "fedprox": "FedProx", "fedadam": "FedAdam", "fedasync": "FedAsync", "fedbuff": "FedBuff",
               "ca2fl": "CA2FL", "orthofl_chain": "`chain`", "orthofl_global": "`global`"}
     for key, value in lines.items():
