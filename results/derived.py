@@ -46,9 +46,9 @@ Run from the repository root: ``python results/derived.py``. Each line is
   (``simfl.output.comparison.compare`` over the untuned and tuned runs together); ``tuned_e5_lead[orthofl_chain-ENTRY]``:
   the untuned OrthoFL (`chain`, the paper's lr 0.01 and beta 0.6) minus the tuned entry, paired by seed, with its
   95% t interval, and OrthoFL's time to that target over the tuned entry's, paired by seed;
-- ``tune_trial[FOLDER/ENTRY/trialK]``: a finished trial of a search still under way (no ``trials.csv`` yet): the
-  values its entry was given for the searched keys and its score (final validation accuracy, %, mean over the
-  search's seeds).
+- ``tune_trial[FOLDER/ENTRY/trialK]``: a finished trial of a search still under way (not every trial in its
+  ``trials.csv`` scored by Optuna, or no ``trials.csv`` yet): the values its entry was given for the searched keys
+  and its score (final validation accuracy, %, mean over the search's seeds).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simfl.launch.tune import TRIALS_DIR, TUNE_FILE, plan_of
+from simfl.launch.tune import TRIALS_DIR, TRIALS_FILE, TUNE_FILE, plan_of
 from simfl.output.comparison import accuracy_at, compare, mean_interval
 from simfl.output.report import RunGroup, find_result_folders, group_comparison, group_table, load_groups
 from simfl.schema import scenario as scenario_mod
@@ -145,8 +145,7 @@ def main() -> None:
     print(f"e5_seed1_lead[paper-mnist-e5/orthofl_chain]={final.loc['orthofl_chain', 1] - final.loc['ca2fl', 1]:.1f}")
     tuned_table(main_runs["paper-mnist-e5"])
     for search in sorted(RESULTS.glob("tune-*")):
-        if not (search / "trials.csv").is_file():
-            unfinished_search(search)
+        unfinished_search(search)
 
     ablation5 = RESULTS / "ablation-mnist-e5"
     if ablation5.is_dir():  # its other rows are the main runs' seed 0 (results/reproduce.sh ablation5)
@@ -209,9 +208,14 @@ def tuned_table(untuned: RunGroup) -> None:
 
 
 def unfinished_search(search: Path) -> None:
-    """``tune_trial`` lines: each finished trial of a search that has not written its trials table yet, its values
-    read as ``simfl tune`` reads an entry's given ones (:func:`simfl.schema.tuning.given_value`)."""
+    """``tune_trial`` lines: each finished trial of a search still under way (none once its trials table lists
+    every trial scored), its values read as ``simfl tune`` reads an entry's given ones
+    (:func:`simfl.schema.tuning.given_value`)."""
     plan = plan_of(scenario_mod.load(search / TUNE_FILE), str(search))
+    if (search / TRIALS_FILE).is_file():
+        table = pd.read_csv(search / TRIALS_FILE)
+        if len(table) == sum(e.trials for e in plan.entries) and "waiting" not in set(table.get("state", [])):
+            return
     for entry in plan.entries:
         for summary in sorted((search / TRIALS_DIR / entry.name).glob("trial*/summary.csv")):
             trial = summary.parent

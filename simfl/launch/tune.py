@@ -23,10 +23,12 @@ that learn late (buffered and synchronous rules often do) than on those that lea
 inequality this command exists to remove.
 
 The output folder holds ``tune.yaml`` (the scenario tuned), ``optuna.db``, the trials' folders,
-``trials.csv`` (one row per trial: entry, number, values, score per seed and mean), ``trials.png``
+``trials.csv`` (one row per trial run so far: entry, number, state, values, score per seed and mean), ``trials.png``
 (:func:`simfl.output.tuning.trials_figure`) and ``best.yaml``: the scenario with each entry's best values
 (local-training options as the entry's own ``train:``), ``tune:`` removed and fresh seeds (``tune.seeds``), which
-``simfl run`` runs as it is to compare the tuned entries on the test set.
+``simfl run`` runs as it is to compare the tuned entries on the test set. The three are written again after each
+trial, so a long tune shows what it found while it runs and after a stop: a trial's state is ``scored`` once
+Optuna has its score, ``waiting`` while the rest of its batch runs (its score is final either way).
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ class Trial:
     """Optuna's parameters (a categorical value that is not a plain scalar is its label)."""
     scores: list[float] = field(default_factory=list)
     """Per seed, in the scenario's seed order (empty until run)."""
+    waiting: bool = False
+    """Run, but not yet told to Optuna: the rest of its batch is still running."""
 
     @property
     def folder(self) -> str:
@@ -134,7 +138,7 @@ class TuneOutcome:
     """Trials run by this call (the others were scored before)."""
 
     def best(self) -> dict[str, Trial]:
-        """Each entry's best scored trial (the lowest number among equal scores)."""
+        """Each entry's best trial run so far (the lowest number among equal scores)."""
         found: dict[str, Trial] = {}
         for trial in self.trials:
             if math.isnan(trial.score):
@@ -322,14 +326,15 @@ def _cell(value: Any) -> Any:
 
 
 def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[dict[str, Any]]]:
-    """trials.csv: one row per trial asked (entry order, then number), its values, scores per seed and mean."""
+    """trials.csv: one row per trial run (entry order, then number), its state, values, scores per seed and mean."""
     keys = list(dict.fromkeys(k for e in plan.entries for k in e.spaces))
     seeds = [f"score_seed{s}" for s in plan.scn.seeds]
-    columns = ["entry", "trial", *keys, *seeds, "score", "folder"]
+    columns = ["entry", "trial", "state", *keys, *seeds, "score", "folder"]
     rows = []
     for trial in trials:
         values = trial.values()
-        row: dict[str, Any] = {"entry": trial.entry.name, "trial": trial.number}
+        row: dict[str, Any] = {"entry": trial.entry.name, "trial": trial.number,
+                               "state": "waiting" if trial.waiting else "scored"}
         row.update({k: _cell(values[k]) if k in values else None for k in keys})
         row.update(dict(zip(seeds, trial.scores, strict=True)) if trial.scores else {})
         row["score"] = None if math.isnan(trial.score) else trial.score
@@ -338,28 +343,28 @@ def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[di
     return columns, rows
 
 
-def best_scenario(plan: Plan, best: Mapping[str, Trial], out: Path) -> str:
+def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int], out: Path) -> str:
     """best.yaml: the scenario with each entry's best values, no ``tune:``, the fresh seeds; paths relative to
-    ``out``."""
+    ``out``. ``ran``: each entry's trials run so far (its header says when the search is not over)."""
     raw = {k: copy.deepcopy(v) for k, v in plan.raw.items() if k != "tune"}
     raw["name"] = f"{plan.scn.name}-tuned"
     raw["seeds"] = list(plan.seeds)
     raw["algorithms"] = [with_values(entry, best[e.name].values()) for entry, e in zip(raw["algorithms"],
                                                                                        plan.entries, strict=True)]
     scn = scenario_mod.validate(raw, where=BEST_FILE)
-    lines = [f"# {BEST_FILE}: each entry's best of its {plan.config.trials} trials ({plan.config.score} on a "
-             f"validation split of {plan.config.validation:g} of the clients' rows, seeds {plan.scn.seeds}; "
-             f"{TRIALS_FILE} has every trial)."]
+    lines = [f"# {BEST_FILE}: each entry's best trial ({plan.config.score} on a validation split of "
+             f"{plan.config.validation:g} of the clients' rows, seeds {plan.scn.seeds}; {TRIALS_FILE} has every trial)."]
     for entry in plan.entries:
         trial = best[entry.name]
         shown = ", ".join(f"{k}={scenario_mod.short_value(v)}" for k, v in trial.values().items())
-        lines.append(f"#   {entry.name}: trial {trial.number}, {shown}: {trial.score:.4f}")
+        run = f"of {ran[entry.name]} run so far of {entry.trials}" if ran[entry.name] < entry.trials else f"of {entry.trials}"
+        lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {shown}: {trial.score:.4f}")
     lines.append(f"# Fresh seeds {plan.seeds}: `simfl run {BEST_FILE}` compares the tuned entries on the test set.")
     return "\n".join(lines) + "\n" + scenario_mod.dump(scn, out)
 
 
 def write_tables(out: Path, outcome: TuneOutcome) -> None:
-    """trials.csv, trials.png and (once every entry has a scored trial) best.yaml."""
+    """trials.csv, trials.png and (once every entry has a trial run) best.yaml."""
     import pandas as pd
 
     from simfl.output.tuning import trials_figure
@@ -370,7 +375,8 @@ def write_tables(out: Path, outcome: TuneOutcome) -> None:
                   title=outcome.plan.scn.name)
     best = outcome.best()
     if all(e.name in best for e in outcome.plan.entries):
-        outdir.write_file(out / BEST_FILE, best_scenario(outcome.plan, best, out).encode())
+        ran = {e.name: sum(t.entry.name == e.name for t in outcome.trials) for e in outcome.plan.entries}
+        outdir.write_file(out / BEST_FILE, best_scenario(outcome.plan, best, ran, out).encode())
 
 
 # -- the search ----------------------------------------------------------------------------------------------------
@@ -437,15 +443,16 @@ def _next_batch(plan: Plan, entry: Entry, study: optuna.Study) -> list[Trial]:
     return trials
 
 
-def _scored(plan: Plan, studies: Sequence[optuna.Study], out: Path) -> list[Trial]:
-    """Every entry's trials scored so far, entry by entry in number order, their scores read from their folders."""
+def _finished(plan: Plan, studies: Sequence[optuna.Study], out: Path) -> list[Trial]:
+    """Every entry's trials run so far, entry by entry in number order, their scores read from their folders: those
+    told to Optuna, and those of an open batch whose folder is complete (``waiting``)."""
     from optuna.trial import TrialState
 
     found = []
     for entry, study in zip(plan.entries, studies, strict=True):
         for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-            if t.state in (TrialState.COMPLETE, TrialState.FAIL):
-                trial = Trial(entry, t.number, dict(t.params))
+            trial = Trial(entry, t.number, dict(t.params), waiting=t.state == TrialState.RUNNING)
+            if t.state in (TrialState.COMPLETE, TrialState.FAIL) or (trial.waiting and (out / trial.folder).is_dir()):
                 trial.scores = trial_scores(out / trial.folder, entry.name, plan.scn.seeds, plan.config.score)
                 found.append(trial)
     return found
@@ -463,6 +470,10 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
         from simfl.launch.measure_speeds import run_wall
 
         wall = run_wall(plan.scn)  # one run's, for the progress bar
+
+        def tables(_: object = None) -> None:  # after each trial's folder is complete, and each batch's scores
+            write_tables(out, TuneOutcome(out, plan, _finished(plan, studies, out)))
+
         ran = 0
         while True:
             batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
@@ -478,7 +489,7 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                     targets.append(staged_target(scn, final, f"{trial.entry.name} trial {trial.number}", wall))
             if targets:
                 say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")
-                run_targets(targets, launch)
+                run_targets(targets, launch, on_published=tables)
                 ran += len(targets)
             for trial in batch:
                 study = studies[trial.entry.index]
@@ -487,8 +498,8 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                     study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
                 else:
                     study.tell(trial.number, trial.score)
-            write_tables(out, TuneOutcome(out, plan, _scored(plan, studies, out), ran))
-        outcome = TuneOutcome(out, plan, _scored(plan, studies, out), ran)
+            tables()
+        outcome = TuneOutcome(out, plan, _finished(plan, studies, out), ran)
         write_tables(out, outcome)
         return outcome
 

@@ -111,6 +111,30 @@ def test_a_stopped_tune_resumes_to_the_same_trials(stop_at: int, whole: Path, tm
     assert (tmp_path / "cut" / STORAGE_FILE).is_file() and (tmp_path / "cut" / TUNE_FILE).is_file()
 
 
+def test_a_tune_stopped_within_a_batch_shows_the_trials_it_ran(whole: Path, tmp_path: Path) -> None:
+    # the tables are written after each trial: a stop after the first trial of a batch keeps it in trials.csv
+    # (waiting: Optuna is told when its whole batch has run) and in best.yaml, and the resume runs only the other
+    lines: list[str] = []
+
+    def stop(line: str) -> None:
+        lines.append(line)
+        if line.startswith("[2/"):  # the second trial's run ended: the first trial's folder is published
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tune(_ranged(2), tmp_path / "cut", workers=1, quiet=False, base=tmp_path, log=stop)
+    table = rows(tmp_path / "cut" / TRIALS_FILE)
+    complete = rows(whole / TRIALS_FILE)
+    assert [(r["trial"], r["state"]) for r in table] == [("0", "waiting")]
+    assert table[0]["score"] == complete[0]["score"] and complete[0]["state"] == "scored"
+    assert "fedasync: trial 0 (best of 1 run so far of 4)" in (tmp_path / "cut" / BEST_FILE).read_text()
+    assert "(best of 4)" in (whole / BEST_FILE).read_text()
+    lines.clear()
+    tune(resume=tmp_path / "cut", workers=1, quiet=True, log=lines.append)
+    assert lines[0] == "tune: 1 trials (fedasync trial 1)"
+    assert (tmp_path / "cut" / TRIALS_FILE).read_bytes() == (whole / TRIALS_FILE).read_bytes()
+
+
 def test_best_yaml_runs_as_it_is(tmp_path: Path, write_scenario) -> None:
     # a best.yaml written by hand in the tune's form: each entry's own train: options over the scenario's
     raw = digits_scenario(algorithms=[{"name": "fedasync", "alpha": 0.4, "train": {"lr": 0.3}},
