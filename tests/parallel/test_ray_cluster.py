@@ -164,3 +164,25 @@ def test_units_on_a_cluster_without_shared_files_equal_a_local_run(
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
     assert len(lines) == 4  # a line per unit, as they came back
     assert result_files(out) == result_files(local)
+
+
+def test_a_tune_on_the_cluster_asks_and_scores_the_trials_of_one_worker(
+        cluster: tuple[str, Path, dict[str, str]], tmp_path: Path) -> None:
+    # the trials run on the worker nodes, which cannot see the tune's folder (its optuna.db stays with the
+    # launching process): the same trials, scores and best configuration as one worker here
+    from simfl.launch.tune import BEST_FILE, TRIALS_FILE
+    from tests.tune.test_tune import _ranged
+
+    address, hidden, env = cluster
+    scn = tmp_path / "tune.yaml"
+    scn.write_text(yaml.safe_dump(_ranged(4)))
+    local = tmp_path / "local"
+    assert main(["tune", str(scn), "--out", str(local), "--quiet", "--workers", "1"]) == 0
+    out = hidden / "tuned"
+    proc = subprocess.run([sys.executable, "-c", DRIVER, address, str(hidden), "tune", str(scn), "--out", str(out),
+                           "--ray", address, "--quiet"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len({s["node"] for s in json.loads(proc.stdout.splitlines()[0])}) == 2
+    assert (out / TRIALS_FILE).read_bytes() == (local / TRIALS_FILE).read_bytes()
+    assert (out / BEST_FILE).read_bytes() == (local / BEST_FILE).read_bytes()
+    assert len((out / TRIALS_FILE).read_text().splitlines()) == 5  # a header and the four trials
