@@ -64,6 +64,8 @@ STORAGE_FILE = "optuna.db"
 TRIALS_FILE = "trials.csv"
 BEST_FILE = "best.yaml"
 FIGURE_FILE = "trials.png"
+SCORED, WAITING = "scored", "waiting"
+"""A trial's ``state`` in trials.csv: Optuna has its score; run, the rest of its batch still running."""
 TRIALS_DIR = "trials"
 INSTALL = "pip install 'simfl[tune]'"
 _DROPPED = ("tune", "sweep", "tracking", "record")
@@ -334,7 +336,7 @@ def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[di
     for trial in trials:
         values = trial.values()
         row: dict[str, Any] = {"entry": trial.entry.name, "trial": trial.number,
-                               "state": "waiting" if trial.waiting else "scored"}
+                               "state": WAITING if trial.waiting else SCORED}
         row.update({k: _cell(values[k]) if k in values else None for k in keys})
         row.update(dict(zip(seeds, trial.scores, strict=True)) if trial.scores else {})
         row["score"] = None if math.isnan(trial.score) else trial.score
@@ -471,10 +473,16 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
 
         wall = run_wall(plan.scn)  # one run's, for the progress bar
 
-        def tables(_: object = None) -> None:  # after each trial's folder is complete, and each batch's scores
-            write_tables(out, TuneOutcome(out, plan, _finished(plan, studies, out)))
+        def tables() -> list[Trial]:  # the trials run so far, their tables written: after each trial and each batch
+            trials = _finished(plan, studies, out)
+            write_tables(out, TuneOutcome(out, plan, trials))
+            return trials
+
+        def published(_: object) -> None:
+            tables()
 
         ran = 0
+        written: list[Trial] | None = None
         while True:
             batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
             if not batch:
@@ -489,7 +497,7 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                     targets.append(staged_target(scn, final, f"{trial.entry.name} trial {trial.number}", wall))
             if targets:
                 say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")
-                run_targets(targets, launch, on_published=tables)
+                run_targets(targets, launch, on_published=published)
                 ran += len(targets)
             for trial in batch:
                 study = studies[trial.entry.index]
@@ -498,10 +506,10 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                     study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
                 else:
                     study.tell(trial.number, trial.score)
-            tables()
-        outcome = TuneOutcome(out, plan, _finished(plan, studies, out), ran)
-        write_tables(out, outcome)
-        return outcome
+            written = tables()
+        if written is None:  # no batch left to ask (a finished tune resumed): its tables as they stand
+            written = tables()
+        return TuneOutcome(out, plan, written, ran)
 
 
 def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = None, overrides: Sequence[str] = (),
