@@ -27,8 +27,9 @@ The output folder holds ``tune.yaml`` (the scenario tuned), ``optuna.db``, the t
 (:func:`simfl.output.tuning.trials_figure`) and ``best.yaml``: the scenario with each entry's best values
 (local-training options as the entry's own ``train:``), ``tune:`` removed and fresh seeds (``tune.seeds``), which
 ``simfl run`` runs as it is to compare the tuned entries on the test set. The three are written again after each
-trial, so a long tune shows what it found while it runs and after a stop: a trial's state is ``scored`` once
-Optuna has its score, ``waiting`` while the rest of its batch runs (its score is final either way).
+trial and when a tune resumes, so a long tune shows what it found while it runs and after a stop: a trial's state
+is ``scored`` once Optuna has its score, ``waiting`` while the rest of its batch runs (its score is final either
+way).
 """
 
 from __future__ import annotations
@@ -482,7 +483,9 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
             tables()
 
         ran = 0
-        written: list[Trial] | None = None
+        # a resume shows what has run at once, in this version's tables (a folder of an older version, or whose
+        # last trial was published before its tables were written, is not left as it was until the next trial ends)
+        written = tables() if resume else None
         while True:
             batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
             if not batch:
@@ -507,8 +510,7 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                 else:
                     study.tell(trial.number, trial.score)
             written = tables()
-        if written is None:  # no batch left to ask (a finished tune resumed): its tables as they stand
-            written = tables()
+        assert written is not None, "a new tune asks at least one batch"
         return TuneOutcome(out, plan, written, ran)
 
 

@@ -135,6 +135,30 @@ def test_a_tune_stopped_within_a_batch_shows_the_trials_it_ran(whole: Path, tmp_
     assert (tmp_path / "cut" / TRIALS_FILE).read_bytes() == (whole / TRIALS_FILE).read_bytes()
 
 
+def test_a_resume_writes_the_tables_before_it_runs_a_trial(tmp_path: Path) -> None:
+    # a folder whose tables are missing or stale (written by an older version) shows its trials as soon as it is
+    # resumed, not only once the next trial ends
+    lines: list[str] = []
+
+    def stop(line: str) -> None:  # Ctrl-C at the second batch asked: the first scored, the second not run
+        lines.append(line)
+        if line.startswith("tune:") and "fedasync trial 2" in line:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tune(_ranged(2), tmp_path / "cut", workers=1, quiet=True, base=tmp_path, log=stop)
+    cut = tmp_path / "cut"
+    first = (cut / TRIALS_FILE).read_bytes()
+    (cut / TRIALS_FILE).write_text("entry,trial,score\n")  # an older form of the table
+    (cut / BEST_FILE).unlink()
+    lines.clear()
+    with pytest.raises(KeyboardInterrupt):
+        tune(resume=cut, workers=1, quiet=True, log=stop)  # stopped at its first line, before a trial runs
+    assert lines == ["tune: 2 trials (fedasync trial 2, fedasync trial 3)"]
+    assert (cut / TRIALS_FILE).read_bytes() == first and (cut / BEST_FILE).is_file()
+    assert [r["state"] for r in rows(cut / TRIALS_FILE)] == ["scored", "scored"]
+
+
 def test_best_yaml_runs_as_it_is(tmp_path: Path, write_scenario) -> None:
     # a best.yaml written by hand in the tune's form: each entry's own train: options over the scenario's
     raw = digits_scenario(algorithms=[{"name": "fedasync", "alpha": 0.4, "train": {"lr": 0.3}},
