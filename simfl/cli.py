@@ -562,7 +562,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, tune
+    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, edge_notes, tune
 
     overrides = list(args.overrides)
     if args.seeds:
@@ -575,6 +575,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if trial is not None:
             values = ", ".join(f"{k}={v}" for k, v in trial.values().items())
             print(f"{entry.name}: {values}  ({outcome.plan.config.score} {trial.score:.4f}, trial {trial.number})")
+    for note in edge_notes(outcome.plan, best):
+        print(f"at an edge: {note}")
     print(f"{len(outcome.trials)} trials ({outcome.ran} run now); every trial: {outcome.out / TRIALS_FILE}")
     print(f"best configuration: {outcome.out / BEST_FILE}  (compare on the test set: simfl run {outcome.out / BEST_FILE})")
     return 0

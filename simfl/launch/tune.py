@@ -346,6 +346,26 @@ def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[di
     return columns, rows
 
 
+_WIDER = {"lowest": "the lowest of its grid", "highest": "the highest of its grid",
+          "low": "at the low end of its range", "high": "at the high end of its range"}
+
+
+def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
+    """One line per entry whose best trial has a value at an end of what was searched (:meth:`Space.edge`): the
+    search may have stopped short of a better value, which a wider grid or range for every entry would find."""
+    notes = []
+    for entry in plan.entries:
+        trial = best.get(entry.name)
+        if trial is None:
+            continue
+        values = trial.values()
+        found = [f"{k}={scenario_mod.short_value(values[k])} is {_WIDER[where]}" for k, space in entry.spaces.items()
+                 if (where := space.edge(values[k])) is not None]
+        if found:
+            notes.append(f"{entry.name}: {', '.join(found)}; a wider search may score higher")
+    return notes
+
+
 def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int], out: Path) -> str:
     """best.yaml: the scenario with each entry's best values, no ``tune:``, the fresh seeds; paths relative to
     ``out``. ``ran``: each entry's trials run so far (its header says when the search is not over)."""
@@ -362,6 +382,7 @@ def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int],
         shown = ", ".join(f"{k}={scenario_mod.short_value(v)}" for k, v in trial.values().items())
         run = f"of {ran[entry.name]} run so far of {entry.trials}" if ran[entry.name] < entry.trials else f"of {entry.trials}"
         lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {shown}: {trial.score:.4f}")
+    lines += [f"# At an edge: {note}." for note in edge_notes(plan, best)]
     lines.append(f"# Fresh seeds {plan.seeds}: `simfl run {BEST_FILE}` compares the tuned entries on the test set.")
     return "\n".join(lines) + "\n" + scenario_mod.dump(scn, out)
 

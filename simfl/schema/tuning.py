@@ -55,6 +55,22 @@ class Space:
         """Whether the space is a list of values (a grid axis)."""
         return self.kind == "categorical"
 
+    def edge(self, value: Any) -> str | None:
+        """Where ``value`` lies at an end of what was searched: ``lowest`` or ``highest`` of a grid of numbers,
+        ``low`` or ``high`` within the outer 5% of a range (of its logarithm for a log range); None inside it, or
+        for a grid of other values. A best value there says the search may have stopped short of a better one."""
+        if not (isinstance(value, int | float) and not isinstance(value, bool)):
+            return None
+        if self.grid:
+            numbers = [v for v in self.choices if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(numbers) < 2 or len(numbers) != len(self.choices):
+                return None
+            return "lowest" if value == min(numbers) else "highest" if value == max(numbers) else None
+        scale = math.log if self.log else float
+        low, high, at = scale(self.low), scale(self.high), scale(value)
+        margin = 0.05 * (high - low)
+        return "low" if at <= low + margin else "high" if at >= high - margin else None
+
     def ends(self) -> list[Any]:
         """The values that must each be valid for the entry: every choice, or both ends of the range."""
         if self.grid:

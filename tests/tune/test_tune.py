@@ -14,6 +14,7 @@ import simfl
 from simfl.cli import main
 from simfl.launch.tune import BEST_FILE, STORAGE_FILE, TRIALS_FILE, TUNE_FILE, tune
 from simfl.schema.scenario import load
+from simfl.schema.tuning import Space
 
 pytest.importorskip("optuna")
 
@@ -40,7 +41,7 @@ def rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def test_a_learning_rate_grid_finds_the_value_that_clearly_wins(tmp_path: Path, write_scenario) -> None:
+def test_a_learning_rate_grid_finds_the_value_that_clearly_wins(tmp_path: Path, write_scenario, capsys) -> None:
     # 1e-5 barely moves the weights in 30 s (about chance, 10%), 0.3 learns digits well above it: every entry's
     # best is 0.3, found by the grid, which runs each of the 2 points once although 3 trials were allowed
     raw = digits_scenario(tune={"trials": 3, "params": {"train.lr": [0.00001, 0.3]}})
@@ -55,6 +56,10 @@ def test_a_learning_rate_grid_finds_the_value_that_clearly_wins(tmp_path: Path, 
         assert scores[0.3] > 0.6 > 0.25 > scores[0.00001]
     best = load(out / BEST_FILE)
     assert [a.train.lr for a in best.algorithms] == [0.3, 0.3]
+    # the best is the grid's highest value: the summary and best.yaml's header say a wider grid may score higher
+    edge = "fedavg: train.lr=0.3 is the highest of its grid; a wider search may score higher"
+    assert f"at an edge: {edge}" in capsys.readouterr().out.splitlines()
+    assert f"# At an edge: {edge}." in (out / BEST_FILE).read_text().splitlines()
     assert best.tune is None and best.seeds == [1] and best.name == "tiny-tune-tuned"
     assert best.data.validation is None  # the comparison trains on every row and scores on the test set
     assert (out / "trials.png").stat().st_size > 0
@@ -157,6 +162,24 @@ def test_a_resume_writes_the_tables_before_it_runs_a_trial(tmp_path: Path) -> No
     assert lines == ["tune: 2 trials (fedasync trial 2, fedasync trial 3)"]
     assert (cut / TRIALS_FILE).read_bytes() == first and (cut / BEST_FILE).is_file()
     assert [r["state"] for r in rows(cut / TRIALS_FILE)] == ["scored", "scored"]
+
+
+@pytest.mark.parametrize(("space", "value", "edge"), [
+    (Space("categorical", (0.01, 0.03, 0.1)), 0.1, "highest"),
+    (Space("categorical", (0.01, 0.03, 0.1)), 0.01, "lowest"),
+    (Space("categorical", (0.01, 0.03, 0.1)), 0.03, None),
+    (Space("categorical", (0.1,)), 0.1, None),  # one value: nothing was searched
+    (Space("categorical", ("constant", "polynomial")), "polynomial", None),  # not an ordered scale
+    (Space("categorical", (2, None, 8)), 8, None),
+    (Space("float", low=0.2, high=0.9), 0.88, "high"),  # within 5% of the width
+    (Space("float", low=0.2, high=0.9), 0.85, None),
+    (Space("float", low=0.2, high=0.9), 0.2, "low"),
+    (Space("float", low=0.001, high=0.3, log=True), 0.0013, "low"),  # 5% of the log width: up to 1.33e-3
+    (Space("float", low=0.001, high=0.3, log=True), 0.0014, None),
+    (Space("int", low=1, high=50), 48, "high"),
+])
+def test_a_value_at_an_end_of_what_was_searched(space: Space, value: Any, edge: str | None) -> None:
+    assert space.edge(value) == edge
 
 
 def test_best_yaml_runs_as_it_is(tmp_path: Path, write_scenario) -> None:
