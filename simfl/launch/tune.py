@@ -346,7 +346,7 @@ def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[di
     return columns, rows
 
 
-_WIDER = {"lowest": "the lowest of its grid", "highest": "the highest of its grid",
+_AT_EDGE = {"lowest": "the lowest of its grid", "highest": "the highest of its grid",
           "low": "at the low end of its range", "high": "at the high end of its range"}
 
 
@@ -359,7 +359,7 @@ def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
         if trial is None:
             continue
         values = trial.values()
-        found = [f"{k}={scenario_mod.short_value(values[k])} is {_WIDER[where]}" for k, space in entry.spaces.items()
+        found = [f"{k}={scenario_mod.short_value(values[k])} is {_AT_EDGE[where]}" for k, space in entry.spaces.items()
                  if (where := space.edge(values[k])) is not None]
         if found:
             notes.append(f"{entry.name}: {', '.join(found)}; a wider search may score higher")
