@@ -57,7 +57,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simfl.launch.tune import TRIALS_DIR, TRIALS_FILE, TUNE_FILE, WAITING, plan_of
+from simfl.launch.tune import SCORED, TRIALS_DIR, TRIALS_FILE, TUNE_FILE, plan_of
 from simfl.output.comparison import accuracy_at, compare, mean_interval
 from simfl.output.report import RunGroup, find_result_folders, group_comparison, group_table, load_groups
 from simfl.schema import scenario as scenario_mod
@@ -214,7 +214,7 @@ def unfinished_search(search: Path) -> None:
     plan = plan_of(scenario_mod.load(search / TUNE_FILE), str(search))
     if (search / TRIALS_FILE).is_file():
         table = pd.read_csv(search / TRIALS_FILE)
-        if len(table) == sum(e.trials for e in plan.entries) and WAITING not in set(table.get("state", [])):
+        if len(table) == sum(e.trials for e in plan.entries) and (table["state"] == SCORED).all():
             return
     for entry in plan.entries:
         for summary in sorted((search / TRIALS_DIR / entry.name).glob("trial*/summary.csv")):

@@ -506,7 +506,7 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
         ran = 0
         # a resume shows what has run at once, in this version's tables (a folder of an older version, or whose
         # last trial was published before its tables were written, is not left as it was until the next trial ends)
-        written = tables() if resume else None
+        written = tables() if resume else []  # a new tune's first batch writes them
         while True:
             batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
             if not batch:
@@ -531,7 +531,6 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                 else:
                     study.tell(trial.number, trial.score)
             written = tables()
-        assert written is not None, "a new tune asks at least one batch"
         return TuneOutcome(out, plan, written, ran)
 
 

@@ -59,10 +59,10 @@ class Space:
         """Where ``value`` lies at an end of what was searched: ``lowest`` or ``highest`` of a grid of numbers,
         ``low`` or ``high`` within the outer 5% of a range (of its logarithm for a log range); None inside it, or
         for a grid of other values. A best value there says the search may have stopped short of a better one."""
-        if not (isinstance(value, int | float) and not isinstance(value, bool)):
+        if not _is_number(value):
             return None
         if self.grid:
-            numbers = [v for v in self.choices if isinstance(v, int | float) and not isinstance(v, bool)]
+            numbers = [v for v in self.choices if _is_number(v)]
             if len(numbers) < 2 or len(numbers) != len(self.choices):
                 return None
             return "lowest" if value == min(numbers) else "highest" if value == max(numbers) else None
@@ -76,6 +76,11 @@ class Space:
         if self.grid:
             return list(self.choices)
         return [int(self.low), int(self.high)] if self.kind == "int" else [self.low, self.high]
+
+
+def _is_number(value: Any) -> bool:
+    """An int or float, not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _number(value: Any) -> Any:
@@ -108,7 +113,7 @@ def parse_space(raw: Any) -> Space:
     if not (isinstance(ends, list) and len(ends) == 2):
         raise ValueError(f"{kind}: needs [low, high], got {ends!r}")
     low, high = (_number(v) for v in ends)
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (low, high)):
+    if not all(_is_number(v) and math.isfinite(v) for v in (low, high)):
         raise ValueError(f"{kind}: low and high must be finite numbers, got {ends!r}")
     if kind == "int" and not all(isinstance(v, int) for v in (low, high)):
         raise ValueError(f"int: low and high must be integers, got {ends!r}")
@@ -121,7 +126,7 @@ def parse_space(raw: Any) -> Space:
         step = _number(step)
         if kind == "log":
             raise ValueError("step: a log range takes no step; use {float: [low, high], step: ...}")
-        if not (isinstance(step, int | float) and not isinstance(step, bool) and step > 0):
+        if not (_is_number(step) and step > 0):
             raise ValueError(f"step: must be a number > 0, got {step!r}")
         if kind == "int" and not isinstance(step, int):
             raise ValueError(f"step: an int range's step must be an integer, got {step!r}")
