@@ -45,7 +45,9 @@ Run from the repository root: ``python results/derived.py``. Each line is
   its 95% t interval, and its time to the untuned table's target over untuned FedAvg's, paired by seed
   (``simfl.output.comparison.compare`` over the untuned and tuned runs together); ``tuned_e5_lead[orthofl_chain-ENTRY]``:
   the untuned OrthoFL (`chain`, the paper's lr 0.01 and beta 0.6) minus the tuned entry, paired by seed, with its
-  95% t interval, and OrthoFL's time to that target over the tuned entry's, paired by seed;
+  95% t interval, and OrthoFL's time to that target over the tuned entry's, paired by seed (for every entry but
+  OrthoFL's readings); ``tuned_e5_tuned_lead[READING-ENTRY]``: the same for a tuned OrthoFL reading against each tuned
+  baseline, once OrthoFL's final runs have finished;
 - ``tune_trial[FOLDER/ENTRY/trialK]``: a finished trial of a search still under way (not every trial in its
   ``trials.csv`` scored by Optuna, or no ``trials.csv`` yet): the values its entry was given for the searched keys
   and its score (final validation accuracy, %, mean over the search's seeds).
@@ -192,6 +194,14 @@ def tuned_table(untuned: RunGroup) -> None:
     def finals(entry: str, seeds: list[int]) -> list[float]:
         return [100 * accuracy_at(runs[(entry, s)], when) for s in seeds]
 
+    def lead(first: str, second: str, seeds: list[int]) -> str:
+        """``first`` minus ``second`` at the budget and ``first``'s time to the target over ``second``'s, paired by seed."""
+        mean, low, high = mean_interval([a - b for a, b in zip(finals(first, seeds), finals(second, seeds), strict=True)])
+        row = compare(runs, untuned.synchronous, base.target, second).row(first)
+        return (f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]; time to {100 * both.target:.1f}% "
+                f"{row['ratio']:.2f}x [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}] of the tuned entry's")
+
+    readings = [entry for entry in tuned if entry.startswith("orthofl")]
     for entry, seeds in tuned.items():
         now, before = finals(f"{entry}_tuned", seeds), finals(entry, seeds)
         gain, low, high = mean_interval([a - b for a, b in zip(now, before, strict=True)])
@@ -201,10 +211,11 @@ def tuned_table(untuned: RunGroup) -> None:
               f"untuned {spread[('untuned', entry)]}; "
               f"gain {gain:+.1f} [{low:+.1f}, {high:+.1f}]; time to {100 * both.target:.1f}% {ratio} of untuned "
               f"{both.baseline}'s")
-        lead, low, high = mean_interval([a - b for a, b in zip(finals("orthofl_chain", seeds), now, strict=True)])
-        chain = compare(runs, untuned.synchronous, base.target, f"{entry}_tuned").row("orthofl_chain")
-        print(f"tuned_e5_lead[orthofl_chain-{entry}]={lead:+.1f} [{low:+.1f}, {high:+.1f}]; time to {100 * both.target:.1f}% "
-              f"{chain['ratio']:.2f}x [{chain['ratio_low']:.2f}, {chain['ratio_high']:.2f}] of the tuned entry's")
+        if entry in readings:
+            continue
+        print(f"tuned_e5_lead[orthofl_chain-{entry}]={lead('orthofl_chain', f'{entry}_tuned', seeds)}")
+        for reading in readings:
+            print(f"tuned_e5_tuned_lead[{reading}-{entry}]={lead(f'{reading}_tuned', f'{entry}_tuned', seeds)}")
 
 
 def unfinished_search(search: Path) -> None:

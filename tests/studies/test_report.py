@@ -134,9 +134,14 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
     out = subprocess.run([sys.executable, str(RESULTS / "derived.py")], capture_output=True, text=True, check=True).stdout
     lines = dict(re.fullmatch(r"(\w+(?:\[[^\]]*\])?)=(.*)", line).groups() for line in out.splitlines())
     readme = " ".join((RESULTS / "README.md").read_text().replace("**", "").split())  # line breaks as spaces
-    for folder in RESULTS.glob("paper-mnist-e5-tuned-*/summary.csv"):  # every tuned entry has its line
-        for entry in pd.read_csv(folder)["algorithm"].unique():
-            assert f"tuned_e5[{entry}]" in lines and f"tuned_e5_lead[orthofl_chain-{entry}]" in lines, entry
+    tuned = {entry for folder in RESULTS.glob("paper-mnist-e5-tuned-*/summary.csv")
+             for entry in pd.read_csv(folder)["algorithm"].unique()}
+    readings = {entry for entry in tuned if entry.startswith("orthofl")}
+    for entry in tuned:  # every tuned entry has its line; every baseline its lead lines, untuned and tuned OrthoFL's
+        assert f"tuned_e5[{entry}]" in lines, entry
+        if entry not in readings:
+            assert f"tuned_e5_lead[orthofl_chain-{entry}]" in lines, entry
+            assert all(f"tuned_e5_tuned_lead[{reading}-{entry}]" in lines for reading in readings), entry
     labels = {"fedavg": "FedAvg", "fedprox": "FedProx", "fedadam": "FedAdam", "fedasync": "FedAsync", "fedbuff": "FedBuff",
               "ca2fl": "CA2FL", "orthofl_chain": "`chain`", "orthofl_global": "`global`"}
     for key, value in lines.items():
@@ -169,7 +174,7 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
             finals, mean, _, gain, time = value.split("; ")
             assert finals in readme and mean in readme and gain.removeprefix("gain ") in readme, key
             assert time.split("% ")[1].split(" of ")[0] in readme, key  # "0.30x [0.15, 0.61]"
-        if key.startswith("tuned_e5_lead["):  # "-0.9 [-6.5, +4.7]; time to 81.9% 0.75x [0.46, 1.22] of the tuned entry's"
+        if key.startswith(("tuned_e5_lead[", "tuned_e5_tuned_lead[")):  # "-0.9 [-6.5, +4.7]; time to 81.9% 0.75x [0.46, 1.22] of the tuned entry's"
             lead, time = value.split("; ")
             assert lead in readme and time.split("% ")[1].split(" of ")[0] in readme, key
         if key.startswith("tune_trial["):  # "lr 0.1, beta 0.8: 97.3" -> "trial 1 (lr 0.1, beta 0.8): 97.3"
