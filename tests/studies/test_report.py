@@ -174,7 +174,8 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
             finals, mean, _, gain, time = value.split("; ")
             assert finals in readme and mean in readme and gain.removeprefix("gain ") in readme, key
             assert time.split("% ")[1].split(" of ")[0] in readme, key  # "0.30x [0.15, 0.61]"
-        if key.startswith(("tuned_e5_lead[", "tuned_e5_tuned_lead[")):  # "-0.9 [-6.5, +4.7]; time to 81.9% 0.75x [0.46, 1.22] of the tuned entry's"
+        if key.startswith(("tuned_e5_lead[", "tuned_e5_tuned_lead[")):
+            # "-0.9 [-6.5, +4.7]; time to 81.9% 0.75x [0.46, 1.22] of the tuned entry's"
             lead, time = value.split("; ")
             assert lead in readme and time.split("% ")[1].split(" of ")[0] in readme, key
         if key.startswith("tune_trial["):  # "lr 0.1, beta 0.8: 97.3" -> "trial 1 (lr 0.1, beta 0.8): 97.3"
