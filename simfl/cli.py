@@ -562,7 +562,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, edge_notes, tune
+    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, broken_notes, edge_notes, tune
 
     overrides = list(args.overrides)
     if args.seeds:
@@ -577,6 +577,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             print(f"{entry.name}: {values}  ({outcome.plan.config.score} {trial.score:.4f}, trial {trial.number})")
     for note in edge_notes(outcome.plan, best):
         print(f"at an edge: {note}")
+    for note in broken_notes(outcome.trials):
+        print(f"diverged: {note}")
     print(f"{len(outcome.trials)} trials ({outcome.ran} run now); every trial: {outcome.out / TRIALS_FILE}")
     print(f"best configuration: {outcome.out / BEST_FILE}  (compare on the test set: simfl run {outcome.out / BEST_FILE})")
     return 0

@@ -26,7 +26,8 @@ The output folder holds ``tune.yaml`` (the scenario tuned), ``optuna.db``, the t
 ``trials.csv`` (one row per trial run so far: entry, number, state, values, score per seed and mean), ``trials.png``
 (:func:`simfl.output.tuning.trials_figure`) and ``best.yaml``: the scenario with each entry's best values
 (local-training options as the entry's own ``train:``), ``tune:`` removed and fresh seeds (``tune.seeds``), which
-``simfl run`` runs as it is to compare the tuned entries on the test set. The three are written again after each
+``simfl run`` runs as it is to compare the tuned entries on the test set; its header names each best value at an
+end of what was searched and each trial whose model broke (its evaluation loss not finite). The three are written again after each
 trial and when a tune resumes, so a long tune shows what it found while it runs and after a stop: a trial's state
 is ``scored`` once Optuna has its score, ``waiting`` while the rest of its batch runs (its score is final either
 way).
@@ -114,6 +115,8 @@ class Trial:
     """Optuna's parameters (a categorical value that is not a plain scalar is its label)."""
     scores: list[float] = field(default_factory=list)
     """Per seed, in the scenario's seed order (empty until run)."""
+    broken: dict[int, float] = field(default_factory=dict)
+    """Per seed whose evaluation loss became not finite, the first virtual time it was (:func:`broken_since`)."""
     waiting: bool = False
     """Run, but not yet told to Optuna: the rest of its batch is still running."""
 
@@ -324,6 +327,37 @@ def trial_scores(folder: Path, name: str, seeds: Sequence[int], score: str) -> l
     return [by_seed[seed] for seed in seeds]
 
 
+def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, float]:
+    """A finished trial's seeds whose evaluation loss became not finite (NaN or infinite: the model's weights broke,
+    and its accuracy from then on is that of a constant guess), each with the first evaluation time it was."""
+    import numpy as np
+    import pandas as pd
+
+    found = {}
+    for seed in seeds:
+        metrics = read_metrics(folder, name, seed)
+        if "loss" in metrics:
+            bad = metrics.loc[~np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce")), "virtual_time"]
+            if len(bad):
+                found[seed] = float(bad.iloc[0])
+    return found
+
+
+def _read(plan: Plan, out: Path, trial: Trial) -> Trial:
+    """``trial`` with its scores and broken seeds read from its finished folder."""
+    folder = out / trial.folder
+    trial.scores = trial_scores(folder, trial.entry.name, plan.scn.seeds, plan.config.score)
+    trial.broken = broken_since(folder, trial.entry.name, plan.scn.seeds)
+    return trial
+
+
+def broken_notes(trials: Sequence[Trial]) -> list[str]:
+    """One line per trial whose model broke in some seed: its low score is a diverged model's, which the score
+    alone does not say (a grid's most aggressive corner, a learning rate too large)."""
+    return [f"{t.entry.name} trial {t.number}: its loss is not finite from "
+            f"{', '.join(f'{when:g} s in seed {seed}' for seed, when in t.broken.items())}" for t in trials if t.broken]
+
+
 def _cell(value: Any) -> Any:
     return value if _scalar(value) else scenario_mod.short_value(value)
 
@@ -366,9 +400,11 @@ def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
     return notes
 
 
-def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int], out: Path) -> str:
+def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int], out: Path,
+                  broken: Sequence[str] = ()) -> str:
     """best.yaml: the scenario with each entry's best values, no ``tune:``, the fresh seeds; paths relative to
-    ``out``. ``ran``: each entry's trials run so far (its header says when the search is not over)."""
+    ``out``. ``ran``: each entry's trials run so far (its header says when the search is not over); ``broken``: the
+    trials whose model broke (:func:`broken_notes`), named in its header."""
     raw = {k: copy.deepcopy(v) for k, v in plan.raw.items() if k != "tune"}
     raw["name"] = f"{plan.scn.name}-tuned"
     raw["seeds"] = list(plan.seeds)
@@ -383,6 +419,7 @@ def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int],
         run = f"of {ran[entry.name]} run so far of {entry.trials}" if ran[entry.name] < entry.trials else f"of {entry.trials}"
         lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {shown}: {trial.score:.4f}")
     lines += [f"# At an edge: {note}." for note in edge_notes(plan, best)]
+    lines += [f"# Diverged: {note}; its score is a broken model's." for note in broken]
     lines.append(f"# Fresh seeds {plan.seeds}: `simfl run {BEST_FILE}` compares the tuned entries on the test set.")
     return "\n".join(lines) + "\n" + scenario_mod.dump(scn, out)
 
@@ -400,7 +437,8 @@ def write_tables(out: Path, outcome: TuneOutcome) -> None:
     best = outcome.best()
     if all(e.name in best for e in outcome.plan.entries):
         ran = {e.name: sum(t.entry.name == e.name for t in outcome.trials) for e in outcome.plan.entries}
-        outdir.write_file(out / BEST_FILE, best_scenario(outcome.plan, best, ran, out).encode())
+        text = best_scenario(outcome.plan, best, ran, out, broken_notes(outcome.trials))
+        outdir.write_file(out / BEST_FILE, text.encode())
 
 
 # -- the search ----------------------------------------------------------------------------------------------------
@@ -477,8 +515,7 @@ def _finished(plan: Plan, studies: Sequence[optuna.Study], out: Path) -> list[Tr
         for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
             trial = Trial(entry, t.number, dict(t.params), waiting=t.state == TrialState.RUNNING)
             if t.state in (TrialState.COMPLETE, TrialState.FAIL) or (trial.waiting and (out / trial.folder).is_dir()):
-                trial.scores = trial_scores(out / trial.folder, entry.name, plan.scn.seeds, plan.config.score)
-                found.append(trial)
+                found.append(_read(plan, out, trial))
     return found
 
 
@@ -525,8 +562,7 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                 ran += len(targets)
             for trial in batch:
                 study = studies[trial.entry.index]
-                trial.scores = trial_scores(out / trial.folder, trial.entry.name, plan.scn.seeds, plan.config.score)
-                if math.isnan(trial.score):
+                if math.isnan(_read(plan, out, trial).score):
                     study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
                 else:
                     study.tell(trial.number, trial.score)

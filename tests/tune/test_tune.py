@@ -182,6 +182,20 @@ def test_a_value_at_an_end_of_what_was_searched(space: Space, value: Any, edge: 
     assert space.edge(value) == edge
 
 
+def test_a_trial_whose_model_broke_is_named(tmp_path: Path, write_scenario, capsys) -> None:
+    # at lr 1e8 the MLP's weights overflow in the first rounds: its loss is NaN from the first evaluation on, and
+    # its score, a constant guess's accuracy, does not say so; lr 0.3 learns and is not named
+    raw = digits_scenario(algorithms=[{"name": "fedavg", "clients_per_round": 4}],
+                          tune={"trials": 2, "params": {"train.lr": [0.3, 1.0e8]}})
+    out = tmp_path / "tuned"
+    assert main(["tune", str(write_scenario(raw)), "--out", str(out), "--quiet"]) == 0
+    number = next(r["trial"] for r in rows(out / TRIALS_FILE) if float(r["train.lr"]) == 1.0e8)
+    note = f"fedavg trial {number}: its loss is not finite from 15 s in seed 0"
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("diverged:")] == [f"diverged: {note}"]
+    header = [line for line in (out / BEST_FILE).read_text().splitlines() if line.startswith("# Diverged")]
+    assert header == [f"# Diverged: {note}; its score is a broken model's."]
+
+
 def test_best_yaml_runs_as_it_is(tmp_path: Path, write_scenario) -> None:
     # a best.yaml written by hand in the tune's form: each entry's own train: options over the scenario's
     raw = digits_scenario(algorithms=[{"name": "fedasync", "alpha": 0.4, "train": {"lr": 0.3}},
