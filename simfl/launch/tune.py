@@ -27,10 +27,10 @@ The output folder holds ``tune.yaml`` (the scenario tuned), ``optuna.db``, the t
 (:func:`simfl.output.tuning.trials_figure`) and ``best.yaml``: the scenario with each entry's best values
 (local-training options as the entry's own ``train:``), ``tune:`` removed and fresh seeds (``tune.seeds``), which
 ``simfl run`` runs as it is to compare the tuned entries on the test set; its header names each best value at an
-end of what was searched and each trial whose model broke (its evaluation loss not finite). The three are written again after each
-trial and when a tune resumes, so a long tune shows what it found while it runs and after a stop: a trial's state
-is ``scored`` once Optuna has its score, ``waiting`` while the rest of its batch runs (its score is final either
-way).
+end of what was searched and each trial whose model broke (its evaluation loss not finite). The three are written
+again after each trial and when a tune resumes, so a long tune shows what it found while it runs and after a stop:
+a trial's state is ``scored`` once Optuna has its score, ``waiting`` while the rest of its batch runs (its score is
+final either way).
 """
 
 from __future__ import annotations
@@ -329,7 +329,8 @@ def trial_scores(folder: Path, name: str, seeds: Sequence[int], score: str) -> l
 
 def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, float]:
     """A finished trial's seeds whose evaluation loss became not finite (NaN or infinite: the model's weights broke,
-    and its accuracy from then on is that of a constant guess), each with the first evaluation time it was."""
+    and its accuracy from then on is that of a constant guess), each with the first evaluation time it was. Only a
+    loss that was finite before counts: an evaluation that reports none (a NaN throughout) says nothing."""
     import numpy as np
     import pandas as pd
 
@@ -337,7 +338,8 @@ def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, flo
     for seed in seeds:
         metrics = read_metrics(folder, name, seed)
         if "loss" in metrics:
-            bad = metrics.loc[~np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce")), "virtual_time"]
+            finite = np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce"))
+            bad = metrics.loc[~finite & (finite.cumsum() > 0), "virtual_time"]
             if len(bad):
                 found[seed] = float(bad.iloc[0])
     return found

@@ -12,7 +12,7 @@ import yaml
 
 import simfl
 from simfl.cli import main
-from simfl.launch.tune import BEST_FILE, STORAGE_FILE, TRIALS_FILE, TUNE_FILE, tune
+from simfl.launch.tune import BEST_FILE, STORAGE_FILE, TRIALS_FILE, TUNE_FILE, broken_since, tune
 from simfl.schema.scenario import load
 from simfl.schema.tuning import Space
 
@@ -194,6 +194,21 @@ def test_a_trial_whose_model_broke_is_named(tmp_path: Path, write_scenario, caps
     assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("diverged:")] == [f"diverged: {note}"]
     header = [line for line in (out / BEST_FILE).read_text().splitlines() if line.startswith("# Diverged")]
     assert header == [f"# Diverged: {note}; its score is a broken model's."]
+
+
+@pytest.mark.parametrize(("losses", "since"), [
+    (["2.3", "1.9", "nan", "inf"], 30.0),  # finite, then NaN: broken from its first non-finite evaluation
+    (["2.3", "inf", "1.0", "1.0"], 15.0),  # an infinite loss counts, even if a later one is finite
+    (["2.3", "1.9", "1.0", "0.8"], None),  # finite throughout
+    (["", "", "", ""], None),  # no loss reported at all: nothing to say, not a broken model
+])
+def test_a_broken_model_is_found_from_its_first_non_finite_loss(tmp_path: Path, losses: list[str],
+                                                                since: float | None) -> None:
+    seed = tmp_path / "fedavg" / "seed0"
+    seed.mkdir(parents=True)
+    lines = [f"{15 * i:.1f},{4 * i},0.5,{loss}" for i, loss in enumerate(losses)]
+    (seed / "metrics.csv").write_text("virtual_time,updates,accuracy,loss\n" + "\n".join(lines) + "\n")
+    assert broken_since(tmp_path, "fedavg", [0]) == ({} if since is None else {0: since})
 
 
 def test_best_yaml_runs_as_it_is(tmp_path: Path, write_scenario) -> None:
