@@ -59,6 +59,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from simfl.algorithms.configs import run_name
 from simfl.launch.tune import SCORED, TRIALS_DIR, TRIALS_FILE, TUNE_FILE, plan_of
 from simfl.output.comparison import accuracy_at, compare, mean_interval
 from simfl.output.report import RunGroup, find_result_folders, group_comparison, group_table, load_groups
@@ -182,7 +183,8 @@ def tuned_table(untuned: RunGroup) -> None:
     base = group_comparison(untuned)  # the untuned table's target and baseline (untuned FedAvg)
     runs = dict(untuned.metrics)
     spread = {}  # mean and std over seeds, as the report's table has them
-    for group in load_groups(find_result_folders(folders)):
+    found = find_result_folders(folders)
+    for group in load_groups(found):
         runs.update({(f"{entry}_tuned", seed): metrics for (entry, seed), metrics in group.metrics.items()})
         for kind, one in (("tuned", group), ("untuned", untuned)):
             for row in group_table(one).itertuples():
@@ -201,7 +203,8 @@ def tuned_table(untuned: RunGroup) -> None:
         return (f"{mean:+.1f} [{low:+.1f}, {high:+.1f}]; time to {100 * both.target:.1f}% "
                 f"{row['ratio']:.2f}x [{row['ratio_low']:.2f}, {row['ratio_high']:.2f}] of the tuned entry's")
 
-    readings = [entry for entry in tuned if entry.startswith("orthofl")]
+    readings = sorted({run_name(a) for folder in found for a in scenario_mod.load(folder / "scenario.yaml").algorithms
+                       if a.name == "orthofl"})  # OrthoFL's tuned readings, as the runs' scenarios state them
     for entry, seeds in tuned.items():
         now, before = finals(f"{entry}_tuned", seeds), finals(entry, seeds)
         gain, low, high = mean_interval([a - b for a, b in zip(now, before, strict=True)])

@@ -52,7 +52,7 @@ from simfl import outdir, rng
 from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
 from simfl.launch.runner import Launch, run_targets, staged_target, workers_for
-from simfl.output.results import read_metrics, write_csv
+from simfl.output.results import broken_at, read_metrics, write_csv
 from simfl.output.tables import read_table
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
@@ -328,21 +328,10 @@ def trial_scores(folder: Path, name: str, seeds: Sequence[int], score: str) -> l
 
 
 def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, float]:
-    """A finished trial's seeds whose evaluation loss became not finite (NaN or infinite: the model's weights broke,
-    and its accuracy from then on is that of a constant guess), each with the first evaluation time it was. Only a
-    loss that was finite before counts: an evaluation that reports none (a NaN throughout) says nothing."""
-    import numpy as np
-    import pandas as pd
-
-    found = {}
-    for seed in seeds:
-        metrics = read_metrics(folder, name, seed)
-        if "loss" in metrics:
-            finite = np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce"))
-            bad = metrics.loc[~finite & (finite.cumsum() > 0), "virtual_time"]
-            if len(bad):
-                found[seed] = float(bad.iloc[0])
-    return found
+    """A finished trial's seeds whose model broke, each with the first evaluation time it did
+    (:func:`simfl.output.results.broken_at` of the seed's metrics)."""
+    found = {seed: broken_at(read_metrics(folder, name, seed)) for seed in seeds}
+    return {seed: when for seed, when in found.items() if when is not None}
 
 
 def _read(plan: Plan, out: Path, trial: Trial) -> Trial:
@@ -403,7 +392,7 @@ def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
 
 
 def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int], out: Path,
-                  broken: Sequence[str] = ()) -> str:
+                  broken: Sequence[str]) -> str:
     """best.yaml: the scenario with each entry's best values, no ``tune:``, the fresh seeds; paths relative to
     ``out``. ``ran``: each entry's trials run so far (its header says when the search is not over); ``broken``: the
     trials whose model broke (:func:`broken_notes`), named in its header."""

@@ -260,3 +260,14 @@ def read_metrics(out: Path, algorithm: str, seed: int) -> pd.DataFrame:
 
     return read_table(out / algorithm / f"seed{seed}" / "metrics.csv", {"virtual_time": "finite", "accuracy": "number"},
                       "evaluations")
+
+
+def broken_at(metrics: pd.DataFrame) -> float | None:
+    """The first evaluation time at which a run's loss is not finite after being finite (NaN or infinite weights:
+    the model broke, and its accuracy from then on is that of a constant guess); None if it never is. A loss never
+    reported (NaN throughout) says nothing."""
+    if "loss" not in metrics:
+        return None
+    finite = np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce"))
+    bad = metrics.loc[~finite & (finite.cumsum() > 0), "virtual_time"]
+    return float(bad.iloc[0]) if len(bad) else None
