@@ -42,7 +42,11 @@ is summed over those rows in client order, each scaled by ``1/N`` (a zero row ad
 the value is the mean over all N, to the bit), at a flush's cost in proportion to the clients seen.
 
 Batch norm: BN weights and running statistics are ordinary float entries and take
-the same calibrated step.
+the same calibrated step. The step adds cached deltas of older models, so a running
+variance can move below zero; the model's outputs in evaluation are then not finite
+until later steps move it back (training uses batch statistics and is not affected).
+``simfl report`` notes the evaluations whose loss was not finite (HAR:
+``results/README.md``).
 """
 
 from __future__ import annotations

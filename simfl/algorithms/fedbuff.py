@@ -12,7 +12,11 @@ post-flush model when its arrival completed the buffer. The returned mixing weig
 is the arrival's staleness weight ``1/sqrt(1 + v)``.
 
 Batch norm: running statistics and BN weights are float entries of the flat
-vector and take the same buffered delta step as every other weight.
+vector and take the same buffered delta step as every other weight. A step of
+deltas taken from older models can move a running variance below zero; the
+model's outputs in evaluation are then not finite until later steps move it back
+(training uses batch statistics and is not affected). ``simfl report`` notes the
+evaluations whose loss was not finite (HAR at E = 5: ``results/README.md``).
 """
 
 from __future__ import annotations

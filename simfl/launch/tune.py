@@ -116,7 +116,7 @@ class Trial:
     scores: list[float] = field(default_factory=list)
     """Per seed, in the scenario's seed order (empty until run)."""
     broken: dict[int, float] = field(default_factory=dict)
-    """Per seed whose evaluation loss became not finite, the first virtual time it was (:func:`broken_since`)."""
+    """Per seed whose evaluation loss became not finite for good, the virtual time from which it was (:func:`broken_since`)."""
     waiting: bool = False
     """Run, but not yet told to Optuna: the rest of its batch is still running."""
 
@@ -328,8 +328,8 @@ def trial_scores(folder: Path, name: str, seeds: Sequence[int], score: str) -> l
 
 
 def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, float]:
-    """A finished trial's seeds whose model broke, each with the first evaluation time it did
-    (:func:`simfl.output.results.broken_at` of the seed's metrics)."""
+    """A finished trial's seeds whose model broke, each with the time from which its loss was not finite through
+    the end (:func:`simfl.output.results.broken_at` of the seed's metrics)."""
     found = {seed: broken_at(read_metrics(folder, name, seed)) for seed in seeds}
     return {seed: when for seed, when in found.items() if when is not None}
 

@@ -314,7 +314,32 @@ def group_table(group: RunGroup, baseline: str | None = None, target: float | No
         for t in table["time_to_target"]
     ]
     table.attrs["baseline"] = baseline
+    table.attrs["loss_notes"] = loss_notes(group)
     return table
+
+
+def loss_notes(group: RunGroup) -> list[str]:
+    """One line per run of ``group`` whose evaluation loss was not finite after a finite one
+    (:func:`~simfl.output.results.nonfinite_losses`): at those evaluations its accuracy is not a trained model's,
+    which the table's mean and time to target cannot show; a run whose model broke for good says from when."""
+    from simfl.output.results import broken_at, nonfinite_losses
+
+    lines = []
+    for algo in method_order(entries_of(group.metrics)):
+        for seed in sorted(s for a, s in group.metrics if a == algo):
+            metrics = group.metrics[(algo, seed)]
+            times = nonfinite_losses(metrics)
+            if not times:
+                continue
+            broke = broken_at(metrics)
+            run = f"{group.name}: {METHOD_NAMES.get(algo, (algo, algo))[0]} seed {seed}"
+            if broke is not None and times[0] == broke:
+                lines.append(f"{run}: the model broke, its loss is not finite from {broke:g} s to the end")
+                continue
+            span = f"{times[0]:g} s" if len(times) == 1 else f"{times[0]:g}-{times[-1]:g} s"
+            lines.append(f"{run}: the loss is not finite at {len(times)} of {len(metrics)} evaluations ({span})"
+                         + ("" if broke is None else f"; the model broke from {broke:g} s to the end"))
+    return lines
 
 
 def _cells(row: Mapping[str, Any], latex: bool, baseline: str | None) -> tuple[str, str]:
@@ -369,7 +394,7 @@ def _note(tables: Sequence[pd.DataFrame], rule: str | None = None) -> list[str]:
         base = "" if shared is not None else f", baseline {baseline_of(t)}"
         lines.append(f"{first['dataset']}: budget {first['budget_time']:g} s of virtual time, target accuracy "
                      f"{100 * first['target']:.1f}%, seeds per method {', '.join(str(s) for s in t['seeds'])}{base}")
-    return lines
+    return lines + [note for t in tables for note in t.attrs.get("loss_notes", [])]
 
 
 def _method_cells(method: str, datasets: Sequence[str], by_name: dict[str, pd.DataFrame], latex: bool) -> list[str]:

@@ -262,12 +262,24 @@ def read_metrics(out: Path, algorithm: str, seed: int) -> pd.DataFrame:
                       "evaluations")
 
 
-def broken_at(metrics: pd.DataFrame) -> float | None:
-    """The first evaluation time at which a run's loss is not finite after being finite (NaN or infinite weights:
-    the model broke, and its accuracy from then on is that of a constant guess); None if it never is. A loss never
-    reported (NaN throughout) says nothing."""
+def nonfinite_losses(metrics: pd.DataFrame) -> list[float]:
+    """The evaluation times at which a run's loss is not finite (NaN or infinite) after a finite one: the model's
+    outputs were not finite there, so its accuracy there is not a trained model's. A loss never reported (NaN
+    throughout) says nothing."""
     if "loss" not in metrics:
-        return None
+        return []
     finite = np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce"))
-    bad = metrics.loc[~finite & (finite.cumsum() > 0), "virtual_time"]
-    return float(bad.iloc[0]) if len(bad) else None
+    return [float(t) for t in metrics.loc[~finite & (finite.cumsum() > 0), "virtual_time"]]
+
+
+def broken_at(metrics: pd.DataFrame) -> float | None:
+    """The time from which a run's loss is not finite through its last evaluation, after a finite one: the model
+    broke and stayed broken (NaN weights), so its accuracy from then on is a constant guess's; None if its last
+    loss is finite. Losses not finite for a while and finite again (:func:`nonfinite_losses`) do not count: the
+    weights were finite (e.g. a batch-norm running variance stepped below zero, and trained back above it)."""
+    times = nonfinite_losses(metrics)
+    if not times or times[-1] != float(metrics["virtual_time"].iloc[-1]):
+        return None
+    finite = np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce")).to_numpy()
+    last = int(np.flatnonzero(finite)[-1])
+    return float(metrics["virtual_time"].iloc[last + 1])

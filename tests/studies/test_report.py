@@ -104,6 +104,26 @@ def test_seeds_from_several_folders_are_pooled_and_other_baselines(tmp_path: Pat
     assert no_base["relative_time"].isna().all()
 
 
+def test_runs_whose_loss_was_not_finite_are_noted(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    # OrthoFL seed 1's loss is not finite at two evaluations and finite again (its weights were finite); seed 0's
+    # from 20 s to its end (its model broke); FedAvg's is finite throughout; the table's numbers are not changed
+    fake_run(tmp_path / "runs", "toy", CURVES)
+    for seed, losses in ((0, [2.3, 0.9, "nan"]), (1, [2.3, "nan", "inf", 0.4])):
+        path = tmp_path / "runs" / "orthofl" / f"seed{seed}" / "metrics.csv"
+        metrics = pd.read_csv(path)
+        metrics["loss"] = [float(x) for x in losses]
+        metrics.to_csv(path, index=False)
+    out = tmp_path / "rep"
+    assert main(["report", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    notes = ["toy: OrthoFL seed 0: the model broke, its loss is not finite from 20 s to the end",
+             "toy: OrthoFL seed 1: the loss is not finite at 2 of 4 evaluations (10-20 s)"]
+    assert (out / "table.md").read_text().splitlines()[-2:] == [f"- {n}" for n in notes]
+    assert [line for line in (out / "table.tex").read_text().splitlines() if line.startswith("% toy: ")][-2:] == \
+        [f"% {n}" for n in notes]
+    assert [f"- {n}" for n in notes] == [line for line in capsys.readouterr().out.splitlines() if "finite" in line]
+    assert pd.read_csv(out / "table.csv")["accuracy_mean"].tolist() == pytest.approx([0.7, 0.9])
+
+
 def test_bad_report_input_is_one_line(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "empty").mkdir()
     fake_run(tmp_path / "x" / "a", "toy", CURVES)

@@ -198,11 +198,12 @@ def test_a_trial_whose_model_broke_is_named(tmp_path: Path, write_scenario, caps
 
 @pytest.mark.parametrize(("losses", "since"), [
     (["2.3", "1.9", "nan", "inf"], 30.0),  # finite, then NaN: broken from its first non-finite evaluation
-    (["2.3", "inf", "1.0", "1.0"], 15.0),  # an infinite loss counts, even if a later one is finite
+    (["2.3", "inf", "1.0", "1.0"], None),  # not finite once and finite again: its weights were finite, not broken
+    (["2.3", "nan", "1.0", "nan"], 45.0),  # broken from the start of its last stretch of non-finite losses
     (["2.3", "1.9", "1.0", "0.8"], None),  # finite throughout
     (["", "", "", ""], None),  # no loss reported at all: nothing to say, not a broken model
 ])
-def test_a_broken_model_is_found_from_its_first_non_finite_loss(tmp_path: Path, losses: list[str],
+def test_a_broken_model_is_found_from_its_last_stretch_of_non_finite_losses(tmp_path: Path, losses: list[str],
                                                                 since: float | None) -> None:
     seed = tmp_path / "fedavg" / "seed0"
     seed.mkdir(parents=True)
