@@ -253,7 +253,8 @@ def run_targets(targets: Sequence[Target], launch: Launch,
             if alone:  # its wall is this machine's alone: it teaches the estimate
                 learn(target.scn, name, item.wall)
             target.left.discard((name, seed))
-            progress.finished(item.key, item.wall, f"accuracy {item.row['final_accuracy']:.4f}")
+            note = "" if item.note is None else f" ({item.note})"
+            progress.finished(item.key, item.wall, f"accuracy {item.row['final_accuracy']:.4f}{note}")
             if not target.left:
                 complete(target)
         else:

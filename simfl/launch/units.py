@@ -41,7 +41,7 @@ from simfl.launch.checkpoint import FRESH, Every, parse_every, run_blob
 from simfl.launch.experiment import Engine, RunOptions, chain, federation, load_dataset, run_one
 from simfl.launch.workers import unit_cpus as unit_cpus  # re-exported
 from simfl.names import allowing_imports, imports_allowed, trusted, trusting
-from simfl.output.results import GrowingRun, run_files, summary_row
+from simfl.output.results import GrowingRun, run_files, state_loss_note, summary_row
 from simfl.output.tracking import Tracking
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
@@ -134,12 +134,14 @@ class Moved:
 
 @dataclass(frozen=True)
 class Done:
-    """A finished run: its files by name and its summary.csv row."""
+    """A finished run: its files by name, its summary.csv row and what its evaluation losses say, if anything
+    (:func:`~simfl.output.results.loss_note`), for its line."""
 
     key: Key
     files: dict[str, bytes]
     row: dict[str, Any]
     wall: float
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -297,7 +299,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         if feed is not None:
             feed.finish(row)
         files = {**run_files(result.state, result.tables, growing.handed_on(result.state)), numerics.FILE: numerics.record()}
-        return Done(unit.key, files, row, wall)
+        return Done(unit.key, files, row, wall, state_loss_note(result.state))
     finally:
         torch.set_num_threads(before)
 

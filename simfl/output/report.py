@@ -320,25 +320,16 @@ def group_table(group: RunGroup, baseline: str | None = None, target: float | No
 
 def loss_notes(group: RunGroup) -> list[str]:
     """One line per run of ``group`` whose evaluation loss was not finite after a finite one
-    (:func:`~simfl.output.results.nonfinite_losses`): at those evaluations its accuracy is not a trained model's,
-    which the table's mean and time to target cannot show; a run whose model broke for good says from when."""
-    from simfl.output.results import broken_at, nonfinite_losses
+    (:func:`~simfl.output.results.loss_note`): at those evaluations its accuracy is not a trained model's,
+    which the table's mean and time to target cannot show."""
+    from simfl.output.results import loss_note
 
     lines = []
     for algo in method_order(entries_of(group.metrics)):
         for seed in sorted(s for a, s in group.metrics if a == algo):
-            metrics = group.metrics[(algo, seed)]
-            times = nonfinite_losses(metrics)
-            if not times:
-                continue
-            broke = broken_at(metrics)
-            run = f"{group.name}: {METHOD_NAMES.get(algo, (algo, algo))[0]} seed {seed}"
-            if broke is not None and times[0] == broke:
-                lines.append(f"{run}: the model broke, its loss is not finite from {broke:g} s to the end")
-                continue
-            span = f"{times[0]:g} s" if len(times) == 1 else f"{times[0]:g}-{times[-1]:g} s"
-            lines.append(f"{run}: the loss is not finite at {len(times)} of {len(metrics)} evaluations ({span})"
-                         + ("" if broke is None else f"; the model broke from {broke:g} s to the end"))
+            note = loss_note(group.metrics[(algo, seed)])
+            if note is not None:
+                lines.append(f"{group.name}: {METHOD_NAMES.get(algo, (algo, algo))[0]} seed {seed}: {note}")
     return lines
 
 

@@ -283,3 +283,23 @@ def broken_at(metrics: pd.DataFrame) -> float | None:
     finite = np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce")).to_numpy()
     last = int(np.flatnonzero(finite)[-1])
     return float(metrics["virtual_time"].iloc[last + 1])
+
+
+def loss_note(metrics: pd.DataFrame) -> str | None:
+    """What a run's not-finite evaluation losses say, in a phrase (``simfl run``'s line per finished run and
+    ``simfl report``'s notes): the model broke, from when; or at how many of its evaluations, over which times,
+    the loss was not finite and finite again. None when it always was finite."""
+    times = nonfinite_losses(metrics)
+    if not times:
+        return None
+    broke = broken_at(metrics)
+    if broke is not None and times[0] == broke:
+        return f"the model broke, its loss is not finite from {broke:g} s to the end"
+    span = f"{times[0]:g} s" if len(times) == 1 else f"{times[0]:g}-{times[-1]:g} s"
+    return (f"the loss is not finite at {len(times)} of {len(metrics)} evaluations ({span})"
+            + ("" if broke is None else f"; the model broke from {broke:g} s to the end"))
+
+
+def state_loss_note(state: SimState) -> str | None:
+    """:func:`loss_note` of a finished simulation's evaluations."""
+    return loss_note(pd.DataFrame([m.row() for m in state.metrics]))
