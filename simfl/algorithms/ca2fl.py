@@ -41,12 +41,11 @@ averaging over all N clients (zero for those never seen). The caches live in a
 is summed over those rows in client order, each scaled by ``1/N`` (a zero row adds nothing, so
 the value is the mean over all N, to the bit), at a flush's cost in proportion to the clients seen.
 
-Batch norm: BN weights and running statistics are ordinary float entries and take
-the same calibrated step. The step adds cached deltas of older models, so a running
-variance can move below zero; the model's outputs in evaluation are then not finite
-until later steps move it back (training uses batch statistics and is not affected).
-``simfl report`` notes the evaluations whose loss was not finite (HAR:
-``results/README.md``).
+Batch norm: BN weights take the calibrated step like every other weight; running
+statistics take it too (``bn_stats: step``, the default), or are set at each flush
+to the mean of the arrivals' (``bn_stats: mean``): :mod:`simfl.algorithms.bn_stats`
+says why (the step adds cached deltas of older models, and a stepped running
+variance can move below zero).
 """
 
 from __future__ import annotations
@@ -56,6 +55,7 @@ from typing import Any
 import torch
 
 from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import CA2FLConfig
 
 
@@ -78,6 +78,7 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
         """h_t: the mean of the caches as of the last flush."""
         self.acc = zero
         self.count = 0
+        self.stats = BufferedStats(setup.layout, config.bn_stats)
 
     def initial_weights(self, client: int) -> torch.Tensor:
         return self.w
@@ -91,10 +92,11 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
         subtract = round_start if self.config.calibrate_with == "round_start" else latest
         self.acc = self.acc + (delta - subtract)
         self.cache.put(m, delta)
+        self.stats.add(arrival.weights)
         self.count += 1
         if self.count == self.config.buffer:
             step = self.cache_mean + self.acc / self.config.buffer
-            self.w = self.w + self.config.server_lr * step
+            self.w = self.stats.flush(self.w + self.config.server_lr * step, self.count)
             self.cache_mean = self._mean()
             self.round_cache = {}
             self.acc = torch.zeros_like(self.w)
@@ -119,6 +121,7 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
             "cache_mean": self.cache_mean,
             "acc": self.acc,
             "count": self.count,
+            **self.stats.state(),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -133,3 +136,4 @@ class CA2FL(AsyncAlgorithm[CA2FLConfig]):
         self.cache_mean = state["cache_mean"]
         self.acc = state["acc"]
         self.count = int(state["count"])
+        self.stats.load_state(state)

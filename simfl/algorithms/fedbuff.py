@@ -11,12 +11,10 @@ client is re-dispatched at once with the current global model, which is the
 post-flush model when its arrival completed the buffer. The returned mixing weight
 is the arrival's staleness weight ``1/sqrt(1 + v)``.
 
-Batch norm: running statistics and BN weights are float entries of the flat
-vector and take the same buffered delta step as every other weight. A step of
-deltas taken from older models can move a running variance below zero; the
-model's outputs in evaluation are then not finite until later steps move it back
-(training uses batch statistics and is not affected). ``simfl report`` notes the
-evaluations whose loss was not finite (HAR at E = 5: ``results/README.md``).
+Batch norm: BN weights take the buffered step like every other weight; running
+statistics take it too (``bn_stats: step``, the default), or are set at each flush
+to the mean of the arrivals' (``bn_stats: mean``): :mod:`simfl.algorithms.bn_stats`
+says why (a stepped running variance can move below zero).
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ from typing import Any
 import torch
 
 from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import FedBuffConfig
 
 
@@ -44,6 +43,7 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
         """Global version each client was last dispatched with (0 for the time-0 dispatch)."""
         self.acc = torch.zeros_like(self.w)
         self.count = 0
+        self.stats = BufferedStats(setup.layout, config.bn_stats)
 
     def initial_weights(self, client: int) -> torch.Tensor:
         # no side effect: at time 0 every client is dispatched version 0, as set in __init__
@@ -58,9 +58,10 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
         m = arrival.client
         weight = 1.0 / math.sqrt(1.0 + (self.version - self.dispatched[m]))
         self.acc = self.acc + weight * (arrival.weights - arrival.start)
+        self.stats.add(arrival.weights)
         self.count += 1
         if self.count == self.config.buffer:
-            self.w = self.w + (self.config.server_lr / self.config.buffer) * self.acc
+            self.w = self.stats.flush(self.w + (self.config.server_lr / self.config.buffer) * self.acc, self.count)
             self.version += 1
             self.acc = torch.zeros_like(self.w)
             self.count = 0
@@ -77,6 +78,7 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
             "dispatched": list(self.dispatched),
             "acc": self.acc,
             "count": self.count,
+            **self.stats.state(),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -85,3 +87,4 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
         self.dispatched = [int(v) for v in state["dispatched"]]
         self.acc = state["acc"]
         self.count = int(state["count"])
+        self.stats.load_state(state)

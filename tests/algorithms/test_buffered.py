@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from pydantic import ValidationError
 
 from simfl.algorithms.ca2fl import CA2FL, CA2FLConfig
 from simfl.algorithms.fedbuff import FedBuff, FedBuffConfig
-from tests.algorithms.algo_helpers import arrival, close, linear_layout, make_setup, vec
+from tests.algorithms.algo_helpers import arrival, bn_layout, close, linear_layout, make_setup, vec
 
 R = 1 / math.sqrt(2)
 
@@ -114,3 +115,59 @@ def test_ca2fl_repeated_arrival_in_one_buffer(
     close(sent, after_round_2)
     # h_3 = (e + c + f) / 3 = [0, 1, 1]
     close(alg.state()["cache_mean"], [0, 1, 1])
+
+
+# Batch-norm running statistics (simfl/algorithms/bn_stats.py), on bn_layout():
+# [w0, w1, b | bn.weight, bn.bias | running_mean, running_var], W0 = [0, 0, 0, 1, 0, 0, 1]. Clients 0 and 1 fill the
+# first buffer from W0; client 2 and client 0 again (both sent W0, one version old) fill the second.
+BN_W0 = [0, 0, 0, 1, 0, 0, 1]
+BN_ARRIVALS = [(0, [1, 0, 0, 1, 0, 0.5, 0.2]), (1, [0, 1, 0, 1, 0, -0.5, 0.4]),
+               (2, [0, 0, 1, 1, 0, 0.2, 0.1]), (0, [0, 0, 0, 1, 0, 0.4, 0.1])]
+
+
+def _bn_run(alg: FedBuff | CA2FL) -> list[torch.Tensor]:
+    w0 = alg.initial_weights(0)
+    return [alg.on_arrival(arrival(c, vec(*w), w0, 1, t + 1))[0].clone() for t, (c, w) in enumerate(BN_ARRIVALS)]
+
+
+@pytest.mark.parametrize("reading", ["step", "mean"])
+def test_fedbuff_batch_norm_statistics(reading: str) -> None:
+    # first flush, every weight 1: W = W0 + mean delta = [.5, .5, 0, 1, 0, 0, .3], the arrivals' mean statistics too
+    # second flush, weights 1/sqrt(2): W = W1 + R/2 * ([0,0,1,0,0,.2,-.9] + [0,0,0,0,0,.4,-.9])
+    #   step: running_mean 0 + .3R, running_var .3 - .9R = -0.336 (below zero); mean: (.2 + .4)/2, (.1 + .1)/2
+    alg = FedBuff(FedBuffConfig(buffer=2, bn_stats=reading), make_setup(bn_layout(), BN_W0, 3))
+    sent = _bn_run(alg)
+    close(sent[1], [0.5, 0.5, 0, 1, 0, 0, 0.3])
+    stats = [0.3 * R, 0.3 - 0.9 * R] if reading == "step" else [0.3, 0.1]
+    close(sent[3], [0.5, 0.5, 0.5 * R, 1, 0, *stats])
+    assert "stats" not in alg.state() if reading == "step" else torch.equal(alg.state()["stats"], vec(0, 0))
+
+
+@pytest.mark.parametrize("reading", ["step", "mean"])
+def test_ca2fl_batch_norm_statistics(reading: str) -> None:
+    # first flush: W1 = W0 + (d0 + d1)/2 = [.5, .5, 0, 1, 0, 0, .3] (the arrivals' mean statistics too);
+    #   h = (d0 + d1)/3 = [1/3, 1/3, 0, 0, 0, 0, -1.4/3]
+    # second flush: acc = d2 + (d0' - d0) = [-1, 0, 1, 0, 0, .1, -1]; W = W1 + h + acc/2
+    #   = [1/3, 5/6, .5, 1, 0, .05, .3 - 1.4/3 - .5 = -2/3] (step: a running variance below zero);
+    #   mean: running_mean (.2 + .4)/2 = .3, running_var (.1 + .1)/2 = .1
+    alg = CA2FL(CA2FLConfig(buffer=2, bn_stats=reading), make_setup(bn_layout(), BN_W0, 3))
+    sent = _bn_run(alg)
+    close(sent[1], [0.5, 0.5, 0, 1, 0, 0, 0.3])
+    stats = [0.05, 0.3 - 1.4 / 3 - 0.5] if reading == "step" else [0.3, 0.1]
+    close(sent[3], [1 / 3, 5 / 6, 0.5, 1, 0, *stats])
+
+
+@pytest.mark.parametrize("rule", [FedBuff, CA2FL])
+def test_a_stopped_buffer_keeps_the_statistics_it_summed(rule: type[FedBuff] | type[CA2FL]) -> None:
+    # a checkpoint mid-buffer (after client 2's arrival) and a fresh rule loaded from it flush as the first one
+    config = rule.Config(buffer=2, bn_stats="mean")
+    alg = rule(config, make_setup(bn_layout(), BN_W0, 3))  # type: ignore[arg-type]
+    whole = _bn_run(alg)
+    alg = rule(config, make_setup(bn_layout(), BN_W0, 3))  # type: ignore[arg-type]
+    w0 = alg.initial_weights(0)
+    for t, (c, w) in enumerate(BN_ARRIVALS[:3]):
+        alg.on_arrival(arrival(c, vec(*w), w0, 1, t + 1))
+    again = rule(config, make_setup(bn_layout(), BN_W0, 3))  # type: ignore[arg-type]
+    again.load_state(alg.state())
+    c, w = BN_ARRIVALS[3]
+    assert torch.equal(again.on_arrival(arrival(c, vec(*w), w0, 1, 4))[0], whole[3])
