@@ -10,7 +10,7 @@
 # E = 5. Every method runs for the same virtual time (the scenario's budget, or the one set below). Each run
 # trains with one thread, and each step runs its runs side by side on every core (`simfl run --workers`), so a
 # table takes about as long as its longest run on a machine with a core per run.
-# Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|tuned5|fedadam_lr|main|har|ablation|heterogeneity|delays|newsgroups|
+# Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|bn_stats|tuned5|fedadam_lr|main|har|ablation|heterogeneity|delays|newsgroups|
 #   motivation|examples|scaffold|cross_device|report]...
 # (default: all but tuned5, the long tuned comparison). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
@@ -48,6 +48,12 @@ ca2fl_readings() {  # CA2FL's two readings of a repeated arrival within one buff
   # 'round_start' (the default) is the main comparison's `ca2fl` entry, the same runs, so these take its scenario name
   # and pool with it
   table scenarios/studies/ca2fl_readings.yaml results/ca2fl-readings-mnist-e5 --only ca2fl_latest --set name=paper-mnist
+}
+bn_stats() {  # batch norm's running statistics in the buffered rules, HAR at E = 5: 'mean' for FedBuff and CA2FL, seed 0.
+  # 'step' (the default) is the main comparison's `fedbuff` and `ca2fl` entries, the same runs, so these take its
+  # scenario name and pool with them
+  table scenarios/studies/bn_stats.yaml results/bn-stats-har-e5 --only fedbuff_bn_mean,ca2fl_bn_mean --seeds 0 \
+    --set name=paper-har
 }
 tuned5() {  # MNIST Table 2 at E = 5 tuned on equal terms (docs/fair-comparisons.md), in three parts (synchronous
   # baselines, asynchronous baselines, OrthoFL): each entry 6 trials of 6,000 s on seed 3, scored on 10% of each
@@ -149,6 +155,7 @@ report() {
   # there. A fresh `main5` writes one folder of all 24 runs, from which `simfl report` cannot pick single runs yet.
   $SIMFL report results/ablation-mnist-e5 results/paper-mnist-e5/fedasync-seed0 results/paper-mnist-e5/orthofl_global-seed0 results/paper-mnist-e5/orthofl_chain-seed0 --baseline fedasync --out results/report-ablation-e5 --force
   $SIMFL report results/ca2fl-readings-mnist-e5 results/paper-mnist-e5/ca2fl-seed0 --baseline ca2fl --out results/report-ca2fl-readings --force
+  $SIMFL report results/bn-stats-har-e5 results/paper-har-e5/fedavg-seed0 results/paper-har-e5/fedbuff-seed0 results/paper-har-e5/ca2fl-seed0 --baseline fedavg --out results/report-bn-stats --force
   $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr --force
   $SIMFL report results/scaffold-mnist-e1 --baseline fedavg --out results/report-scaffold --force
   $SIMFL report results/cross-device-mnist --baseline fedasync --out results/report-cross-device --force
@@ -158,7 +165,7 @@ report() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 ca2fl_readings main har ablation heterogeneity delays newsgroups
+[ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 ca2fl_readings bn_stats main har ablation heterogeneity delays newsgroups
   motivation examples scaffold cross_device report)
 if [ "${steps[0]}" = sensitivity_run ]; then sensitivity_run "${steps[@]:1}"; exit; fi
 for step in "${steps[@]}"; do "$step"; done
