@@ -274,9 +274,9 @@ def nonfinite_losses(metrics: pd.DataFrame) -> list[float]:
 
 def broken_at(metrics: pd.DataFrame) -> float | None:
     """The time from which a run's loss is not finite through its last evaluation, after a finite one: the model
-    broke and stayed broken (NaN weights), so its accuracy from then on is a constant guess's; None if its last
-    loss is finite. Losses not finite for a while and finite again (:func:`nonfinite_losses`) do not count: the
-    weights were finite (e.g. a batch-norm running variance stepped below zero, and trained back above it)."""
+    broke for the rest of the run (NaN weights, whose accuracy is a constant guess's); None if its last loss is
+    finite. Losses not finite for a while and finite again (:func:`nonfinite_losses`) do not count: the weights
+    were finite (e.g. a batch-norm running variance stepped below zero, and stepped back above it)."""
     times = nonfinite_losses(metrics)
     if not times or times[-1] != float(metrics["virtual_time"].iloc[-1]):
         return None
