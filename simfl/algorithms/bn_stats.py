@@ -4,8 +4,9 @@ A buffered rule's global step adds client deltas, taken from the older models ea
 CA2FL, cached deltas), to every entry of the flat vector. Batch norm's running mean and variance are no learned
 weights but estimates of the activations' statistics, which only evaluation uses (training normalises with the
 batch's own). Stepped like weights, a running variance can move below zero, and the model's outputs in evaluation
-are then not finite until later steps move it back: HAR at E = 5 (``results/README.md``). The rules' papers do not
-say how they treat these statistics, so the scenario chooses (``bn_stats`` of ``fedbuff`` and ``ca2fl``):
+are then not finite until later steps move it back: HAR at E = 5 (``results/README.md``). The OrthoFL paper, whose
+HAR setting shows it, does not say how its baselines treat these statistics, so the scenario chooses (``bn_stats``
+of ``fedbuff`` and ``ca2fl``):
 
 - ``step`` (default): the statistics take the rule's step like every other entry;
 - ``mean``: at each flush they are set to the mean of the statistics the buffer's arrivals sent, as FedAvg takes
