@@ -149,6 +149,53 @@ def test_a_reader_leaving_early_is_no_traceback(tmp_path: Path) -> None:
     assert (tmp_path / "r" / "table.md").exists()
 
 
+SEARCH_NAMES = {"fedavg": "FedAvg", "fedprox": "FedProx", "fedadam": "FedAdam", "fedasync": "FedAsync",
+                "fedbuff": "FedBuff", "ca2fl": "CA2FL", "orthofl_global": "`global`", "orthofl_chain": "`chain`"}
+OWN_WORDS = {"mu": "mu", "lr": "server lr", "beta": "beta"}
+"""How the search tables of results/README.md name an entry's own values in a row's label."""
+
+
+def readme_table(heading: str) -> list[list[str]]:
+    """The header and rows (cells without bold marks) of the first table after the line starting with ``heading``."""
+    lines = (RESULTS / "README.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    rows: list[list[str]] = []
+    for line in lines[start + 1:]:
+        if line.startswith("|"):
+            rows.append([cell.strip().replace("**", "") for cell in line.strip().strip("|").split("|")])
+        elif rows:
+            break
+    return [rows[0], *rows[2:]]
+
+
+@pytest.mark.parametrize(("part", "heading"), [("sync", "**The search**"), ("orthofl", "**OrthoFL's search**"),
+                                               ("async", "**The asynchronous search**")])
+def test_results_readme_search_tables_are_the_committed_trials(part: str, heading: str) -> None:
+    # every trial of the committed search is in its README table, with its client lr and its score as trials.csv has
+    # them; the synchronous and OrthoFL tables have a row per entry and own values, a column per client lr
+    trials = pd.read_csv(RESULTS / f"tune-mnist-e5-{part}" / "trials.csv")
+    header, *rows = readme_table(heading)
+    cells: dict[tuple[str, str], str] = {}
+    if part == "async":  # entry (on its first row), trial, client lr, own values, accuracy
+        entry = ""
+        for row in rows:
+            entry = row[0] or entry
+            cells[(entry, row[1])] = f"{row[2]} {row[4]}"
+    else:
+        lrs = [re.findall(r"\d+(?:\.\d+)?", cell)[0] for cell in header[1:]]
+        cells = {(row[0], lr): value for row in rows for lr, value in zip(lrs, row[1:], strict=True)}
+    own = [c for c in trials.columns if c in OWN_WORDS]
+    assert len(trials) == len(cells)
+    for t in trials.to_dict("records"):  # a score is shown to 0.1 points (a tie such as 86.95 either way)
+        if part == "async":
+            lr, shown = cells[(SEARCH_NAMES[t["entry"]], str(t["trial"]))].split()
+            assert lr == f"{t['train.lr']:g}", t
+        else:
+            label = ", ".join([SEARCH_NAMES[t["entry"]]] + [f"{OWN_WORDS[c]} {t[c]:g}" for c in own if not pd.isna(t[c])])
+            shown = cells[(label, f"{t['train.lr']:g}")]
+        assert float(shown) == pytest.approx(100 * t["score"], abs=0.05 + 1e-9), t
+
+
 def test_results_readme_quotes_what_derived_py_prints() -> None:
     """The extra figures of results/README.md come from `python results/derived.py`, not by hand."""
     out = subprocess.run([sys.executable, str(RESULTS / "derived.py")], capture_output=True, text=True, check=True).stdout
