@@ -18,34 +18,33 @@ A model without batch norm has no such entries: both readings are then the same 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
+from simfl.algorithms.configs import BnStats
 from simfl.models.flat import Layout
-
-Reading = Literal["step", "mean"]
 
 
 class BufferedStats:
     """The running statistics a buffer's arrivals sent, summed until the flush sets them (``mean``); nothing to do
     for ``step`` or a model without batch norm."""
 
-    def __init__(self, layout: Layout, reading: Reading) -> None:
-        where = layout.mask("bn") & layout.mask("buffer")
-        self.index = where.nonzero().flatten() if reading == "mean" and bool(where.any()) else None
-        """Positions of the running statistics in the flat vector (None: the rule's step sets them)."""
-        self.acc = None if self.index is None else torch.zeros(len(self.index), dtype=torch.float32)  # as the flat vector
+    def __init__(self, layout: Layout, reading: BnStats) -> None:
+        self.index = (layout.mask("bn") & layout.mask("buffer")).nonzero().flatten()
+        """Positions of the running statistics in the flat vector."""
+        self.acc = torch.zeros(len(self.index), dtype=torch.float32) if reading == "mean" and len(self.index) else None
+        """Their sum over the buffer's arrivals so far (None: the rule's step sets them)."""
 
     def add(self, weights: torch.Tensor) -> None:
         """An arrival's trained model: its statistics join the buffer's."""
-        if self.index is not None and self.acc is not None:
+        if self.acc is not None:
             self.acc = self.acc + weights[self.index].to(self.acc.dtype)
 
     def flush(self, stepped: torch.Tensor, count: int) -> torch.Tensor:
         """The new global model: ``stepped`` (the rule's step of every entry) with the statistics set to the mean of
         the ``count`` arrivals' (a new tensor), and the sum emptied for the next buffer."""
-        if self.index is None or self.acc is None:
+        if self.acc is None:
             return stepped
         out = stepped.index_copy(0, self.index, (self.acc / count).to(stepped.dtype))
         self.acc = torch.zeros_like(self.acc)

@@ -231,6 +231,10 @@ class FedAsyncConfig(AlgorithmConfig):
     )
 
 
+BnStats = Literal["step", "mean"]
+"""The buffered rules' readings of batch-norm running statistics (:mod:`simfl.algorithms.bn_stats`)."""
+
+
 def bn_stats_field() -> Any:
     """The ``bn_stats`` option of the buffered rules (:mod:`simfl.algorithms.bn_stats`)."""
     return Field("step", description="Batch-norm running statistics of the global model: take the rule's step like "
@@ -246,7 +250,7 @@ class FedBuffConfig(AlgorithmConfig):
     name: Literal["fedbuff"] = Field("fedbuff", description="Algorithm name.")
     buffer: PositiveInt = Field(10, description="K >= 1: arrivals aggregated per global update.")
     server_lr: PositiveFloat = Field(1.0, description="Server learning rate applied to the buffer's mean.")
-    bn_stats: Literal["step", "mean"] = bn_stats_field()
+    bn_stats: BnStats = bn_stats_field()
 
 
 class CA2FLConfig(AlgorithmConfig):
@@ -263,7 +267,7 @@ class CA2FLConfig(AlgorithmConfig):
         description="Cache subtracted from an arrival: the client's cache as of the start of the buffer round "
         "(paper's h_t^i) or its latest, updated within the round (differs when a client arrives twice in one buffer).",
     )
-    bn_stats: Literal["step", "mean"] = bn_stats_field()
+    bn_stats: BnStats = bn_stats_field()
 
     def arrival_work(self, num_clients: int) -> float | None:
         """Five passes, and at each buffer's end the mean of every client's cache taken again (``_mean`` of

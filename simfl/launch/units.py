@@ -141,7 +141,7 @@ class Done:
     files: dict[str, bytes]
     row: dict[str, Any]
     wall: float
-    note: str | None = None
+    note: str | None
 
 
 @dataclass(frozen=True)

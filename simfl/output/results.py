@@ -266,10 +266,15 @@ def nonfinite_losses(metrics: pd.DataFrame) -> list[float]:
     """The evaluation times at which a run's loss is not finite (NaN or infinite) after a finite one: the model's
     outputs were not finite there, so its accuracy there is not a trained model's. A loss never reported (NaN
     throughout) says nothing."""
+    finite = _finite_losses(metrics)
+    return [float(t) for t in metrics["virtual_time"].to_numpy()[~finite & (finite.cumsum() > 0)]]
+
+
+def _finite_losses(metrics: pd.DataFrame) -> np.ndarray:
+    """Per evaluation, whether its loss is finite (all False when no loss is reported)."""
     if "loss" not in metrics:
-        return []
-    finite = np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce"))
-    return [float(t) for t in metrics.loc[~finite & (finite.cumsum() > 0), "virtual_time"]]
+        return np.zeros(len(metrics), dtype=bool)
+    return np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce").to_numpy(dtype=float))
 
 
 def broken_at(metrics: pd.DataFrame) -> float | None:
@@ -277,12 +282,10 @@ def broken_at(metrics: pd.DataFrame) -> float | None:
     broke for the rest of the run (NaN weights, whose accuracy is a constant guess's); None if its last loss is
     finite. Losses not finite for a while and finite again (:func:`nonfinite_losses`) do not count: the weights
     were finite (e.g. a batch-norm running variance stepped below zero, and stepped back above it)."""
-    times = nonfinite_losses(metrics)
-    if not times or times[-1] != float(metrics["virtual_time"].iloc[-1]):
+    finite = _finite_losses(metrics)
+    if not finite.any() or finite[-1]:
         return None
-    finite = np.isfinite(pd.to_numeric(metrics["loss"], errors="coerce")).to_numpy()
-    last = int(np.flatnonzero(finite)[-1])
-    return float(metrics["virtual_time"].iloc[last + 1])
+    return float(metrics["virtual_time"].iloc[int(np.flatnonzero(finite)[-1]) + 1])
 
 
 def loss_note(metrics: pd.DataFrame) -> str | None:
