@@ -59,6 +59,14 @@ METHOD_NAMES = {
 """Display names (markdown, LaTeX) in the paper's row order, with the labels of the two OrthoFL readings last;
 other algorithms and labels follow in order of appearance, shown as they are."""
 
+
+def display_name(label: str, tex: bool = False) -> str:
+    """``label``'s display name (:data:`METHOD_NAMES`) in markdown, or LaTeX with ``tex``; another label as it is."""
+    names = METHOD_NAMES.get(label)
+    if names is not None:
+        return names[1] if tex else names[0]
+    return _tex_escape(label) if tex else label
+
 TABLE_COLUMNS = [
     "dataset", "algorithm", "seeds", "budget_time", "target", "accuracy_mean", "accuracy_std",
     "time_to_target", "reached", "relative_time",
@@ -329,7 +337,7 @@ def loss_notes(group: RunGroup) -> list[str]:
         for seed in sorted(s for a, s in group.metrics if a == algo):
             note = loss_note(group.metrics[(algo, seed)])
             if note is not None:
-                lines.append(f"{group.name}: {METHOD_NAMES.get(algo, (algo, algo))[0]} seed {seed}: {note}")
+                lines.append(f"{group.name}: {display_name(algo)} seed {seed}: {note}")
     return lines
 
 
@@ -374,7 +382,7 @@ def baseline_of(table: pd.DataFrame) -> str | None:
 def _note(tables: Sequence[pd.DataFrame], rule: str | None = None) -> list[str]:
     baselines = list(dict.fromkeys(baseline_of(t) for t in tables))
     shared = baselines[0] if len(baselines) == 1 and baselines[0] is not None else None
-    label = f"{METHOD_NAMES.get(shared, (shared, shared))[0]} (1×)" if shared is not None else \
+    label = f"{display_name(shared)} (1×)" if shared is not None else \
         "each group's baseline (1×, named below)"
     rule = rule or "95% of the lowest accuracy among the compared methods"
     lines = [f"Accuracy (%): mean ± std over seeds at the fixed time budget. Time: time to reach the target "
@@ -411,7 +419,7 @@ def markdown_table(tables: Sequence[pd.DataFrame], rule: str | None = None) -> s
     head = "| Method | " + " | ".join(f"{d} Accuracy | {d} Time" for d in datasets) + " |"
     lines = [head, "|---|" + "---:|---:|" * len(datasets)]
     for m in methods:
-        cells = [METHOD_NAMES.get(m, (m, m))[0], *_method_cells(m, datasets, by_name, False)]
+        cells = [display_name(m), *_method_cells(m, datasets, by_name, False)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines + [""] + [f"- {n}" for n in _note(tables, rule)]) + "\n"
 
@@ -436,7 +444,7 @@ def latex_table(tables: Sequence[pd.DataFrame], rule: str | None = None) -> str:
         r"\midrule",
     ]
     for m in methods:
-        cells = [METHOD_NAMES.get(m, (m, _tex_escape(m)))[1], *_method_cells(m, datasets, by_name, True)]
+        cells = [display_name(m, tex=True), *_method_cells(m, datasets, by_name, True)]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"

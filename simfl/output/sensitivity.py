@@ -45,12 +45,12 @@ from simfl.names import short_name
 from simfl.outdir import name_problem
 from simfl.output.comparison import Comparison
 from simfl.output.report import (
-    METHOD_NAMES,
     METRICS_KINDS,
     SUMMARY_KINDS,
     RunGroup,
     baseline_of,
     check_baseline,
+    display_name,
     first_difference,
     group_comparison,
     group_table,
@@ -268,7 +268,7 @@ def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting) -> Figu
             time = first["relative_time"]
             rel.append(float("nan") if is_missing(time) else float(time))
             reached.append(bool(first["reached"]))
-        bars = top.bar(xs, acc, width, yerr=std, capsize=2, label=METHOD_NAMES.get(method, (method, method))[0])
+        bars = top.bar(xs, acc, width, yerr=std, capsize=2, label=display_name(method))
         bottom.bar(xs, [0.0 if math.isnan(r) else r for r in rel], width, color=bars.patches[0].get_facecolor()
                    if bars.patches else None)
         for x, r, hit in zip(xs, rel, reached, strict=True):
@@ -285,7 +285,7 @@ def sensitivity_figure(tables: Sequence[pd.DataFrame], setting: Setting) -> Figu
     bottom.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     baselines = {baseline_of(t) for t in tables}
     shown = next(iter(baselines)) if len(baselines) == 1 else None
-    bottom.set_ylabel(f"time to target / {METHOD_NAMES.get(shown, (shown, shown))[0] if shown else 'baseline'}")
+    bottom.set_ylabel(f"time to target / {display_name(shown) if shown else 'baseline'}")
     bottom.set_xticks(range(len(values)), values)
     bottom.set_xlabel(setting.key)
     for ax in (top, bottom):
