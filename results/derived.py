@@ -48,6 +48,10 @@ Run from the repository root: ``python results/derived.py``. Each line is
   95% t interval, and OrthoFL's time to that target over the tuned entry's, paired by seed (for every entry but
   OrthoFL's readings); ``tuned_e5_tuned_lead[READING-ENTRY]``: the same for a tuned OrthoFL reading against each tuned
   baseline, once OrthoFL's final runs have finished;
+- ``bn_variance[Ts]``: CA2FL's HAR seed 0 re-run to 400 s recording the first batch-norm layer's running variance
+  (``bn-variance-har-e5``): at each arrival that changed it (a buffer's flush, at T virtual seconds), its lowest entry
+  and how many of its entries are below zero (the layer starts at 1, PyTorch's initial running variance);
+  ``bn_variance_first_nan``: the first evaluation time whose loss is not finite;
 - ``tune_trial[FOLDER/ENTRY/trialK]``: a finished trial of a search still under way (not every trial in its
   ``trials.csv`` scored by Optuna, or no ``trials.csv`` yet): the values its entry was given for the searched keys
   and its score (final validation accuracy, %, mean over the search's seeds).
@@ -57,6 +61,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from simfl.algorithms.configs import run_name
@@ -287,6 +292,21 @@ def sensitivity() -> None:
                 print(f"sensitivity_lead[e{epochs}-seed{k}]={100 * (finals[0] - finals[1]):.1f}")
 
 
+def bn_variance() -> None:
+    """``bn_variance``: the recorded running variance (module docstring) after each flush that changed it."""
+    run = RESULTS / "bn-variance-har-e5" / "ca2fl" / "seed0"
+    changes = np.load(run / "layer_changes.npy")
+    times = pd.read_csv(run / "events.csv")["time"]
+    assert len(times) == len(changes), "one recorded change per arrival"
+    variance = 1.0 + changes.cumsum(axis=0)
+    for row in np.flatnonzero(np.abs(changes).sum(axis=1) > 0):
+        print(f"bn_variance[{times[row]:.0f}s]=min {variance[row].min():.2f}, "
+              f"{(variance[row] < 0).sum()} of {variance.shape[1]} below zero")
+    metrics = pd.read_csv(run / "metrics.csv")
+    print(f"bn_variance_first_nan={metrics.loc[~np.isfinite(metrics['loss']), 'virtual_time'].min():.0f}")
+
+
 if __name__ == "__main__":
     main()
     sensitivity()
+    bn_variance()

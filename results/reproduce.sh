@@ -10,8 +10,8 @@
 # E = 5. Every method runs for the same virtual time (the scenario's budget, or the one set below). Each run
 # trains with one thread, and each step runs its runs side by side on every core (`simfl run --workers`), so a
 # table takes about as long as its longest run on a machine with a core per run.
-# Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|bn_stats|tuned5|fedadam_lr|main|har|ablation|heterogeneity|delays|newsgroups|
-#   motivation|examples|scaffold|cross_device|report]...
+# Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|bn_stats|bn_variance|tuned5|fedadam_lr|main|har|ablation|heterogeneity|delays|
+#   newsgroups|motivation|examples|scaffold|cross_device|report]...
 # (default: all but tuned5, the long tuned comparison). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +54,11 @@ bn_stats() {  # batch norm's running statistics in the buffered rules, HAR at E 
   # scenario name and pool with them
   table scenarios/studies/bn_stats.yaml results/bn-stats-har-e5 --only fedbuff_bn_mean,ca2fl_bn_mean --seeds 0 \
     --set name=paper-har
+}
+bn_variance() {  # why CA2FL's HAR evaluations are not finite under 'step': its seed 0 to its first such evaluation
+  # (400 s), recording the first batch-norm layer's running variance after every arrival (record.layer)
+  table scenarios/paper/har.yaml results/bn-variance-har-e5 --only ca2fl --seeds 0 --set budget.time=400 \
+    --set record.layer=1.running_var
 }
 tuned5() {  # MNIST Table 2 at E = 5 tuned on equal terms (docs/fair-comparisons.md), in three parts (synchronous
   # baselines, asynchronous baselines, OrthoFL): each entry 6 trials of 6,000 s on seed 3, scored on 10% of each
@@ -165,7 +170,7 @@ report() {
 }
 
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 ca2fl_readings bn_stats main har ablation heterogeneity delays newsgroups
+[ ${#steps[@]} -gt 0 ] || steps=(fedadam_lr main5 har5 ablation5 ca2fl_readings bn_stats bn_variance main har ablation heterogeneity delays newsgroups
   motivation examples scaffold cross_device report)
 if [ "${steps[0]}" = sensitivity_run ]; then sensitivity_run "${steps[@]:1}"; exit; fi
 for step in "${steps[@]}"; do "$step"; done
