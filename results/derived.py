@@ -52,9 +52,6 @@ Run from the repository root: ``python results/derived.py``. Each line is
   (``bn-variance-har-e5``): at each arrival that changed it (a buffer's flush, at T virtual seconds), its lowest entry
   and how many of its entries are below zero (the layer starts at 1, PyTorch's initial running variance);
   ``bn_variance_first_nan``: the first evaluation time whose loss is not finite;
-- ``tune_rescored[FOLDER/ENTRY]``: for a search whose trials table is committed, the trial each of ``simfl tune``'s
-  score rules (``tune.score``: final, best or mean validation accuracy) would have chosen from the same trials, its
-  values and its score (%);
 - ``tune_trial[FOLDER/ENTRY/trialK]``: a finished trial of a search still under way (not every trial in its
   ``trials.csv`` scored by Optuna, or no ``trials.csv`` yet): the values its entry was given for the searched keys
   and its score (final validation accuracy, %, mean over the search's seeds).
@@ -68,11 +65,11 @@ import numpy as np
 import pandas as pd
 
 from simfl.algorithms.configs import run_name
-from simfl.launch.tune import SCORED, TRIALS_DIR, TRIALS_FILE, TUNE_FILE, Entry, plan_of, trial_scores
+from simfl.launch.tune import SCORED, TRIALS_DIR, TRIALS_FILE, TUNE_FILE, plan_of
 from simfl.output.comparison import accuracy_at, compare, mean_interval
 from simfl.output.report import RunGroup, find_result_folders, group_comparison, group_table, load_groups
 from simfl.schema import scenario as scenario_mod
-from simfl.schema.tuning import SCORES, given_value
+from simfl.schema.tuning import given_value
 from simfl.yamlsafe import short_value
 
 RESULTS = Path(__file__).resolve().parent
@@ -157,7 +154,6 @@ def main() -> None:
     tuned_table(main_runs["paper-mnist-e5"])
     for search in sorted(RESULTS.glob("tune-*")):
         unfinished_search(search)
-        rescored(search)
 
     ablation5 = RESULTS / "ablation-mnist-e5"
     if ablation5.is_dir():  # its other rows are the main runs' seed 0 (results/reproduce.sh ablation5)
@@ -244,35 +240,11 @@ def unfinished_search(search: Path) -> None:
             trial = summary.parent
             if trial.name.endswith(".partial"):
                 continue
+            scn = scenario_mod.load(trial / "scenario.yaml")
+            values = {k: given_value(scn.algorithms[0], scn.train, k, space) for k, space in entry.spaces.items()}
+            shown = ", ".join(f"{k.split('.')[-1]} {short_value(v)}" for k, v in values.items())
             score = 100 * pd.read_csv(summary)["final_accuracy"].mean()
-            print(f"tune_trial[{search.name}/{entry.name}/{trial.name}]={trial_values(trial, entry)}: {score:.1f}")
-
-
-def trial_values(trial: Path, entry: Entry) -> str:
-    """The values a trial's entry was given for the searched keys, read from its scenario as ``simfl tune`` reads an
-    entry's given ones (:func:`simfl.schema.tuning.given_value`)."""
-    scn = scenario_mod.load(trial / "scenario.yaml")
-    values = {k: given_value(scn.algorithms[0], scn.train, k, space) for k, space in entry.spaces.items()}
-    return ", ".join(f"{k} {short_value(v)}" for k, v in values.items())
-
-
-def rescored(search: Path) -> None:
-    """``tune_rescored`` lines: the trial each score rule would choose (:data:`simfl.schema.tuning.SCORES`), read
-    from the committed trials by simfl tune's own scoring (:func:`simfl.launch.tune.trial_scores`)."""
-    if not (search / TRIALS_FILE).is_file():
-        return
-    plan = plan_of(scenario_mod.load(search / TUNE_FILE), str(search))
-    table = pd.read_csv(search / TRIALS_FILE)
-    for entry in plan.entries:
-        rows = table[table["entry"] == entry.name]
-        chosen = []
-        for score in SCORES:
-            means = [sum(trial_scores(search / row.folder, entry.name, plan.scn.seeds, score)) / len(plan.scn.seeds)
-                     for row in rows.itertuples()]
-            best = rows.iloc[max(range(len(means)), key=means.__getitem__)]  # the first of equal scores
-            shown = trial_values(search / best["folder"], entry)
-            chosen.append(f"{score} trial {best['trial']} ({shown}) {100 * max(means):.1f}")
-        print(f"tune_rescored[{search.name}/{entry.name}]={'; '.join(chosen)}")
+            print(f"tune_trial[{search.name}/{entry.name}/{trial.name}]={shown}: {score:.1f}")
 
 
 def cross_device(minutes: float) -> None:

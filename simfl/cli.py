@@ -562,7 +562,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, broken_notes, edge_notes, tune
+    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, broken_notes, edge_notes, rule_notes, tune
 
     overrides = list(args.overrides)
     if args.seeds:
@@ -579,6 +579,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"at an edge: {note}")
     for note in broken_notes(outcome.trials):
         print(f"diverged: {note}")
+    for note in rule_notes(outcome.plan, outcome.out, outcome.trials, best):
+        print(f"scored by {note}")
     print(f"{len(outcome.trials)} trials ({outcome.ran} run now); every trial: {outcome.out / TRIALS_FILE}")
     print(f"best configuration: {outcome.out / BEST_FILE}  (compare on the test set: simfl run {outcome.out / BEST_FILE})")
     return 0

@@ -56,7 +56,7 @@ from simfl.output.results import broken_at, read_metrics, write_csv
 from simfl.output.tables import read_table
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
-from simfl.schema.tuning import Space, TuneConfig, entry_spaces, given_value, with_values
+from simfl.schema.tuning import SCORES, Space, TuneConfig, entry_spaces, given_value, with_values
 
 if TYPE_CHECKING:
     import optuna
@@ -349,6 +349,34 @@ def broken_notes(trials: Sequence[Trial]) -> list[str]:
             f"{', '.join(f'{when:g} s in seed {seed}' for seed, when in t.broken.items())}" for t in trials if t.broken]
 
 
+def rule_notes(plan: Plan, out: Path, trials: Sequence[Trial], best: Mapping[str, Trial]) -> list[str]:
+    """One line per score rule other than the tune's (:data:`~simfl.schema.tuning.SCORES`): the best trial it would
+    choose from the same finished trials, for each entry where that is not ``best``'s (read from the trials' folders
+    by :func:`trial_scores`; among equal scores the lowest number, as :meth:`TuneOutcome.best`). A choice that
+    changes with the rule rests on how a trial is scored, not only on what it reached (docs/fair-comparisons.md)."""
+    notes = []
+    for rule in SCORES:
+        if rule == plan.config.score:
+            continue
+        moved = []
+        for entry in plan.entries:
+            held = best.get(entry.name)
+            scored = []
+            for trial in trials:
+                if held is not None and trial.entry.name == entry.name and trial.scores:
+                    values = trial_scores(out / trial.folder, entry.name, plan.scn.seeds, rule)
+                    if not math.isnan(score := sum(values) / len(values)):
+                        scored.append((score, -trial.number, trial))
+            if held is None or not scored:
+                continue
+            score, _, chosen = max(scored, key=lambda item: item[:2])
+            if chosen.number != held.number:
+                shown = ", ".join(f"{k}={scenario_mod.short_value(v)}" for k, v in chosen.values().items())
+                moved.append(f"{entry.name} trial {chosen.number} ({shown}: {score:.4f})")
+        notes.append(f"{rule}: " + ("; ".join(moved) if moved else "the same best trial of every entry"))
+    return notes
+
+
 def _cell(value: Any) -> Any:
     return value if _scalar(value) else scenario_mod.short_value(value)
 
@@ -392,10 +420,11 @@ def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
 
 
 def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int], out: Path,
-                  broken: Sequence[str]) -> str:
+                  broken: Sequence[str], rules: Sequence[str]) -> str:
     """best.yaml: the scenario with each entry's best values, no ``tune:``, the fresh seeds; paths relative to
     ``out``. ``ran``: each entry's trials run so far (its header says when the search is not over); ``broken``: the
-    trials whose model broke (:func:`broken_notes`), named in its header."""
+    trials whose model broke (:func:`broken_notes`), and ``rules``: what the other score rules would choose
+    (:func:`rule_notes`), both named in its header."""
     raw = {k: copy.deepcopy(v) for k, v in plan.raw.items() if k != "tune"}
     raw["name"] = f"{plan.scn.name}-tuned"
     raw["seeds"] = list(plan.seeds)
@@ -411,6 +440,7 @@ def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int],
         lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {shown}: {trial.score:.4f}")
     lines += [f"# At an edge: {note}." for note in edge_notes(plan, best)]
     lines += [f"# Diverged: {note}; its score is a broken model's." for note in broken]
+    lines += [f"# Scored by {note}." for note in rules]
     lines.append(f"# Fresh seeds {plan.seeds}: `simfl run {BEST_FILE}` compares the tuned entries on the test set.")
     return "\n".join(lines) + "\n" + scenario_mod.dump(scn, out)
 
@@ -428,7 +458,8 @@ def write_tables(out: Path, outcome: TuneOutcome) -> None:
     best = outcome.best()
     if all(e.name in best for e in outcome.plan.entries):
         ran = {e.name: sum(t.entry.name == e.name for t in outcome.trials) for e in outcome.plan.entries}
-        text = best_scenario(outcome.plan, best, ran, out, broken_notes(outcome.trials))
+        text = best_scenario(outcome.plan, best, ran, out, broken_notes(outcome.trials),
+                             rule_notes(outcome.plan, out, outcome.trials, best))
         outdir.write_file(out / BEST_FILE, text.encode())
 
 

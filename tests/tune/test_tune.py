@@ -58,8 +58,13 @@ def test_a_learning_rate_grid_finds_the_value_that_clearly_wins(tmp_path: Path, 
     assert [a.train.lr for a in best.algorithms] == [0.3, 0.3]
     # the best is the grid's highest value: the summary and best.yaml's header say a wider grid may score higher
     edge = "fedavg: train.lr=0.3 is the highest of its grid; a wider search may score higher"
-    assert f"at an edge: {edge}" in capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr().out.splitlines()
+    assert f"at an edge: {edge}" in printed
     assert f"# At an edge: {edge}." in (out / BEST_FILE).read_text().splitlines()
+    # 0.3 wins however a trial is scored: the other rules choose the same trials, and both places say so
+    for rule in ("best_accuracy", "mean_accuracy"):
+        assert f"scored by {rule}: the same best trial of every entry" in printed
+        assert f"# Scored by {rule}: the same best trial of every entry." in (out / BEST_FILE).read_text().splitlines()
     assert best.tune is None and best.seeds == [1] and best.name == "tiny-tune-tuned"
     assert best.data.validation is None  # the comparison trains on every row and scores on the test set
     assert (out / "trials.png").stat().st_size > 0
@@ -243,3 +248,39 @@ def test_given_first_makes_the_written_values_the_first_trial_of_a_grid_without_
         assert trials[0].values() == ({"train.lr": 0.05, "alpha": 0.6, "staleness": {"kind": "polynomial", "a": 0.5}}
                                       if entry.name == "fedasync" else {"train.lr": 0.05})
         assert [t.params for t in trials] == order[: entry.trials]
+
+
+def _trial_folder(folder: Path, accuracies: list[float]) -> None:
+    """A finished trial's files as ``simfl tune`` reads its scores: fedavg's seed 0, one evaluation every 15 s."""
+    run = folder / "fedavg" / "seed0"
+    run.mkdir(parents=True)
+    lines = ["virtual_time,updates,accuracy,loss"] + [f"{15 * i},{i},{a},1.0" for i, a in enumerate(accuracies)]
+    (run / "metrics.csv").write_text("\n".join(lines) + "\n")
+    (folder / "summary.csv").write_text(f"algorithm,seed,final_accuracy,best_accuracy\n"
+                                        f"fedavg,0,{accuracies[-1]},{max(accuracies)}\n")
+
+
+def test_what_the_other_score_rules_would_choose(tmp_path: Path) -> None:
+    # three trials of one entry, scored by hand: final 0.90 / 0.85 / 0.60, best 0.90 / 0.85 / 0.95, mean
+    # (0.1 + 0.2 + 0.9) / 3 = 0.40, (0.1 + 0.8 + 0.85) / 3 = 0.5833, (0.1 + 0.95 + 0.6) / 3 = 0.55: the final
+    # accuracy chooses trial 0, the best evaluation trial 2 and the mean trial 1
+    from simfl.launch.tune import Trial, plan_of, rule_notes, trial_scores
+    from simfl.schema.scenario import validate
+
+    raw = digits_scenario(algorithms=[{"name": "fedavg", "clients_per_round": 4}],
+                          tune={"trials": 3, "params": {"train.lr": [0.01, 0.03, 0.1]}})
+    plan = plan_of(validate(raw))
+    trials = [Trial(plan.entries[0], n, {"train.lr": lr}) for n, lr in enumerate((0.01, 0.03, 0.1))]
+    for trial, accuracies in zip(trials, ([0.1, 0.2, 0.9], [0.1, 0.8, 0.85], [0.1, 0.95, 0.6]), strict=True):
+        _trial_folder(tmp_path / trial.folder, accuracies)
+        trial.scores = trial_scores(tmp_path / trial.folder, "fedavg", [0], "final_accuracy")
+    assert [t.score for t in trials] == [0.9, 0.85, 0.6]
+    assert rule_notes(plan, tmp_path, trials, {"fedavg": trials[0]}) == [
+        "best_accuracy: fedavg trial 2 (train.lr=0.1: 0.9500)", "mean_accuracy: fedavg trial 1 (train.lr=0.03: 0.5833)"]
+    # the rule's own choice is named by none; a rule that agrees says so; equal scores go to the lowest number
+    assert rule_notes(plan, tmp_path, trials[:2], {"fedavg": trials[0]}) == [
+        "best_accuracy: the same best trial of every entry", "mean_accuracy: fedavg trial 1 (train.lr=0.03: 0.5833)"]
+    _trial_folder(tmp_path / "trials" / "fedavg" / "trial3", [0.1, 0.8, 0.85])
+    twin = Trial(plan.entries[0], 3, {"train.lr": 0.03}, scores=[0.85])
+    assert rule_notes(plan, tmp_path, [twin, *trials[:2]], {"fedavg": trials[0]})[1] == \
+        "mean_accuracy: fedavg trial 1 (train.lr=0.03: 0.5833)"
