@@ -361,13 +361,15 @@ def rule_notes(plan: Plan, out: Path, trials: Sequence[Trial], best: Mapping[str
         moved = []
         for entry in plan.entries:
             held = best.get(entry.name)
+            if held is None:
+                continue
             scored = []
             for trial in trials:
-                if held is not None and trial.entry.name == entry.name and trial.scores:
+                if trial.entry.name == entry.name and trial.scores:
                     values = trial_scores(out / trial.folder, entry.name, plan.scn.seeds, rule)
                     if not math.isnan(score := sum(values) / len(values)):
                         scored.append((score, -trial.number, trial))
-            if held is None or not scored:
+            if not scored:
                 continue
             score, _, chosen = max(scored, key=lambda item: item[:2])
             if chosen.number != held.number:
