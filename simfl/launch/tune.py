@@ -42,7 +42,7 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,14 +145,19 @@ class TuneOutcome:
 
     def best(self) -> dict[str, Trial]:
         """Each entry's best trial run so far (the lowest number among equal scores)."""
-        found: dict[str, Trial] = {}
-        for trial in self.trials:
-            if math.isnan(trial.score):
-                continue
-            held = found.get(trial.entry.name)
-            if held is None or trial.score > held.score:
-                found[trial.entry.name] = trial
-        return found
+        return best_trials(self.trials)
+
+
+def best_trials(trials: Sequence[Trial]) -> dict[str, Trial]:
+    """Each entry's trial of the highest score, the lowest number among equal ones; trials not scored (NaN) left out."""
+    found: dict[str, Trial] = {}
+    for trial in trials:
+        if math.isnan(trial.score):
+            continue
+        held = found.get(trial.entry.name)
+        if held is None or (trial.score, -trial.number) > (held.score, -held.number):
+            found[trial.entry.name] = trial
+    return found
 
 
 # -- the search space in Optuna's terms -------------------------------------------------------------------------------
@@ -351,30 +356,19 @@ def broken_notes(trials: Sequence[Trial]) -> list[str]:
 
 def rule_notes(plan: Plan, out: Path, trials: Sequence[Trial], best: Mapping[str, Trial]) -> list[str]:
     """One line per score rule other than the tune's (:data:`~simfl.schema.tuning.SCORES`): the best trial it would
-    choose from the same finished trials, for each entry where that is not ``best``'s (read from the trials' folders
-    by :func:`trial_scores`; among equal scores the lowest number, as :meth:`TuneOutcome.best`). A choice that
-    changes with the rule rests on how a trial is scored, not only on what it reached (docs/fair-comparisons.md)."""
+    choose from the same finished trials (:func:`best_trials` of their scores read again by :func:`trial_scores`),
+    for each entry where that is not ``best``'s. A choice that changes with the rule rests on how a trial is scored,
+    not only on what it reached (docs/fair-comparisons.md)."""
     notes = []
     for rule in SCORES:
         if rule == plan.config.score:
             continue
-        moved = []
-        for entry in plan.entries:
-            held = best.get(entry.name)
-            if held is None:
-                continue
-            scored = []
-            for trial in trials:
-                if trial.entry.name == entry.name and trial.scores:
-                    values = trial_scores(out / trial.folder, entry.name, plan.scn.seeds, rule)
-                    if not math.isnan(score := sum(values) / len(values)):
-                        scored.append((score, -trial.number, trial))
-            if not scored:
-                continue
-            score, _, chosen = max(scored, key=lambda item: item[:2])
-            if chosen.number != held.number:
-                shown = ", ".join(f"{k}={scenario_mod.short_value(v)}" for k, v in chosen.values().items())
-                moved.append(f"{entry.name} trial {chosen.number} ({shown}: {score:.4f})")
+        rescored = [replace(t, scores=trial_scores(out / t.folder, t.entry.name, plan.scn.seeds, rule))
+                    for t in trials if t.scores and t.entry.name in best]
+        moved = [f"{name} trial {chosen.number} "
+                 f"({', '.join(f'{k}={scenario_mod.short_value(v)}' for k, v in chosen.values().items())}: "
+                 f"{chosen.score:.4f})"
+                 for name, chosen in best_trials(rescored).items() if chosen.number != best[name].number]
         notes.append(f"{rule}: " + ("; ".join(moved) if moved else "the same best trial of every entry"))
     return notes
 
