@@ -128,6 +128,10 @@ class Trial:
         """The entry's values of this trial (categorical labels turned back into their values)."""
         return {key: value_of(space, self.params[key]) for key, space in self.entry.spaces.items()}
 
+    def shown(self) -> str:
+        """Its values as the tune's notes and best.yaml's header show them: ``key=value, ...``."""
+        return ", ".join(f"{k}={scenario_mod.short_value(v)}" for k, v in self.values().items())
+
     @property
     def score(self) -> float:
         return sum(self.scores) / len(self.scores) if self.scores else math.nan
@@ -365,9 +369,7 @@ def rule_notes(plan: Plan, out: Path, trials: Sequence[Trial], best: Mapping[str
             continue
         rescored = [replace(t, scores=trial_scores(out / t.folder, t.entry.name, plan.scn.seeds, rule))
                     for t in trials if t.scores and t.entry.name in best]
-        moved = [f"{name} trial {chosen.number} "
-                 f"({', '.join(f'{k}={scenario_mod.short_value(v)}' for k, v in chosen.values().items())}: "
-                 f"{chosen.score:.4f})"
+        moved = [f"{name} trial {chosen.number} ({chosen.shown()}: {chosen.score:.4f})"
                  for name, chosen in best_trials(rescored).items() if chosen.number != best[name].number]
         notes.append(f"{rule}: " + ("; ".join(moved) if moved else "the same best trial of every entry"))
     return notes
@@ -431,9 +433,8 @@ def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int],
              f"{plan.config.validation:g} of the clients' rows, seeds {plan.scn.seeds}; {TRIALS_FILE} has every trial)."]
     for entry in plan.entries:
         trial = best[entry.name]
-        shown = ", ".join(f"{k}={scenario_mod.short_value(v)}" for k, v in trial.values().items())
         run = f"of {ran[entry.name]} run so far of {entry.trials}" if ran[entry.name] < entry.trials else f"of {entry.trials}"
-        lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {shown}: {trial.score:.4f}")
+        lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {trial.shown()}: {trial.score:.4f}")
     lines += [f"# At an edge: {note}." for note in edge_notes(plan, best)]
     lines += [f"# Diverged: {note}; its score is a broken model's." for note in broken]
     lines += [f"# Scored by {note}." for note in rules]
