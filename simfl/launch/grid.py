@@ -174,6 +174,7 @@ def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_me
     from simfl.schema import estimate, limits
 
     base_scn = scenario_mod.validate(raw, where=where)
+    base_scn.fixed_seeds(where, "a sweep")
     sweep: dict[str, list[Any]] = raw.get("sweep") or {}
     points = scenario_mod.sweep_cells(raw, where=where) if sweep else [({}, dict(raw))]
     key_labels = _key_labels(list(sweep))

@@ -11,7 +11,12 @@ ends, summary.csv (rows in the scenario's order: seeds, then entries), the compa
 (comparison.csv and comparison.md, :mod:`simfl.output.comparison`) and accuracy.png are written and the
 folder is published, while other folders' runs go on. So the files are the
 same, byte for byte, whatever the number of workers and wherever the runs went (only
-summary.csv's ``wall_seconds`` measures the machine). A run stopped by ``--verify`` is
+summary.csv's ``wall_seconds`` measures the machine). A scenario with sequential seeds (``seeds: {first: 3,
+most: 10}``, :class:`~simfl.schema.scenario.SeedPlan`) is run a look at a time: when a folder's runs of one
+look have ended, the comparison of those runs (read back from their files, as the published one is) says whether
+every entry's comparison with the baseline is settled (:mod:`simfl.output.sequential`); if not, every entry runs
+the next batch of seeds, else the folder is published. Decisions are made only from finished runs' files, so
+``--workers`` and ``--resume`` (which replays them) give the same looks. A run stopped by ``--verify`` is
 published with a FAILED marker and reported as :class:`VerifyFailed`; one that could make no
 progress (:meth:`simfl.sim.world.World.note`) likewise, reported as an :class:`InputError`.
 """
@@ -19,9 +24,10 @@ progress (:meth:`simfl.sim.world.World.note`) likewise, reported as an :class:`I
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -147,10 +153,13 @@ def staged_target(scn: Scenario, final: Path, label: str, estimated: float | Non
     return Target(scn, folder, session, label=label, resumed=saved is not None, estimate=estimated)
 
 
-def units_for(targets: Sequence[Target]) -> list[Unit]:
-    """The unfinished runs of every target as units, in plan order, each with its saved simulation if any."""
+def units_for(targets: Sequence[Target], cells: Collection[int] | None = None) -> list[Unit]:
+    """The unfinished runs of every target (or those of ``cells``, their indices) as units, in plan order, each with
+    its saved simulation if any."""
     units: list[Unit] = []
     for index, target in enumerate(targets):
+        if cells is not None and index not in cells:
+            continue
         session = target.session
         every = None if session.every is None else session.every.text
         for unit in units_of(index, target.scn, target.folder.out, every, session.verify, target.estimate,
@@ -223,15 +232,31 @@ def ray_task_cpus(scn: Scenario) -> int:
 
 def run_targets(targets: Sequence[Target], launch: Launch,
                 on_published: Callable[[Target], None] | None = None) -> list[Completed]:
-    """Run every unfinished run of ``targets`` as ``launch`` says and publish each folder when complete."""
+    """Run every unfinished run of ``targets`` as ``launch`` says and publish each folder when complete (with sequential
+    seeds, once its last look settles its comparisons or reaches the most seeds)."""
     numerics.check()
-    units = [replace(u, clock=launch.clock) for u in units_for(targets)]
-    for target in targets:
-        target.session.write()
+    cells: set[int] = set(range(len(targets)))
+    while cells:
+        cells = _run_look(targets, cells, launch, on_published)
+    return [t.published for t in targets if t.published is not None]
+
+
+def _run_look(targets: Sequence[Target], cells: set[int], launch: Launch,
+              on_published: Callable[[Target], None] | None) -> set[int]:
+    """Run the unfinished runs of the targets of ``cells`` (their seeds so far) and publish each folder they complete;
+    returns the cells whose sequential seeds take another batch."""
+    units = [replace(u, clock=launch.clock) for u in units_for(targets, cells)]
+    for cell in sorted(cells):
+        targets[cell].session.write()
     progress = Progress(units, launch.workers, launch.quiet, sum(len(t.session.finished) for t in targets),
                         launch.say, {i: t.label for i, t in enumerate(targets) if t.label})
+    more: set[int] = set()
 
-    def complete(target: Target) -> None:
+    def complete(cell: int) -> None:
+        target = targets[cell]
+        if next_look(target):
+            more.add(cell)
+            return
         target.published = _publish(target)
         if on_published is not None:
             on_published(target)
@@ -256,13 +281,13 @@ def run_targets(targets: Sequence[Target], launch: Launch,
             note = "" if item.note is None else f" ({item.note})"
             progress.finished(item.key, item.wall, f"accuracy {item.row['final_accuracy']:.4f}{note}")
             if not target.left:
-                complete(target)
+                complete(cell)
         else:
             raise _Stop(item)
 
-    for target in targets:
-        if not target.left:  # every run finished before (a resumed folder)
-            complete(target)
+    for cell in sorted(cells):
+        if not targets[cell].left:  # every run finished before (a resumed folder, or one look of one replayed)
+            complete(cell)
     backend = backend_for(launch, units, targets)
     alone = isinstance(backend, InProcess)  # one run at a time, here (not side by side, not on a cluster's nodes)
     try:
@@ -290,7 +315,20 @@ def run_targets(targets: Sequence[Target], launch: Launch,
         raise
     finally:
         progress.close()
-    return [t.published for t in targets if t.published is not None]
+    return more
+
+
+def next_look(target: Target) -> bool:
+    """With sequential seeds, whether the folder's runs so far (its seeds' finished files) leave some entry's comparison
+    with the baseline unsettled below the most seeds; if so, its scenario takes the next batch of seeds."""
+    plan = target.scn.seed_plan
+    if plan is None:
+        return False
+    after = plan.looks().next_size(len(target.scn.seeds))
+    if after is None or comparison_of(target.scn, _metrics(target)[1]).settled:
+        return False
+    target.scn.look_at(after)
+    return True
 
 
 def _close_unpublished(targets: Sequence[Target], note: str | None) -> None:
@@ -302,12 +340,14 @@ def _close_unpublished(targets: Sequence[Target], note: str | None) -> None:
 
 
 def comparison_of(scn: Scenario, runs: Runs, name: str | None = None) -> Comparison:
-    """The comparison of a scenario's runs, with its target, baseline and entries (in the scenario's order)."""
+    """The comparison of a scenario's runs, with its target, baseline and entries (in the scenario's order) and, with
+    sequential seeds, the plan's looks."""
     from simfl.algorithms.configs import run_name
 
+    plan = scn.seed_plan
     return comparing.compare(runs, {run_name(a) for a in scn.algorithms if a.synchronous}, scn.eval.target,
                              scn.eval.baseline, scn.name if name is None else name,
-                             [run_name(a) for a in scn.algorithms])
+                             [run_name(a) for a in scn.algorithms], None if plan is None else plan.looks())
 
 
 def figure_title(scn: Scenario, comparison: Comparison) -> str:
@@ -317,12 +357,20 @@ def figure_title(scn: Scenario, comparison: Comparison) -> str:
     return f"{scn.name} ({setting})\nwhich rule reaches {percent(comparison.target)} accuracy first?"
 
 
-def _summary(target: Target) -> tuple[pd.DataFrame, Comparison]:
-    """summary.csv, comparison.csv/.md and accuracy.png of a complete folder (summary rows in the scenario's order)."""
+def _metrics(target: Target) -> tuple[list[dict[str, Any]], dict[tuple[str, int], pd.DataFrame]]:
+    """The folder's finished runs in the scenario's order (seeds, then entries) and their metrics read back from the
+    staging folder. With sequential seeds only those of the seeds so far: a replayed look reads what it read before."""
     order = {(u.name, u.seed): i for i, u in enumerate(units_of(0, target.scn, target.folder.out, None, False, 1.0))}
     finished = sorted(target.session.finished, key=lambda f: order.get((f["algorithm"], f["seed"]), len(order)))
-    metrics = {(f["algorithm"], f["seed"]): read_metrics(target.folder.stage, f["algorithm"], f["seed"])
-               for f in finished}
+    if target.scn.seed_plan is not None:
+        finished = [f for f in finished if (f["algorithm"], f["seed"]) in order]
+    return finished, {(f["algorithm"], f["seed"]): read_metrics(target.folder.stage, f["algorithm"], f["seed"])
+                      for f in finished}
+
+
+def _summary(target: Target) -> tuple[pd.DataFrame, Comparison]:
+    """summary.csv, comparison.csv/.md and accuracy.png of a complete folder (summary rows in the scenario's order)."""
+    finished, metrics = _metrics(target)
     comparison = comparison_of(target.scn, metrics)
     summary = pd.DataFrame([f["row"] for f in finished], columns=SUMMARY_COLUMNS)  # the columns of summary.csv only
     summary["time_to_target"] = pd.Series([comparing.time_to_target(metrics[(f["algorithm"], f["seed"])],

@@ -24,6 +24,10 @@ This module is the one place of the rules they follow:
   counts those used). With one seed (or one paired seed) there is no interval: its bounds are empty. A t
   interval rather than a bootstrap, because simfl's studies run 2 to 5 seeds, too few for a bootstrap's
   resampling distribution to be more than a handful of values.
+- **Sequential seeds** (a scenario's ``seeds: {first: ..., most: ...}``, :mod:`simfl.output.sequential`): the time
+  ratio's interval is the one of the look made with the entry's seeds (Lan–DeMets alpha spending over the planned
+  looks, a t test per look), and the ``stopped`` column says why the entry's seeds stopped: settled (the interval
+  excludes 1x, or is narrower than the plan's width) or the most seeds. Without a plan the table has no such column.
 - **Warnings** in one line each: a target at or below an untrained model's accuracy (the evaluation at time 0),
   and entries that reach it at their first evaluation after the start (the grid cannot tell them apart).
 """
@@ -38,6 +42,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from simfl.output import sequential
+from simfl.output.sequential import Looks
 from simfl.output.target import TargetSpec, percent, resolve_target
 
 CONFIDENCE = 0.95
@@ -53,6 +59,12 @@ COLUMNS = [
     "baseline", "target", "horizon", "fastest", "most_accurate",
 ]
 """The columns of comparison.csv, one row per entry (accuracies as fractions, times in virtual seconds)."""
+
+STOPPED = "stopped"
+"""The column sequential seeds add: why the entry's seeds stopped (:mod:`simfl.output.sequential`'s reasons)."""
+
+BASELINE = "baseline"
+"""The baseline's ``stopped``: it runs as long as any entry."""
 
 Bound = Literal["", "lower", "upper", "mixed"]
 """How a mean or ratio with a seed that missed the target reads: exact (""), at least ("lower"), at most ("upper"), or
@@ -154,6 +166,13 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     untrained: float = math.nan
     """The highest accuracy of an untrained model among the runs (their evaluations at time 0; NaN without any)."""
+    looks: Looks | None = None
+    """The plan of sequential seeds whose looks the time ratios' intervals are adjusted for (None: fixed seeds)."""
+
+    @property
+    def settled(self) -> bool:
+        """Whether every entry's comparison with the baseline is settled (sequential seeds; True without a plan)."""
+        return STOPPED not in self.table or not (self.table[STOPPED] == sequential.NOT_YET).any()
 
     @property
     def seeds(self) -> int:
@@ -188,8 +207,9 @@ class Comparison:
 
 
 def compare(runs: Runs, synchronous: Collection[str] = (), target: TargetSpec = None, baseline: str | None = None,
-            name: str = "", entries: Sequence[str] | None = None) -> Comparison:
-    """The comparison of ``runs`` (see the module's rules); ``entries`` orders the rows (default: as they appear)."""
+            name: str = "", entries: Sequence[str] | None = None, looks: Looks | None = None) -> Comparison:
+    """The comparison of ``runs`` (see the module's rules); ``entries`` orders the rows (default: as they appear);
+    ``looks``: the plan of sequential seeds the runs follow (the time ratios' intervals are then the sequential ones)."""
     order = list(entries) if entries is not None else entries_of(runs)
     order = [e for e in order if any(e == a for a, _ in runs)]
     base, base_rule = choose_baseline(order, synchronous, baseline)
@@ -207,7 +227,14 @@ def compare(runs: Runs, synchronous: Collection[str] = (), target: TargetSpec = 
         final = _within(mean_interval(finals[e]), 0.0, 1.0)
         best = _within(mean_interval([best_until(runs[(e, s)], when) for s in seeds[e]]), 0.0, 1.0)
         spent = _within(mean_interval([t for t, _ in mine]), 0.0, math.inf)
-        ratio, low, high, bound, paired = _paired_ratio(e, base, seeds, times)
+        ratio, low, high, bound, ratios = _paired_ratio(e, base, seeds, times)
+        paired = len(ratios)
+        stopped = BASELINE
+        if looks is not None and e != base:
+            decision = sequential.decide([math.log(r) for r in ratios], looks, len(seeds[e]), bound)
+            stopped = decision.reason
+            if bound != "mixed":
+                low, high = (math.exp(v) if not math.isnan(v) else math.nan for v in (decision.low, decision.high))
         rows.append({
             "entry": e, "seeds": len(seeds[e]), "final_accuracy": final[0], "final_accuracy_low": final[1],
             "final_accuracy_high": final[2], "best_accuracy": best[0], "best_accuracy_low": best[1],
@@ -215,13 +242,14 @@ def compare(runs: Runs, synchronous: Collection[str] = (), target: TargetSpec = 
             "time_to_target_low": spent[1], "time_to_target_high": spent[2],
             "time_bound": "" if all(r for _, r in mine) else "lower", "ratio": ratio, "ratio_low": low,
             "ratio_high": high, "ratio_bound": bound, "paired_seeds": paired, "baseline": base, "target": goal,
-            "horizon": when,
+            "horizon": when, STOPPED: stopped,
         })
-    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("fastest", "most_accurate")])
+    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("fastest", "most_accurate")] + [STOPPED])
     table["fastest"] = _first_minimum(table)
     acc = table["final_accuracy"]
     table["most_accurate"] = table.index == acc.idxmax() if acc.notna().any() else False
-    comparison = Comparison(name, table[COLUMNS], base, base_rule, goal, rule, when)
+    comparison = Comparison(name, table[COLUMNS + ([STOPPED] if looks is not None else [])], base, base_rule, goal, rule,
+                            when, looks=looks)
     comparison.warnings = target_warnings(runs, goal, order)
     comparison.untrained = untrained_accuracy(runs)
     return comparison
@@ -234,8 +262,8 @@ def _within(estimate: tuple[float, float, float], low: float, high: float) -> tu
 
 
 def _paired_ratio(entry: str, base: str, seeds: Mapping[str, list[int]],
-                  times: Mapping[tuple[str, int], tuple[float, bool]]) -> tuple[float, float, float, Bound, int]:
-    """The entry's time over the baseline's, paired by seed: (ratio, low, high, bound, seeds used)."""
+                  times: Mapping[tuple[str, int], tuple[float, bool]]) -> tuple[float, float, float, Bound, list[float]]:
+    """The entry's time over the baseline's, paired by seed: (ratio, low, high, bound, the per-seed ratios used)."""
     ratios: list[float] = []
     kinds: set[str] = set()
     for s in sorted(set(seeds[entry]) & set(seeds.get(base, []))):
@@ -252,12 +280,12 @@ def _paired_ratio(entry: str, base: str, seeds: Mapping[str, list[int]],
         elif not hit_b:
             kinds.add("upper")
     if not ratios:
-        return math.nan, math.nan, math.nan, "", 0
+        return math.nan, math.nan, math.nan, "", ratios
     if len(kinds) > 1:
-        return math.nan, math.nan, math.nan, "mixed", len(ratios)
+        return math.nan, math.nan, math.nan, "mixed", ratios
     ratio, low, high = ratio_interval(ratios)
     bound: Bound = "lower" if "lower" in kinds else "upper" if "upper" in kinds else ""
-    return ratio, low, high, bound, len(ratios)
+    return ratio, low, high, bound, ratios
 
 
 def _first_minimum(table: pd.DataFrame) -> list[bool]:
@@ -392,7 +420,16 @@ def verdict(comparison: Comparison) -> str:
             tail = f"; {accurate} ends most accurate, {value}"
         else:  # "it" would read as the nearest entry after the baseline's line
             tail = f"; {'it' if fastest != c.baseline else accurate} also ends most accurate, {value}"
-    return f"{speed}{sure}{tail}"
+    return f"{speed}{sure}{tail}{_sequential_note(c)}"
+
+
+def _sequential_note(c: Comparison) -> str:
+    """How many seeds sequential seeds ran and that the ratios' intervals are adjusted for the looks (empty without)."""
+    if c.looks is None:
+        return ""
+    looks = ", ".join(map(str, c.looks.sizes))
+    return (f"; sequential seeds: {c.seeds} of at most {c.looks.most}, time-ratio intervals adjusted for the looks at "
+            f"{looks} seeds")
 
 
 def _reached(row: Mapping[str, Any]) -> str:
@@ -408,11 +445,17 @@ def _sureness(row: Mapping[str, Any]) -> str:
     return ""
 
 
-def method_note(seeds: int) -> str:
-    """How the intervals were computed, in one line."""
+def method_note(seeds: int, looks: Looks | None = None) -> str:
+    """How the intervals were computed, in one line (``looks``: sequential seeds' plan)."""
     base = (f"Intervals: {100 * CONFIDENCE:g}% over seeds; means with Student's t; the time ratio paired by seed "
             "(seeds share latencies across entries): geometric mean of the per-seed ratios, t interval on their logs. "
             "A run that misses the target counts with its end time, so its mean or ratio is a bound (>= or <=).")
+    if looks is not None:
+        spent = ", ".join(f"{100 * a:.2f}%" for a in looks.spent)
+        base += (f" Sequential seeds: the time ratio's interval is adjusted for the looks at {', '.join(map(str, looks.sizes))}"
+                 f" seeds (Lan-DeMets Pocock-type alpha spending, {spent} at each look, a t test per look), so a "
+                 "winner is named at most 5% of the time between identical entries however the looks stop; the "
+                 "accuracy intervals are fixed-sample t intervals.")
     return base + (" One seed: no intervals." if seeds < 2 else "")
 
 
@@ -421,11 +464,15 @@ def text(c: Comparison) -> str:
     head = ["entry", "final accuracy %", "best %", "time to target", f"time / {c.baseline}", "reached"]
     rows = [[str(r["entry"]), accuracy_cell(r, "final_accuracy"), accuracy_cell(r, "best_accuracy"), time_cell(r),
              ratio_cell(r), f"{int(r['reached'])}/{int(r['seeds'])}"] for r in c.table.to_dict("records")]
+    if c.looks is not None:
+        head.append(STOPPED)
+        for row, r in zip(rows, c.table.to_dict("records"), strict=True):
+            row.append(str(r[STOPPED]))
     widths = [max(len(x) for x in column) for column in zip(head, *rows, strict=True)]
     lines = [f"target: {percent(c.target)} accuracy, {c.target_rule}; final accuracy read at {c.horizon:g} s",
              f"baseline: {c.baseline} ({c.baseline_rule})"]
     lines += ["  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip() for line in [head, *rows]]
-    lines.append(method_note(c.seeds))
+    lines.append(method_note(c.seeds, c.looks))
     lines += [f"warning: {w}" for w in c.warnings]
     lines.append(f"verdict: {c.verdict}")
     return "\n".join(lines)
@@ -436,15 +483,17 @@ def markdown(comparisons: Sequence[Comparison]) -> str:
     lines: list[str] = []
     for c in comparisons:
         lines += [f"## {c.name}" if len(comparisons) > 1 else f"# Comparison: {c.name}", "", f"**{c.verdict}**", ""]
-        lines += [f"| entry | final accuracy (%) | best accuracy (%) | time to target | time / {c.baseline} | reached |",
-                  "|---|---:|---:|---:|---:|---:|"]
+        extra = c.looks is not None
+        lines += [f"| entry | final accuracy (%) | best accuracy (%) | time to target | time / {c.baseline} | reached |"
+                  + (" stopped |" if extra else ""), "|---|---:|---:|---:|---:|---:|" + ("---|" if extra else "")]
         for r in c.table.to_dict("records"):
             lines.append(f"| {r['entry']} | {accuracy_cell(r, 'final_accuracy')} | {accuracy_cell(r, 'best_accuracy')} | "
-                         f"{time_cell(r)} | {ratio_cell(r)} | {int(r['reached'])}/{int(r['seeds'])} |")
+                         f"{time_cell(r)} | {ratio_cell(r)} | {int(r['reached'])}/{int(r['seeds'])} |"
+                         + (f" {r[STOPPED]} |" if extra else ""))
         lines += ["", f"- Target: {percent(c.target)} accuracy, {c.target_rule}.",
                   f"- Baseline: {c.baseline} ({c.baseline_rule}).",
                   f"- Final accuracy is read at {c.horizon:g} s of virtual time, the latest every run reached.",
-                  f"- {method_note(c.seeds)}"]
+                  f"- {method_note(c.seeds, c.looks)}"]
         lines += [f"- Warning: {w}" for w in c.warnings]
         lines.append("")
     return "\n".join(lines)

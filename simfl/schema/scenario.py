@@ -30,6 +30,7 @@ from simfl.fields import PATH_KEYS, NonNegFloat, NonNegInt, PositiveFloat, Posit
 from simfl.latency.availability import Availability, AvailabilityConfig
 from simfl.latency.base import unknown_flops
 from simfl.outdir import name_problem
+from simfl.output.sequential import Looks
 from simfl.output.target import TargetConfig, target_config
 from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins, tuning
@@ -196,11 +197,58 @@ class ClientStateConfig(Section):
                              "or leave it out (the system's temporary folder)")
 
 
+MOST_SEEDS = 1000
+"""The most seeds a plan of sequential seeds may run."""
+
+SEED_FORMS = "seeds takes a list, or a plan {first: 3, most: 10, until: settled} with optional step, width and start"
+
+
+class SeedPlan(Section):
+    """Sequential seeds: batches of seeds until each entry's time ratio to the baseline is settled, or the most.
+
+    ``simfl run`` runs the first batch, compares the entries (``output.comparison``) and asks
+    :mod:`simfl.output.sequential` whether every entry's comparison with the baseline is settled; while one is not,
+    every entry runs the next batch. The looks are planned (at first, first + step, ..., most seeds) and the time
+    ratio's intervals are adjusted for them, so the error rate stays 5% (docs/fair-comparisons.md)."""
+
+    first: int = Field(ge=3, le=MOST_SEEDS, description="Seeds of the first batch (at least 3: a t interval from 2 "
+                       "degrees of freedom).")
+    most: int = Field(ge=3, le=MOST_SEEDS, description=f"The most seeds any entry runs (at most {MOST_SEEDS}).")
+    step: PositiveInt | None = Field(None, description="Seeds of each later batch (default: first).")
+    until: Literal["settled"] = Field(
+        "settled", description="When to stop adding seeds: settled, once every entry's time ratio to the baseline "
+        "has an interval that excludes 1x or, with width, is narrower than +-width; else at most.")
+    width: float | None = Field(
+        None, gt=0, lt=1, description="Also settled when the ratio's interval lies within ratio/(1 + width) and "
+        "ratio*(1 + width) (0.1: +-10%); default: only an interval that excludes 1x settles.")
+    start: NonNegInt = Field(0, description="The first seed; the seeds are start, start + 1, ... (in batches).")
+
+    @model_validator(mode="after")
+    def _most_covers_first(self) -> SeedPlan:
+        if self.most < self.first:
+            raise ValueError(f"most ({self.most}) must be at least first ({self.first})")
+        return self
+
+    def looks(self) -> Looks:
+        """The planned looks, as :mod:`simfl.output.sequential` takes them."""
+        return Looks(self.first, self.most, self.step or self.first, self.width)
+
+    def seeds(self, n: int) -> list[int]:
+        """The first ``n`` seeds of the plan."""
+        return list(range(self.start, self.start + n))
+
+
 class Scenario(Section):
     """A whole experiment: every listed algorithm run for every seed on the same data and delays."""
 
     name: str = Field(description="Scenario name (default output folder runs/<name>).", min_length=1)
-    seeds: list[NonNegInt] = Field(default_factory=lambda: [0], description="Seeds; each gives one run per algorithm.")
+    if TYPE_CHECKING:  # once validated, always the list of seeds (a plan's: those of the batches so far)
+        seeds: list[NonNegInt] = Field(default_factory=lambda: [0])
+    else:
+        seeds: list[NonNegInt] | SeedPlan = Field(
+            default_factory=lambda: [0], description="Seeds; each gives one run per algorithm. Or a plan of sequential "
+            "seeds, {first: 3, most: 10, until: settled}: seeds in batches until every entry's comparison with the "
+            "baseline is settled, or the most (simfl run only; the scenario's seeds are then its first batch).")
     data: DataConfig = Field(description="Dataset and how it is split over clients.")
     model: ModelConfig = Field(description="Model architecture.")
     train: TrainConfig = Field(default_factory=TrainConfig, description="Local training on each client.")
@@ -252,6 +300,8 @@ class Scenario(Section):
         algorithms = info.data.get("algorithms")
         if tune is None or algorithms is None:
             return tune
+        if isinstance(info.data.get("seeds"), SeedPlan):
+            raise ValueError("simfl tune needs a list of seeds; a plan {first: ..., most: ...} is for simfl run")
         spaces = tuning.entry_spaces(tune, algorithms)
         if tune.sampler == "grid" and not all(s.grid for entry in spaces for s in entry.values()):
             raise ValueError("sampler grid needs every key's values as a list; ranges need tpe or random")
@@ -329,9 +379,53 @@ class Scenario(Section):
             raise ValueError(problem)
         return name
 
+    _seed_plan: SeedPlan | None = None  # a private attribute (the leading underscore): not a key of the scenario
+
+    @property
+    def seed_plan(self) -> SeedPlan | None:
+        """The plan of sequential seeds (``seeds: {first: ...}``), None for a list of seeds."""
+        return self._seed_plan
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds_planned(cls, seeds: Any) -> Any:
+        """A mapping is a plan: its first error is one line naming its key and the forms seeds takes."""
+        if not isinstance(seeds, Mapping):
+            return seeds
+        try:
+            return SeedPlan.model_validate(seeds)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            key = "".join(f"{part}: " for part in first["loc"])  # a check of the whole plan names its key itself
+            raise ValueError(f"{key}{_message(first)}; {SEED_FORMS}") from None
+
+    @model_validator(mode="after")
+    def _plan_runs_its_first_batch(self) -> Scenario:
+        """A plan's scenario holds the plan apart and, as its seeds, the first batch (what every reader of seeds sees)."""
+        seeds: Any = self.seeds
+        if isinstance(seeds, SeedPlan):
+            self._seed_plan = seeds
+            self.__dict__["seeds"] = seeds.seeds(seeds.first)  # not an assignment: no second validation
+        return self
+
+    def look_at(self, n: int) -> None:
+        """Run the first ``n`` seeds of the plan (the runner's next batch); a scenario without a plan refuses."""
+        plan = self._seed_plan
+        if plan is None or not plan.first <= n <= plan.most:
+            raise ValueError(f"no look at {n} seeds in the plan {plan}")
+        self.__dict__["seeds"] = plan.seeds(n)
+
+    def fixed_seeds(self, where: str, what: str) -> None:
+        """Refuse a plan of sequential seeds where ``what`` needs a list (a sweep)."""
+        if self._seed_plan is not None:
+            raise InputError(f"{where}: seeds", f"{what} needs a list of seeds; a plan {{first: ..., most: ...}} is "
+                             "for simfl run")
+
     @field_validator("seeds")
     @classmethod
-    def _seeds_unique(cls, seeds: list[int]) -> list[int]:
+    def _seeds_unique(cls, seeds: Any) -> Any:
+        if isinstance(seeds, SeedPlan):
+            return seeds
         if not seeds:
             raise ValueError("needs at least one seed")
         if len(set(seeds)) != len(seeds):
@@ -636,6 +730,9 @@ def dump(scenario: Scenario, folder: Path | None = None) -> str:
                 section = section.get(part) if isinstance(section, dict) else None
             if isinstance(section, dict) and isinstance(section.get(attr), str):
                 section[attr] = relative_path(section[attr], folder)
+    plan = scenario.seed_plan
+    if plan is not None:  # the plan as written (its batches so far are the runner's, not the scenario's)
+        data["seeds"] = plan.model_dump(mode="json", exclude_none=True)
     for key in ("tracking", "tune"):  # scenarios without trackers or a tune read as they always have
         if data.get(key) is None:
             data.pop(key, None)
