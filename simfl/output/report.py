@@ -29,6 +29,7 @@ from simfl.fields import PATH_KEYS
 from simfl.names import short_name
 from simfl.outdir import name_problem
 from simfl.output.comparison import Comparison, accuracy_at, compare, entries_of, time_to_target
+from simfl.output.sequential import Looks
 from simfl.output.tables import Kind, read_table
 from simfl.output.target import TargetSpec, target_config
 
@@ -87,10 +88,14 @@ class RunGroup:
     """The scenarios' ``eval.target`` (the same in every folder pooled)."""
     baseline: str | None = None
     """The scenarios' ``eval.baseline``."""
+    looks: Looks | None = None
+    """The plan of sequential seeds of the group's one folder (None for a list of seeds, or folders pooled: their
+    seeds then follow no one plan, and the intervals are the fixed ones)."""
 
     def note(self, scenario: Mapping[str, Any], where: Path) -> None:
-        """Take the entry kinds, target and baseline a folder's scenario states."""
+        """Take the entry kinds, target, baseline and plan of sequential seeds a folder's scenario states."""
         self.synchronous |= synchronous_entries(scenario)
+        self.looks = looks_of(scenario.get("seeds"), where) if len(self.folders) == 1 else None
         found = scenario.get("eval")
         evaluation: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         try:
@@ -114,6 +119,18 @@ class ReportFiles:
 
     def files(self) -> list[Path]:
         return [self.table_csv, self.markdown, self.latex, self.figure, self.comparison_csv, self.comparison_md]
+
+
+def looks_of(seeds: Any, where: Path) -> Looks | None:
+    """The looks of a scenario.yaml's plan of sequential seeds (``seeds: {first: ..., most: ...}``); None for a list."""
+    if not isinstance(seeds, Mapping):
+        return None
+    try:
+        first, most = int(seeds["first"]), int(seeds["most"])
+        width = seeds.get("width")
+        return Looks(first, most, int(seeds.get("step") or first), None if width is None else float(width))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(str(where), f"seeds: not a plan of sequential seeds ({exc})") from None
 
 
 def synchronous_entries(scenario: Mapping[str, Any]) -> set[str]:
@@ -280,7 +297,7 @@ def group_comparison(group: RunGroup, baseline: str | None = None, target: Targe
     entries = method_order(entries_of(group.metrics))
     chosen = baseline if baseline in entries else group.baseline if group.baseline in entries else None
     return compare(group.metrics, group.synchronous, group.target if target is None else target, chosen, group.name,
-                   entries)
+                   entries, group.looks)
 
 
 def group_table(group: RunGroup, baseline: str | None = None, target: float | None = None,

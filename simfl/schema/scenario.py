@@ -209,7 +209,7 @@ class SeedPlan(Section):
     ``simfl run`` runs the first batch, compares the entries (``output.comparison``) and asks
     :mod:`simfl.output.sequential` whether every entry's comparison with the baseline is settled; while one is not,
     every entry runs the next batch. The looks are planned (at first, first + step, ..., most seeds) and the time
-    ratio's intervals are adjusted for them, so the error rate stays 5% (docs/fair-comparisons.md)."""
+    ratio's intervals are adjusted for them, so the error rate stays 5% (docs/sequential-seeds.md)."""
 
     first: int = Field(ge=3, le=MOST_SEEDS, description="Seeds of the first batch (at least 3: a t interval from 2 "
                        "degrees of freedom).")

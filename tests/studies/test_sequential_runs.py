@@ -88,6 +88,11 @@ def test_a_clear_comparison_stops_before_the_most(write_scenario, tmp_path: Path
     scn = scenario_mod.load(out / "scenario.yaml")
     first = {(e, s): pd.read_csv(out / e / f"seed{s}" / "metrics.csv") for e in ("fedasync", "fedavg") for s in range(3)}
     assert scn.seeds == [0, 1, 2] and not runner.comparison_of(scn, first).settled
+    # simfl report of the folder rebuilds the same sequential comparison from its scenario.yaml's plan
+    assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
+    rebuilt = pd.read_csv(tmp_path / "report" / "comparison.csv").set_index("entry").loc[table.index]
+    same = ["seeds", "ratio", "ratio_low", "ratio_high", "ratio_bound", "paired_seeds", "target", "stopped"]
+    pd.testing.assert_frame_equal(rebuilt[same], table[same])
 
 
 def test_a_list_of_seeds_has_no_stopped_column(write_scenario, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
