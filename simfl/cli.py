@@ -378,7 +378,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         lines.append(estimate_line(plan_of(scn, str(args.file))))
     sys.stdout.write(scenario_mod.dump(scn))
     print("\n".join(lines))
-    print(f"# {args.file}: valid ({len(scn.algorithms)} algorithms x {len(scn.seeds)} seeds)", file=sys.stderr)
+    plan = scn.seed_plan  # sequential seeds: the estimate above is of the first batch
+    seeds = f"{len(scn.seeds)} seeds" if plan is None else f"{plan.first} to {plan.most} seeds, sequential"
+    print(f"# {args.file}: valid ({len(scn.algorithms)} algorithms x {seeds})", file=sys.stderr)
     return 0
 
 

@@ -129,3 +129,11 @@ def test_a_tune_refuses_a_plan(write_scenario, capsys: pytest.CaptureFixture[str
     path = write_scenario(tiny_scenario(seeds={"first": 3, "most": 5}, tune={"trials": 2, "params": {"train.lr": [0.1, 0.2]}}))
     assert main(["validate", str(path)]) == 2
     assert "tune: simfl tune needs a list of seeds" in capsys.readouterr().err
+
+
+def test_validate_names_the_plan(write_scenario, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    path = write_scenario(tiny_scenario(seeds={"first": 3, "most": 10, "width": 0.1}))
+    assert main(["validate", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "seeds:\n  first: 3\n  most: 10\n  until: settled\n  width: 0.1\n  start: 0\n" in captured.out
+    assert captured.err.strip().endswith("valid (1 algorithms x 3 to 10 seeds, sequential)")
