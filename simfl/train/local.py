@@ -34,15 +34,18 @@ class Job:
 
 
 def channels_last_helps(model: nn.Module) -> bool:
-    """Whether to train ``model`` in channels-last layout: CPU models with 2-D convolutions.
+    """Whether to train ``model`` in channels-last layout: CPU models with 2-D convolutions, when oneDNN is on.
 
     oneDNN's convolutions (forward and backward) run about 20-25% faster on
     channels-last weights (LeNet5 on MNIST, 1 or 2 threads); the results agree
-    with the default layout to float32 rounding. GPU models are left as built.
+    with the default layout to float32 rounding. Without oneDNN (the portable
+    numerics, :mod:`simfl.numerics`) ATen's own im2col convolutions run 1.5-1.7x
+    slower channels-last than contiguous (``benchmarks/numerics_breakdown.py``),
+    so the model stays as built. GPU models are left as built.
     """
     first = next(model.parameters(), None)
-    return (first is not None and first.device.type == "cpu"
-            and any(isinstance(m, nn.Conv2d) for m in model.modules()))
+    return (first is not None and first.device.type == "cpu" and bool(torch.backends.mkldnn.enabled)
+            and torch.backends.mkldnn.is_available() and any(isinstance(m, nn.Conv2d) for m in model.modules()))
 
 
 class LocalTrainer:

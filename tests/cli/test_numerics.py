@@ -75,3 +75,23 @@ def test_an_unknown_mode_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "SIMFL_NUMERICS" in done.stderr and "portable" in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_cpu_convolutions_train_channels_last_only_where_onednn_computes_them() -> None:
+    """ATen's own convolutions (oneDNN off: the portable mode) run slower channels-last, oneDNN's faster."""
+    import torch
+
+    from simfl.models.lenet import LeNet5, LeNet5Config
+    from simfl.train.local import channels_last_helps
+
+    model = LeNet5.build(LeNet5Config(), (1, 28, 28), 10)
+    mlp = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    before = torch.backends.mkldnn.enabled
+    try:
+        torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # a module property
+        assert not channels_last_helps(model)
+        torch.backends.mkldnn.enabled = True  # type: ignore[assignment]
+        assert channels_last_helps(model) == torch.backends.mkldnn.is_available()
+        assert not channels_last_helps(mlp)
+    finally:
+        torch.backends.mkldnn.enabled = before  # type: ignore[assignment]
