@@ -279,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_tune.add_argument("--resume", type=Path, default=None, metavar="OUT",
                         help="continue the tune in OUT as it was started: scored trials kept, the rest run")
     p_tune.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
+    p_tune.add_argument("--halving-replay", type=Path, default=None, metavar="OUT",
+                        help="say what halving would have chosen in the finished tune OUT, run without it, from its "
+                        "trials' own curves (nothing is trained or written)")
+    p_tune.add_argument("--eta", type=int, default=None, help="with --halving-replay: halving's eta (default 3)")
+    p_tune.add_argument("--rungs", type=int, default=None, help="with --halving-replay: its rungs (default 3)")
     _parallel(p_tune)
     p_tune.set_defaults(func=cmd_tune)
 
@@ -564,8 +569,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, broken_notes, edge_notes, rule_notes, tune
+    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, broken_notes, edge_notes, halving_note, rule_notes, tune
 
+    if args.halving_replay is not None:
+        return _halving_replay(args)
+    if args.eta is not None or args.rungs is not None:
+        raise InputError("--eta, --rungs", "go with --halving-replay; a tune's own halving is its tune.halving")
     overrides = list(args.overrides)
     if args.seeds:
         overrides.append("seeds=[" + ",".join(str(s) for s in args.seeds) + "]")
@@ -577,6 +586,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if trial is not None:
             values = ", ".join(f"{k}={v}" for k, v in trial.values().items())
             print(f"{entry.name}: {values}  ({outcome.plan.config.score} {trial.score:.4f}, trial {trial.number})")
+    halved = halving_note(outcome.plan, outcome.trials)
+    print(f"halving: {halved}" if halved is not None else outcome.plan.halving_note)
     for note in edge_notes(outcome.plan, best):
         print(f"at an edge: {note}")
     for note in broken_notes(outcome.trials):
@@ -585,6 +596,26 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"scored by {note}")
     print(f"{len(outcome.trials)} trials ({outcome.ran} run now); every trial: {outcome.out / TRIALS_FILE}")
     print(f"best configuration: {outcome.out / BEST_FILE}  (compare on the test set: simfl run {outcome.out / BEST_FILE})")
+    return 0
+
+
+def _halving_replay(args: argparse.Namespace) -> int:
+    """``simfl tune --halving-replay OUT``: print what halving would have chosen there."""
+    from pydantic import ValidationError
+
+    from simfl.launch.tune import replay_halving
+    from simfl.schema.tuning import HalvingConfig
+
+    if args.file is not None or args.out is not None or args.resume is not None or args.overrides:
+        raise InputError("--halving-replay", "takes no scenario file, --out, --resume or --set: it reads OUT's trials")
+    given = {k: v for k, v in (("eta", args.eta), ("rungs", args.rungs)) if v is not None}
+    try:
+        halving = HalvingConfig(**given)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"--{first['loc'][0]}", str(first["msg"])) from None
+    for line in replay_halving(args.halving_replay, halving):
+        print(line)
     return 0
 
 

@@ -18,9 +18,19 @@ gets thus never depends on which trial finished first, on ``--workers`` or ``--r
 tune was resumed: the storage holds the trials asked and scored, and a batch cut short is finished as it was
 asked.
 
-No trial is pruned: stopping a trial at a virtual time where it is behind would spend less budget on rules
-that learn late (buffered and synchronous rules often do) than on those that learn early, which is the
-inequality this command exists to remove.
+Fair early stopping (``tune.halving``, :class:`~simfl.schema.tuning.HalvingConfig`): successive halving on rungs
+of virtual time that are the same for every entry (:func:`~simfl.schema.tuning.rung_times`).
+Every trial of a bracket runs to the first rung; each entry's best ``1/eta`` of it there (rounded up, and every
+trial level with the last one kept: :func:`~simfl.schema.tuning.survivors`) runs to the next, and so on to the
+budget; the others are pruned. A bracket is an entry's trials (grid and random samplers draw them alike in any
+batches, :func:`bracket_size`), or with TPE, which learns from the scores, each batch. A trial
+run to a rung is the scenario with ``budget.time`` set to the rung: runs are deterministic and the budget only
+stops a run, so its curve is the full trial's up to that time (:func:`score_at` reads the same score from either),
+and each rung is run afresh from time 0. Which trials go on is decided from the scores of the whole batch at
+that rung, never from which finished first, so ``--workers``, ``--ray`` and ``--resume`` give the same trials.
+Each rung of a trial has its own folder ``trials/<entry>/trial<k>/rung<j>/``; only trials that reached the budget
+compete for ``best.yaml``. docs/fair-comparisons.md says where this keeps equal terms and where it does not (a
+rule that learns late and then overtakes).
 
 The output folder holds ``tune.yaml`` (the scenario tuned), ``optuna.db``, the trials' folders,
 ``trials.csv`` (one row per trial run so far: entry, number, state, values, score per seed and mean), ``trials.png``
@@ -52,11 +62,21 @@ from simfl import outdir, rng
 from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
 from simfl.launch.runner import Launch, run_targets, staged_target, workers_for
+from simfl.output.comparison import accuracy_at, best_until
 from simfl.output.results import broken_at, read_metrics, write_csv
-from simfl.output.tables import read_table
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
-from simfl.schema.tuning import SCORES, Space, TuneConfig, entry_spaces, given_value, with_values
+from simfl.schema.tuning import (
+    SCORES,
+    HalvingConfig,
+    Space,
+    TuneConfig,
+    entry_spaces,
+    given_value,
+    rung_times,
+    survivors,
+    with_values,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -66,8 +86,9 @@ STORAGE_FILE = "optuna.db"
 TRIALS_FILE = "trials.csv"
 BEST_FILE = "best.yaml"
 FIGURE_FILE = "trials.png"
-SCORED, WAITING = "scored", "waiting"
-"""A trial's ``state`` in trials.csv: Optuna has its score; run, the rest of its batch still running."""
+SCORED, WAITING, PRUNED = "scored", "waiting", "pruned"
+"""A trial's ``state`` in trials.csv: Optuna has its score; run, the rest of its batch still running; stopped at a
+rung of halving (its score is the rung's)."""
 TRIALS_DIR = "trials"
 INSTALL = "pip install 'simfl[tune]'"
 _DROPPED = ("tune", "sweep", "tracking", "record")
@@ -103,6 +124,21 @@ class Plan:
     """``grid``, ``tpe`` or ``random`` (``auto`` resolved)."""
     seeds: list[int]
     """The seeds of ``best.yaml``."""
+    rungs: list[float] = field(default_factory=list)
+    """Halving's rungs of virtual time, the last the budget; empty without halving."""
+    eta: int = 1
+    """Halving's factor: each rung keeps the best ``1/eta`` of a batch (1: no halving)."""
+    halving_note: str = ""
+    """Why halving is off, when it is (a line of the tune's summary)."""
+
+    def bracket(self, entry: Entry) -> int:
+        """The entry's trials asked at a time, which with halving compete at its rungs (:func:`bracket_size`)."""
+        return bracket_size(self.config, self.sampler, bool(self.rungs), entry)
+
+    def folder(self, entry: Entry, number: int, rung: int | None = None) -> str:
+        """A trial's result folder: ``trials/<entry>/trial<k>``, or its rung's below it with halving."""
+        base = Trial(entry, number, {}).folder
+        return base if not self.rungs else f"{base}/rung{rung if rung is not None else len(self.rungs) - 1}"
 
 
 @dataclass
@@ -119,10 +155,20 @@ class Trial:
     """Per seed whose evaluation loss became not finite for good, the virtual time from which it was (:func:`broken_since`)."""
     waiting: bool = False
     """Run, but not yet told to Optuna: the rest of its batch is still running."""
+    rung: int | None = None
+    """With halving, the last rung it ran (its scores are that rung's); None without halving."""
+    full: bool = True
+    """It ran the whole budget (without halving, or to the last rung): only such trials compete for the best."""
+    pruned: bool = False
+    """Halving stopped it at its rung."""
+    at_rungs: list[float] = field(default_factory=list)
+    """With halving, its score at each rung it reached (mean over the seeds, :func:`score_at`)."""
+    folder: str = ""
+    """Its result folder relative to the tune's (the last rung's with halving, set as it is read); by default
+    ``trials/<entry>/trial<k>``."""
 
-    @property
-    def folder(self) -> str:
-        return f"{TRIALS_DIR}/{self.entry.name}/trial{self.number}"
+    def __post_init__(self) -> None:
+        self.folder = self.folder or f"{TRIALS_DIR}/{self.entry.name}/trial{self.number}"
 
     def values(self) -> dict[str, Any]:
         """The entry's values of this trial (categorical labels turned back into their values)."""
@@ -134,7 +180,7 @@ class Trial:
 
     @property
     def score(self) -> float:
-        return sum(self.scores) / len(self.scores) if self.scores else math.nan
+        return _mean(self.scores)
 
 
 @dataclass
@@ -153,10 +199,11 @@ class TuneOutcome:
 
 
 def best_trials(trials: Sequence[Trial]) -> dict[str, Trial]:
-    """Each entry's trial of the highest score, the lowest number among equal ones; trials not scored (NaN) left out."""
+    """Each entry's trial of the highest score, the lowest number among equal ones; trials not scored (NaN) and
+    trials halving stopped short of the budget left out."""
     found: dict[str, Trial] = {}
     for trial in trials:
-        if math.isnan(trial.score):
+        if math.isnan(trial.score) or not trial.full:
             continue
         held = found.get(trial.entry.name)
         if held is None or (trial.score, -trial.number) > (held.score, -held.number):
@@ -254,8 +301,43 @@ def sampler_for(plan: Plan, entry: Entry, number: int) -> optuna.samplers.BaseSa
 # -- planning ------------------------------------------------------------------------------------------------------
 
 
-def plan_of(scn: Scenario, where: str = "scenario") -> Plan:
-    """Check that ``scn`` can be tuned and lay out each entry's search."""
+def bracket_size(config: TuneConfig, sampler: str, halving: bool, entry: Entry) -> int:
+    """How many of the entry's trials are asked at a time (and, with halving, compete at its rungs): ``tune.batch``;
+    with halving and a sampler that does not learn from scores (grid, random), all of the entry's trials, which it
+    would draw alike in any batches, so that the best share is taken of them all."""
+    return entry.trials if halving and sampler != "tpe" else config.batch
+
+
+def _halving(scn: Scenario, config: TuneConfig, entries: Sequence[Entry], sampler: str, where: str,
+             resume: bool) -> tuple[HalvingConfig | None, list[float], str]:
+    """The halving a tune runs with, its rungs, and why it is off when it is. Unset, it is on where it is safe
+    (and off in a folder written before halving existed, which a resume continues as it was); asked for where it
+    cannot run, it is refused in one line."""
+    asked = config.halving
+    if asked is False or (asked is None and resume):
+        return None, [], "halving off" + (": tune.halving is false" if asked is False else "")
+    settings = asked if isinstance(asked, HalvingConfig) else HalvingConfig()
+    budget, every = scn.budget.time, scn.eval.every
+    times = rung_times(settings, budget, every) if budget is not None else []
+    smallest = min(min(bracket_size(config, sampler, True, e), e.trials) for e in entries)
+    if budget is None:
+        problem = "its rungs are times and the scenario has no budget.time"
+    elif len(times) < 2:
+        problem = (f"budget.time {budget:g} s leaves no rung on the evaluation grid (eval.every {every:g} s) before "
+                   f"it with eta {settings.eta}")
+    elif smallest < settings.eta:
+        problem = (f"an entry's first batch has {smallest} trial{'s' * (smallest != 1)}, fewer than eta "
+                   f"{settings.eta}: none would be pruned (raise tune.{'batch' if sampler == 'tpe' else 'trials'})")
+    else:
+        return settings, times, ""
+    if asked is None:
+        return None, [], f"halving off: {problem}"
+    raise InputError(f"{where}: tune.halving", f"cannot run: {problem}; or set tune.halving: false")
+
+
+def plan_of(scn: Scenario, where: str = "scenario", resume: bool = False) -> Plan:
+    """Check that ``scn`` can be tuned and lay out each entry's search (``resume``: as a folder's tune.yaml, where
+    an unset ``tune.halving`` means a folder written before halving existed)."""
     config = scn.tune
     if config is None:
         raise InputError(where, "has no tune: section saying what to search (see docs/fair-comparisons.md)")
@@ -292,17 +374,26 @@ def plan_of(scn: Scenario, where: str = "scenario") -> Plan:
                 trial_scenario(raw, entry, {key: value}, config.validation, f"{where}: tune.params: {key}={value!r}")
     top = max(scn.seeds)
     seeds = config.seeds if config.seeds is not None else list(range(top + 1, top + 1 + len(scn.seeds)))
-    return Plan(scn, raw, config, entries, sampler, seeds)
+    halving, rungs, note = _halving(scn, config, entries, sampler, where, resume)
+    if config.halving is None and not resume:  # tune.yaml states what was chosen, so that a resume continues it
+        scn = scn.model_copy(deep=True)
+        assert scn.tune is not None
+        scn.tune.halving = halving if halving is not None else False
+        config = scn.tune
+    return Plan(scn, raw, config, entries, sampler, seeds, rungs, halving.eta if halving is not None else 1, note)
 
 
 def trial_scenario(raw: Mapping[str, Any], entry: Entry, values: Mapping[str, Any], validation: float,
-                   where: str, number: int = 0) -> Scenario:
-    """The scenario of trial ``number``: ``entry`` alone with ``values`` set, scored on a validation split. Its name,
-    ``<scenario>-<entry>-trial<k>`` (which enters no random stream), keeps ``simfl report`` from pooling trials."""
+                   where: str, number: int = 0, budget: float | None = None) -> Scenario:
+    """The scenario of trial ``number``: ``entry`` alone with ``values`` set, scored on a validation split, run to
+    ``budget`` virtual seconds when given (a rung of halving). Its name, ``<scenario>-<entry>-trial<k>`` (which
+    enters no random stream), keeps ``simfl report`` from pooling trials."""
     one = {k: copy.deepcopy(v) for k, v in raw.items() if k not in _DROPPED}
     one["name"] = f"{raw['name']}-{entry.name}-trial{number}"[:200]
     one["algorithms"] = [with_values(raw["algorithms"][entry.index], values)]
     one["data"]["validation"] = validation
+    if budget is not None:
+        one["budget"] = {**one["budget"], "time": budget}
     scn = scenario_mod.validate(one, where=where)
     clients = getattr(scn.data.partition, "clients", None)
     if clients is not None:
@@ -310,30 +401,80 @@ def trial_scenario(raw: Mapping[str, Any], entry: Entry, values: Mapping[str, An
     return scn
 
 
+def batch_sizes(plan: Plan, entry: Entry) -> list[int]:
+    """How many trials each of the entry's batches holds, in order."""
+    size = plan.bracket(entry)
+    return [min(size, entry.trials - start) for start in range(0, entry.trials, size)]
+
+
+def rung_counts(plan: Plan, size: int) -> list[int]:
+    """How many trials of a batch of ``size`` run to each rung of halving (all of them at the first)."""
+    counts = [size]
+    for _ in plan.rungs[1:]:
+        counts.append(math.ceil(counts[-1] / plan.eta))
+    return counts
+
+
+def halving_share(plan: Plan) -> float:
+    """The virtual seconds of training the tune runs, as a share of the same trials each run to the budget (1.0
+    without halving): each rung of a trial is a run from time 0 to the rung."""
+    if not plan.rungs:
+        return 1.0
+    ran = whole = 0.0
+    for entry in plan.entries:
+        for size in batch_sizes(plan, entry):
+            ran += sum(n * t for n, t in zip(rung_counts(plan, size), plan.rungs, strict=True))
+            whole += size * plan.rungs[-1]
+    return ran / whole
+
+
 def estimate_line(plan: Plan) -> str:
-    """How many runs the tune makes and about how long they take on one worker (the schema's estimate of a run)."""
+    """How many trials the tune runs, what halving keeps of them, and about how long they take on one worker (the
+    schema's estimate of a run, times the runs, times halving's share)."""
     from simfl.schema import estimate
 
     trials = sum(e.trials for e in plan.entries)
     runs = trials * len(plan.scn.seeds)
     line = (f"# tune:          {trials} trials ({', '.join(f'{e.name} {e.trials}' for e in plan.entries)}) x "
             f"{len(plan.scn.seeds)} seeds = {runs} runs")
+    share = halving_share(plan)
+    if plan.rungs:
+        line += (f"; halving keeps the best 1/{plan.eta} of each batch at {', '.join(f'{t:g}' for t in plan.rungs)} s "
+                 f"(the rest pruned): {share:.2f} of the training of every trial to the budget")
+    else:
+        line += f"; {plan.halving_note}"
     wall = estimate.estimate(plan.scn).wall_seconds
     if wall is not None:
-        line += f", about {wall * runs / 3600:.1f} h of one worker"
+        line += f"; about {estimate.duration_text(wall * runs * share)} of one worker"
+        if plan.rungs:
+            line += f" ({estimate.duration_text(wall * runs)} without halving)"
     return line
 
 
 # -- scores and tables ----------------------------------------------------------------------------------------------
 
 
-def trial_scores(folder: Path, name: str, seeds: Sequence[int], score: str) -> list[float]:
-    """A finished trial's score per seed, read from its result folder."""
-    if score == "mean_accuracy":
-        return [float(read_metrics(folder, name, seed)["accuracy"].mean()) for seed in seeds]
-    summary = read_table(folder / "summary.csv", {"seed": "seed", score: "number"}, "runs")
-    by_seed = {int(s): float(v) for s, v in zip(summary["seed"], summary[score], strict=True)}
-    return [by_seed[seed] for seed in seeds]
+def score_at(metrics: Any, score: str, time: float = math.inf) -> float:
+    """A run's score by the rule ``score`` from its evaluations at or before virtual ``time`` (all of them by
+    default): the last one's accuracy, the best, or their mean. The one reading of a score, at a rung of halving
+    and at the budget alike."""
+    if score == "final_accuracy":
+        return accuracy_at(metrics, time)
+    if score == "best_accuracy":
+        return best_until(metrics, time)
+    rows = metrics.loc[metrics["virtual_time"] <= time + 1e-9, "accuracy"]
+    return float(rows.mean()) if len(rows) else math.nan
+
+
+def trial_scores(folder: Path, name: str, seeds: Sequence[int], score: str, time: float = math.inf) -> list[float]:
+    """A finished trial's score per seed at virtual ``time`` (default: its end), read from its result folder."""
+    return [score_at(read_metrics(folder, name, seed), score, time) for seed in seeds]
+
+
+def rung_reached(plan: Plan, out: Path, entry: Entry, number: int) -> int | None:
+    """With halving, the last rung whose folder the trial has (None: none yet)."""
+    found = [j for j in range(len(plan.rungs)) if (out / plan.folder(entry, number, j)).is_dir()]
+    return found[-1] if found else None
 
 
 def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, float]:
@@ -344,11 +485,24 @@ def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, flo
 
 
 def _read(plan: Plan, out: Path, trial: Trial) -> Trial:
-    """``trial`` with its scores and broken seeds read from its finished folder."""
+    """``trial`` with its scores and broken seeds read from its finished folder (with halving, its last rung's,
+    with its score at every rung up to it)."""
+    if plan.rungs:
+        trial.rung = rung_reached(plan, out, trial.entry, trial.number)
+        assert trial.rung is not None, "a trial is read once its first rung ran"
+        trial.full = trial.rung == len(plan.rungs) - 1
+    trial.folder = plan.folder(trial.entry, trial.number, trial.rung)
     folder = out / trial.folder
     trial.scores = trial_scores(folder, trial.entry.name, plan.scn.seeds, plan.config.score)
     trial.broken = broken_since(folder, trial.entry.name, plan.scn.seeds)
+    if trial.rung is not None:
+        trial.at_rungs = [_mean(trial_scores(folder, trial.entry.name, plan.scn.seeds, plan.config.score, time))
+                          for time in plan.rungs[:trial.rung + 1]]
     return trial
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
 
 
 def broken_notes(trials: Sequence[Trial]) -> list[str]:
@@ -379,19 +533,38 @@ def _cell(value: Any) -> Any:
     return value if _scalar(value) else scenario_mod.short_value(value)
 
 
+def rung_column(time: float) -> str:
+    """trials.csv's column of the scores at a rung of halving."""
+    return f"score_at_{time:g}s"
+
+
+def trial_cost(plan: Plan, trial: Trial) -> float:
+    """What a trial's runs cost in virtual seconds of training: each rung a run from 0 to it, times the seeds (wall
+    seconds, which depend on the machine, are in each run's summary.csv, not in the trials table)."""
+    rungs = plan.rungs[:trial.rung + 1] if trial.rung is not None else [plan.scn.budget.time or math.nan]
+    return sum(rungs) * len(plan.scn.seeds)
+
+
 def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[dict[str, Any]]]:
-    """trials.csv: one row per trial run (entry order, then number), its state, values, scores per seed and mean."""
+    """trials.csv: one row per trial run (entry order, then number), its state, values, scores per seed and mean;
+    with halving also the rung it stopped at (its scores are that rung's), its score at each rung and its cost."""
     keys = list(dict.fromkeys(k for e in plan.entries for k in e.spaces))
     seeds = [f"score_seed{s}" for s in plan.scn.seeds]
-    columns = ["entry", "trial", "state", *keys, *seeds, "score", "folder"]
+    rungs = [rung_column(t) for t in plan.rungs]
+    halving = ["rung", *rungs, "virtual_seconds"] if plan.rungs else []
+    columns = ["entry", "trial", "state", *keys, *seeds, "score", *halving, "folder"]
     rows = []
     for trial in trials:
         values = trial.values()
         row: dict[str, Any] = {"entry": trial.entry.name, "trial": trial.number,
-                               "state": WAITING if trial.waiting else SCORED}
+                               "state": WAITING if trial.waiting else PRUNED if trial.pruned else SCORED}
         row.update({k: _cell(values[k]) if k in values else None for k in keys})
         row.update(dict(zip(seeds, trial.scores, strict=True)) if trial.scores else {})
         row["score"] = None if math.isnan(trial.score) else trial.score
+        if plan.rungs and trial.rung is not None:
+            row["rung"] = plan.rungs[trial.rung]
+            row.update(dict(zip(rungs, trial.at_rungs, strict=False)))
+            row["virtual_seconds"] = trial_cost(plan, trial)
         row["folder"] = trial.folder if trial.scores else None
         rows.append(row)
     return columns, rows
@@ -417,12 +590,25 @@ def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
     return notes
 
 
+def halving_note(plan: Plan, trials: Sequence[Trial]) -> str | None:
+    """What halving did (its rungs, how many trials it pruned, the training it ran as a share of every trial run to
+    the budget), or None without halving."""
+    if not plan.rungs:
+        return None
+    ran = sum(trial_cost(plan, t) for t in trials if t.rung is not None)
+    whole = len(trials) * plan.rungs[-1] * len(plan.scn.seeds)
+    pruned = sum(t.pruned for t in trials)
+    return (f"rungs at {', '.join(f'{t:g}' for t in plan.rungs)} s keeping the best 1/{plan.eta} of each batch: "
+            f"{pruned} of {len(trials)} trials pruned, {ran / whole if whole else math.nan:.2f} of the training of "
+            "every trial run to the budget")
+
+
 def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int], out: Path,
-                  broken: Sequence[str], rules: Sequence[str]) -> str:
+                  broken: Sequence[str], rules: Sequence[str], trials: Sequence[Trial] = ()) -> str:
     """best.yaml: the scenario with each entry's best values, no ``tune:``, the fresh seeds; paths relative to
     ``out``. ``ran``: each entry's trials run so far (its header says when the search is not over); ``broken``: the
     trials whose model broke (:func:`broken_notes`), and ``rules``: what the other score rules would choose
-    (:func:`rule_notes`), both named in its header."""
+    (:func:`rule_notes`), both named in its header, as is what halving did to ``trials`` (:func:`halving_note`)."""
     raw = {k: copy.deepcopy(v) for k, v in plan.raw.items() if k != "tune"}
     raw["name"] = f"{plan.scn.name}-tuned"
     raw["seeds"] = list(plan.seeds)
@@ -435,6 +621,7 @@ def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int],
         trial = best[entry.name]
         run = f"of {ran[entry.name]} run so far of {entry.trials}" if ran[entry.name] < entry.trials else f"of {entry.trials}"
         lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {trial.shown()}: {trial.score:.4f}")
+    lines += [f"# Halving: {note}." for note in [halving_note(plan, trials)] if note is not None]
     lines += [f"# At an edge: {note}." for note in edge_notes(plan, best)]
     lines += [f"# Diverged: {note}; its score is a broken model's." for note in broken]
     lines += [f"# Scored by {note}." for note in rules]
@@ -456,7 +643,7 @@ def write_tables(out: Path, outcome: TuneOutcome) -> None:
     if all(e.name in best for e in outcome.plan.entries):
         ran = {e.name: sum(t.entry.name == e.name for t in outcome.trials) for e in outcome.plan.entries}
         text = best_scenario(outcome.plan, best, ran, out, broken_notes(outcome.trials),
-                             rule_notes(outcome.plan, out, outcome.trials, best))
+                             rule_notes(outcome.plan, out, outcome.trials, best), outcome.trials)
         outdir.write_file(out / BEST_FILE, text.encode())
 
 
@@ -509,7 +696,7 @@ def _next_batch(plan: Plan, entry: Entry, study: optuna.Study) -> list[Trial]:
         study.ask(distributions)
     stored = study.get_trials(deepcopy=False)
     open_ = [t for t in stored if t.state == TrialState.RUNNING]
-    batch = plan.config.batch
+    batch = plan.bracket(entry)
     start = (min(t.number for t in open_) // batch) * batch if open_ else len(stored)
     trials = [Trial(entry, t.number, dict(t.params)) for t in sorted(open_, key=lambda t: t.number)]
     asked = len(stored)
@@ -532,10 +719,102 @@ def _finished(plan: Plan, studies: Sequence[optuna.Study], out: Path) -> list[Tr
     found = []
     for entry, study in zip(plan.entries, studies, strict=True):
         for t in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-            trial = Trial(entry, t.number, dict(t.params), waiting=t.state == TrialState.RUNNING)
-            if t.state in (TrialState.COMPLETE, TrialState.FAIL) or (trial.waiting and (out / trial.folder).is_dir()):
+            trial = Trial(entry, t.number, dict(t.params), waiting=t.state == TrialState.RUNNING,
+                          pruned=t.state == TrialState.PRUNED)
+            ran = (rung_reached(plan, out, entry, t.number) is not None if plan.rungs
+                   else (out / plan.folder(entry, t.number)).is_dir())
+            if t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED) or (trial.waiting and ran):
                 found.append(_read(plan, out, trial))
     return found
+
+
+def kept(plan: Plan, trials: Sequence[Trial], score: Callable[[Trial], float]) -> list[Trial]:
+    """Which of a batch's ``trials`` go on from a rung: each entry's best ``1/eta`` by ``score``, their score at
+    that rung (:func:`~simfl.schema.tuning.survivors`)."""
+    found: list[Trial] = []
+    for entry in plan.entries:
+        mine = [t for t in trials if t.entry.name == entry.name]
+        chosen = set(survivors({t.number: score(t) for t in mine}, plan.eta))
+        found += [t for t in mine if t.number in chosen]
+    return found
+
+
+def going_on(plan: Plan, out: Path, trials: Sequence[Trial], rung: int) -> list[Trial]:
+    """Which of a batch's ``trials`` that ran to ``rung`` go on to the next, read from their folders: never from
+    which finished first."""
+    return kept(plan, [_read(plan, out, t) for t in trials], lambda t: t.at_rungs[rung])
+
+
+def replay_halving(out: Path, halving: HalvingConfig | None = None) -> list[str]:
+    """What halving (``halving``, default eta 3 over 3 rungs) would have chosen in the finished tune ``out``, run
+    without it: runs are deterministic and a rung's run is the full trial up to the rung, so each trial's own
+    curve gives its score at every rung and the halving's choices follow without training again. One line per
+    entry (the full search's best, and the trial halving keeps), then what it would have cost."""
+    with _quiet_optuna() as optuna:
+        if not (out / TUNE_FILE).is_file():
+            raise InputError(str(out), f"holds no tune to replay (no {TUNE_FILE})")
+        scn = scenario_mod.load(out / TUNE_FILE)
+        full = plan_of(scn, str(out / TUNE_FILE), resume=True)
+        if full.rungs:
+            raise InputError(str(out), "was tuned with halving already; replay a tune run with tune.halving: false")
+        asked = scn.model_copy(deep=True)
+        assert asked.tune is not None
+        asked.tune.halving = halving if halving is not None else HalvingConfig()
+        plan = plan_of(asked, "--halving-replay")
+        storage = optuna.storages.RDBStorage(f"sqlite:///{(out / STORAGE_FILE).resolve()}")
+        try:
+            studies = [optuna.load_study(study_name=e.name, storage=storage) for e in full.entries]
+        except KeyError:
+            raise InputError(str(out / STORAGE_FILE), "lacks an entry's study; replay a finished tune") from None
+        trials = _finished(full, studies, out)
+    if any(t.waiting for t in trials) or len(trials) < sum(e.trials for e in full.entries):
+        raise InputError(str(out), "holds an unfinished tune; finish it first (simfl tune --resume)")
+    from simfl.schema.estimate import duration_text
+
+    seeds, budget = plan.scn.seeds, plan.rungs[-1]
+
+    def at(time: float) -> Callable[[Trial], float]:
+        return lambda t: _mean(trial_scores(out / t.folder, t.entry.name, seeds, plan.config.score, time))
+
+    survivors_full: list[Trial] = []
+    ran = wall = wall_full = 0.0
+    for entry in plan.entries:
+        mine = [t for t in trials if t.entry.name == entry.name]
+        size = plan.bracket(entry)
+        for start in range(0, len(mine), size):
+            alive = mine[start:start + size]
+            for j, time in enumerate(plan.rungs):
+                for trial in alive:
+                    walls = _walls(out / trial.folder)
+                    ran += time * len(seeds)
+                    wall += walls * time / budget
+                    wall_full += walls if j == 0 else 0.0
+                if j < len(plan.rungs) - 1:
+                    alive = kept(plan, alive, at(time))
+            survivors_full += alive
+    lines = []
+    chosen, best = best_trials(survivors_full), best_trials(trials)
+    for entry in plan.entries:
+        halved, theirs = chosen[entry.name], best[entry.name]
+        same = ("the same" if halved.number == theirs.number
+                else f"trial {halved.number} ({halved.shown()}: {halved.score:.4f})")
+        lines.append(f"{entry.name}: the full search's best is trial {theirs.number} ({theirs.shown()}: "
+                     f"{theirs.score:.4f}); halving keeps {same}")
+    whole = len(trials) * budget * len(seeds)
+    each = "batch" if plan.sampler == "tpe" else "entry"
+    lines.append(f"halving at {', '.join(f'{t:g}' for t in plan.rungs)} s keeping 1/{plan.eta} of each {each}: "
+                 f"{len(trials) - len(survivors_full)} of {len(trials)} trials pruned, "
+                 f"{ran / whole:.2f} of the full search's virtual training; about {duration_text(wall)} of its "
+                 f"{duration_text(wall_full)} of wall time (each rung's share of its trial's wall time taken as its "
+                 "share of the virtual time)")
+    return lines
+
+
+def _walls(folder: Path) -> float:
+    """The wall seconds of a finished result folder's runs (summary.csv)."""
+    from simfl.output.tables import read_table
+
+    return float(read_table(folder / "summary.csv", {"wall_seconds": "number"}, "runs")["wall_seconds"].sum())
 
 
 def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
@@ -559,7 +838,7 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
         def published(_: object) -> None:
             tables()
 
-        ran = 0
+        ran: set[tuple[str, int]] = set()
         # a resume shows what has run at once, in this version's tables (a folder of an older version, or whose
         # last trial was published before its tables were written, is not left as it was until the next trial ends)
         written = tables() if resume else []  # a new tune's first batch writes them
@@ -567,26 +846,39 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
             batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
             if not batch:
                 break
-            targets = []
-            for trial in batch:
-                final = out / trial.folder
-                if not final.is_dir():
-                    outdir.make_dir(final.parent, exist_ok=True)
-                    scn = trial_scenario(plan.raw, trial.entry, trial.values(), plan.config.validation, trial.folder,
-                                         trial.number)
-                    targets.append(staged_target(scn, final, f"{trial.entry.name} trial {trial.number}", wall))
-            if targets:
-                say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")
-                run_targets(targets, launch, on_published=published)
-                ran += len(targets)
+            alive = batch
+            for j, budget in enumerate(plan.rungs or [None]):
+                rung = None if budget is None else j
+                if j > 0:  # the scores of the whole batch at the rung before say who goes on, not who finished first
+                    alive = going_on(plan, out, alive, j - 1)
+                targets, started = [], set()
+                for trial in alive:
+                    final = out / plan.folder(trial.entry, trial.number, rung)
+                    if not final.is_dir():
+                        outdir.make_dir(final.parent, exist_ok=True)
+                        where = plan.folder(trial.entry, trial.number, rung)
+                        scn = trial_scenario(plan.raw, trial.entry, trial.values(), plan.config.validation, where,
+                                             trial.number, budget)
+                        label = f"{trial.entry.name} trial {trial.number}"
+                        share = 1.0
+                        if budget is not None and j < len(plan.rungs) - 1:
+                            label, share = f"{label} to {budget:g} s", budget / plan.rungs[-1]
+                        targets.append(staged_target(scn, final, label, wall * share if wall is not None else None))
+                        started.add((trial.entry.name, trial.number))
+                if targets:
+                    say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")
+                    run_targets(targets, launch, on_published=published)
+                    ran |= started
             for trial in batch:
                 study = studies[trial.entry.index]
-                if math.isnan(_read(plan, out, trial).score):
+                if not _read(plan, out, trial).full:
+                    study.tell(trial.number, state=optuna.trial.TrialState.PRUNED)
+                elif math.isnan(trial.score):
                     study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
                 else:
                     study.tell(trial.number, trial.score)
             written = tables()
-        return TuneOutcome(out, plan, written, ran)
+        return TuneOutcome(out, plan, written, len(ran))
 
 
 def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = None, overrides: Sequence[str] = (),
@@ -619,13 +911,13 @@ def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = 
         scn = scenario_mod.load(path, overrides)
         where = str(path)
     out = Path(out) if out is not None else outdir.default_out(f"{scn.name}-tune")
-    plan = plan_of(scn, where)
+    plan = plan_of(scn, where, resume is not None)
     from simfl.schema import estimate, limits
 
     limits.check(estimate.estimate(scn), limits.default_max_memory(), f"{where}: estimate")  # as simfl run and sweep
     if not quiet:
         (log or (lambda line: print(line, file=sys.stderr, flush=True)))(estimate_line(plan))
-    units = sum(min(plan.config.batch, e.trials) for e in plan.entries) * len(scn.seeds)
+    units = sum(min(plan.bracket(e), e.trials) for e in plan.entries) * len(scn.seeds)
     count = workers_for(workers, [scn], units, ray=ray_address is not None)
     with outdir.hold(out):
         return run_tune(plan, out, Launch(count, ray_address, quiet=quiet, say=log), resume is not None, log)

@@ -134,6 +134,18 @@ def parse_space(raw: Any) -> Space:
                  step=None if step is None else float(step))
 
 
+class HalvingConfig(Section):
+    """Successive halving on rungs of virtual time that are the same for every entry."""
+
+    eta: int = Field(3, ge=2, le=10, description="Keep the best 1/eta of each entry's trials at each rung (rounded "
+                     "up, at least one, and every trial level with the last one kept); with tpe, of each batch, "
+                     "since its later trials learn from the scores. The rungs lie a factor eta apart in virtual "
+                     "time.")
+    rungs: int = Field(3, ge=2, le=6, description="Rungs of virtual time, the last the scenario's budget.time: "
+                       "budget / eta^(rungs - 1), ..., budget / eta, budget, each rounded down to the evaluation "
+                       "grid (eval.every); a rung under one evaluation period is left out.")
+
+
 class TuneConfig(Section):
     """``simfl tune``: search each entry's hyperparameters with the same budget, scored on a validation split."""
 
@@ -169,6 +181,14 @@ class TuneConfig(Section):
         False, description="Make each entry's first trial its values as the scenario writes them (every one must "
         "be among the searched values), so that the best found is never one the search did not compare with them.",
     )
+    halving: HalvingConfig | bool | None = Field(
+        None, description="Fair early stopping: every entry's batch starts the same trials, each is scored on the "
+        "validation split at the same rungs of virtual time, and the same share of each batch goes on to the next "
+        "rung (the rest are pruned). true: eta 3 over 3 rungs; a mapping sets eta and rungs; false: every trial "
+        "runs the whole budget. Unset: on where it is safe (a time budget with at least two rungs on the "
+        "evaluation grid, and at least eta trials in each entry's first batch), else off; the tune's first line "
+        "says which.",
+    )
     seeds: list[NonNegInt] | None = Field(
         None, description="Seeds of the best configuration's scenario file (the test-set comparison); default: as "
         "many as the scenario's, fresh ones numbered after its largest.",
@@ -202,6 +222,33 @@ class TuneConfig(Section):
         if seeds is not None and (not seeds or len(set(seeds)) != len(seeds)):
             raise ValueError(f"must be distinct seeds, at least one, got {seeds}")
         return seeds
+
+
+def rung_times(halving: HalvingConfig, budget: float, every: float) -> list[float]:
+    """The virtual times at which halving scores a batch's trials: ``budget / eta^k`` for ``k = rungs - 1, ..., 0``,
+    each rounded down to the evaluation grid (a multiple of ``every``, so that each is an evaluation's time), those
+    under one period and repeats left out; the last is ``budget`` itself. Fewer than two: halving cannot run."""
+    times: list[float] = []
+    for k in range(halving.rungs - 1, 0, -1):
+        time = math.floor(budget / halving.eta**k / every + 1e-9) * every
+        if time >= every and time < budget and (not times or time > times[-1]):
+            times.append(float(time))
+    return [*times, float(budget)]
+
+
+def survivors(scores: Mapping[int, float], eta: int) -> list[int]:
+    """The trial numbers that go on from a rung, in number order: the best ``ceil(n / eta)`` of the ``n`` scored
+    there (a score that is not a number last), and every other trial whose score equals the last of them. A tie
+    is no evidence: trials still level at a rung (all at the untrained model's accuracy, before a synchronous
+    rule's first round ends) all go on, whatever their numbers."""
+    def rank(n: int) -> float:
+        return -math.inf if math.isnan(scores[n]) else scores[n]
+
+    if not scores:
+        return []
+    ranked = sorted(scores, key=lambda n: (-rank(n), n))
+    cut = rank(ranked[math.ceil(len(scores) / eta) - 1])
+    return sorted(n for n in ranked if rank(n) >= cut)
 
 
 def _targets(key: str, names: Sequence[str]) -> tuple[list[int], str, bool]:
