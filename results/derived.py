@@ -52,6 +52,10 @@ Run from the repository root: ``python results/derived.py``. Each line is
   (``bn-variance-har-e5``): at each arrival that changed it (a buffer's flush, at T virtual seconds), its lowest entry
   and how many of its entries are below zero (the layer starts at 1, PyTorch's initial running variance);
   ``bn_variance_first_nan``: the first evaluation time whose loss is not finite;
+- ``halving_replay[FOLDER/etaE-rungsR]``: ``simfl tune --halving-replay`` on a committed MNIST search (run without
+  halving): how many entries' best trials halving with that eta and rung count keeps, how many trials it prunes, the
+  share of the search's virtual training it runs and its wall hours against the search's (each rung's share of a
+  trial's wall taken as its share of the virtual time); ``halving_replay_total[etaE-rungsR]`` sums the three searches;
 - ``tune_trial[FOLDER/ENTRY/trialK]``: a finished trial of a search still under way (not every trial in its
   ``trials.csv`` scored by Optuna, or no ``trials.csv`` yet): the values its entry was given for the searched keys
   and its score (final validation accuracy, %, mean over the search's seeds).
@@ -65,11 +69,11 @@ import numpy as np
 import pandas as pd
 
 from simfl.algorithms.configs import run_name
-from simfl.launch.tune import SCORED, TRIALS_DIR, TRIALS_FILE, TUNE_FILE, plan_of
+from simfl.launch.tune import SCORED, TRIALS_DIR, TRIALS_FILE, TUNE_FILE, plan_of, replay_halving
 from simfl.output.comparison import accuracy_at, compare, mean_interval
 from simfl.output.report import RunGroup, find_result_folders, group_comparison, group_table, load_groups
 from simfl.schema import scenario as scenario_mod
-from simfl.schema.tuning import given_value
+from simfl.schema.tuning import HalvingConfig, given_value
 from simfl.yamlsafe import short_value
 
 RESULTS = Path(__file__).resolve().parent
@@ -154,6 +158,7 @@ def main() -> None:
     tuned_table(main_runs["paper-mnist-e5"])
     for search in sorted(RESULTS.glob("tune-*")):
         unfinished_search(search)
+    halving_replays()
 
     ablation5 = RESULTS / "ablation-mnist-e5"
     if ablation5.is_dir():  # its other rows are the main runs' seed 0 (results/reproduce.sh ablation5)
@@ -224,6 +229,22 @@ def tuned_table(untuned: RunGroup) -> None:
         print(f"tuned_e5_lead[orthofl_chain-{entry}]={lead('orthofl_chain', f'{entry}_tuned', seeds)}")
         for reading in readings:
             print(f"tuned_e5_tuned_lead[{reading}-{entry}]={lead(f'{reading}_tuned', f'{entry}_tuned', seeds)}")
+
+
+def halving_replays() -> None:
+    """``halving_replay`` lines: the committed MNIST searches replayed under halving (module docstring)."""
+    for eta, rungs in ((3, 3), (3, 2), (2, 3)):
+        replays = []
+        for search in sorted(RESULTS.glob("tune-mnist-e5-*")):
+            replay = replay_halving(search, HalvingConfig(eta=eta, rungs=rungs))
+            replays.append(replay)
+            print(f"halving_replay[{search.name}/eta{eta}-rungs{rungs}]=keeps {replay.kept} of {len(replay.best)} best; "
+                  f"pruned {replay.pruned} of {replay.trials}; virtual {replay.share:.2f}; wall "
+                  f"{replay.wall / 3600:.1f} of {replay.wall_full / 3600:.1f} h")
+        wall, whole = sum(r.wall for r in replays), sum(r.wall_full for r in replays)
+        print(f"halving_replay_total[eta{eta}-rungs{rungs}]=keeps {sum(r.kept for r in replays)} of "
+              f"{sum(len(r.best) for r in replays)} best; pruned {sum(r.pruned for r in replays)} of "
+              f"{sum(r.trials for r in replays)}; wall {wall / 3600:.1f} of {whole / 3600:.1f} h ({wall / whole:.2f})")
 
 
 def unfinished_search(search: Path) -> None:

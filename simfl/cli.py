@@ -614,7 +614,7 @@ def _halving_replay(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(f"--{first['loc'][0]}", str(first["msg"])) from None
-    for line in replay_halving(args.halving_replay, halving):
+    for line in replay_halving(args.halving_replay, halving).lines():
         print(line)
     return 0
 

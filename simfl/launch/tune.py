@@ -439,8 +439,9 @@ def estimate_line(plan: Plan) -> str:
             f"{len(plan.scn.seeds)} seeds = {runs} runs")
     share = halving_share(plan)
     if plan.rungs:
-        line += (f"; halving keeps the best 1/{plan.eta} of each batch at {', '.join(f'{t:g}' for t in plan.rungs)} s "
-                 f"(the rest pruned): {share:.2f} of the training of every trial to the budget")
+        line += (f"; halving keeps the best 1/{plan.eta} of each {bracket_word(plan)} at "
+                 f"{', '.join(f'{t:g}' for t in plan.rungs)} s (the rest pruned): {share:.2f} of the training of "
+                 "every trial to the budget")
     else:
         line += f"; {plan.halving_note}"
     wall = estimate.estimate(plan.scn).wall_seconds
@@ -590,6 +591,11 @@ def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
     return notes
 
 
+def bracket_word(plan: Plan) -> str:
+    """What halving takes its best share of: each entry's trials, or with TPE each batch (:func:`bracket_size`)."""
+    return "batch" if plan.sampler == "tpe" else "entry"
+
+
 def halving_note(plan: Plan, trials: Sequence[Trial]) -> str | None:
     """What halving did (its rungs, how many trials it pruned, the training it ran as a share of every trial run to
     the budget), or None without halving."""
@@ -598,7 +604,8 @@ def halving_note(plan: Plan, trials: Sequence[Trial]) -> str | None:
     ran = sum(trial_cost(plan, t) for t in trials if t.rung is not None)
     whole = len(trials) * plan.rungs[-1] * len(plan.scn.seeds)
     pruned = sum(t.pruned for t in trials)
-    return (f"rungs at {', '.join(f'{t:g}' for t in plan.rungs)} s keeping the best 1/{plan.eta} of each batch: "
+    return (f"rungs at {', '.join(f'{t:g}' for t in plan.rungs)} s keeping the best 1/{plan.eta} of each "
+            f"{bracket_word(plan)}: "
             f"{pruned} of {len(trials)} trials pruned, {ran / whole if whole else math.nan:.2f} of the training of "
             "every trial run to the budget")
 
@@ -745,11 +752,11 @@ def going_on(plan: Plan, out: Path, trials: Sequence[Trial], rung: int) -> list[
     return kept(plan, [_read(plan, out, t) for t in trials], lambda t: t.at_rungs[rung])
 
 
-def replay_halving(out: Path, halving: HalvingConfig | None = None) -> list[str]:
+def replay_halving(out: Path, halving: HalvingConfig | None = None) -> Replay:
     """What halving (``halving``, default eta 3 over 3 rungs) would have chosen in the finished tune ``out``, run
     without it: runs are deterministic and a rung's run is the full trial up to the rung, so each trial's own
-    curve gives its score at every rung and the halving's choices follow without training again. One line per
-    entry (the full search's best, and the trial halving keeps), then what it would have cost."""
+    curve gives its score at every rung and the halving's choices follow without training again: each entry's
+    best and the trial halving keeps, and what it would have cost."""
     with _quiet_optuna() as optuna:
         if not (out / TUNE_FILE).is_file():
             raise InputError(str(out), f"holds no tune to replay (no {TUNE_FILE})")
@@ -769,8 +776,6 @@ def replay_halving(out: Path, halving: HalvingConfig | None = None) -> list[str]
         trials = _finished(full, studies, out)
     if any(t.waiting for t in trials) or len(trials) < sum(e.trials for e in full.entries):
         raise InputError(str(out), "holds an unfinished tune; finish it first (simfl tune --resume)")
-    from simfl.schema.estimate import duration_text
-
     seeds, budget = plan.scn.seeds, plan.rungs[-1]
 
     def at(time: float) -> Callable[[Trial], float]:
@@ -792,22 +797,50 @@ def replay_halving(out: Path, halving: HalvingConfig | None = None) -> list[str]
                 if j < len(plan.rungs) - 1:
                     alive = kept(plan, alive, at(time))
             survivors_full += alive
-    lines = []
     chosen, best = best_trials(survivors_full), best_trials(trials)
-    for entry in plan.entries:
-        halved, theirs = chosen[entry.name], best[entry.name]
-        same = ("the same" if halved.number == theirs.number
-                else f"trial {halved.number} ({halved.shown()}: {halved.score:.4f})")
-        lines.append(f"{entry.name}: the full search's best is trial {theirs.number} ({theirs.shown()}: "
-                     f"{theirs.score:.4f}); halving keeps {same}")
-    whole = len(trials) * budget * len(seeds)
-    each = "batch" if plan.sampler == "tpe" else "entry"
-    lines.append(f"halving at {', '.join(f'{t:g}' for t in plan.rungs)} s keeping 1/{plan.eta} of each {each}: "
-                 f"{len(trials) - len(survivors_full)} of {len(trials)} trials pruned, "
-                 f"{ran / whole:.2f} of the full search's virtual training; about {duration_text(wall)} of its "
-                 f"{duration_text(wall_full)} of wall time (each rung's share of its trial's wall time taken as its "
-                 "share of the virtual time)")
-    return lines
+    return Replay(plan, [(best[e.name], chosen[e.name]) for e in plan.entries], len(trials) - len(survivors_full),
+                  len(trials), ran / (len(trials) * budget * len(seeds)), wall, wall_full)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What halving would have chosen in a finished search (:func:`replay_halving`)."""
+
+    plan: Plan
+    """The search's plan with the halving replayed."""
+    best: list[tuple[Trial, Trial]]
+    """Per entry: the full search's best trial, and the one halving keeps."""
+    pruned: int
+    trials: int
+    share: float
+    """The virtual training halving runs, as a share of the full search's."""
+    wall: float
+    """Its wall seconds, each rung's share of a trial's wall taken as its share of the virtual time."""
+    wall_full: float
+    """The full search's wall seconds (its runs' summary.csv)."""
+
+    @property
+    def kept(self) -> int:
+        """How many entries' best trials halving keeps."""
+        return sum(full.number == halved.number for full, halved in self.best)
+
+    def lines(self) -> list[str]:
+        """One line per entry, then what halving would have cost."""
+        from simfl.schema.estimate import duration_text
+
+        lines = []
+        for full, halved in self.best:
+            same = ("the same" if halved.number == full.number
+                    else f"trial {halved.number} ({halved.shown()}: {halved.score:.4f})")
+            lines.append(f"{full.entry.name}: the full search's best is trial {full.number} ({full.shown()}: "
+                         f"{full.score:.4f}); halving keeps {same}")
+        plan = self.plan
+        lines.append(f"halving at {', '.join(f'{t:g}' for t in plan.rungs)} s keeping 1/{plan.eta} of each "
+                     f"{bracket_word(plan)}: {self.pruned} of {self.trials} trials pruned, {self.share:.2f} of the "
+                     f"full search's virtual training; about {duration_text(self.wall)} of its "
+                     f"{duration_text(self.wall_full)} of wall time (each rung's share of its trial's wall time "
+                     "taken as its share of the virtual time)")
+        return lines
 
 
 def _walls(folder: Path) -> float:

@@ -161,6 +161,7 @@ def test_halving_prunes_at_the_same_rungs_for_every_entry_and_finds_the_best(hal
     assert [a.train.lr for a in best.algorithms] == [0.3, 0.3]
     assert load(halved / TUNE_FILE).tune.halving == HalvingConfig()  # what a resume continues
     assert (halved / "trials" / "fedavg" / "trial5" / "rung0" / "summary.csv").is_file()
+    assert (halved / "trials.png").stat().st_size > 0  # with its panel of the scores at the rungs
 
 
 def test_two_workers_give_the_halving_table_of_one(halved: Path, tmp_path: Path) -> None:
@@ -193,7 +194,9 @@ def test_the_replay_of_a_full_search_makes_the_choices_of_a_live_halving(halved:
     from simfl.launch.tune import replay_halving
 
     full = tune(halving_scenario(halving=False), tmp_path / "full", workers=1, quiet=True, base=tmp_path).out
-    lines = replay_halving(full)
+    replay = replay_halving(full)
+    lines = replay.lines()
+    assert replay.kept == 2 and (replay.pruned, replay.trials) == (10, 12)
     live = {r["entry"]: r for r in rows(halved / TRIALS_FILE) if r["state"] == "scored"}
     for entry in ("fedasync", "fedavg"):
         line = next(x for x in lines if x.startswith(f"{entry}:"))
