@@ -105,14 +105,30 @@ class Misfit(Exception):
         self.detail = detail
 
 
+_MEASURED: dict[tuple[Any, ...], ModelCost] = {}
+"""Each model measured in this process, by its builder, config, sample shape and classes: a tune or a sweep
+estimates the same model once per trial or cell, and its activations take a second or more to count."""
+
+
 def measure(build: Callable[[Any, tuple[int, ...], int], Any], config: Any, shape: tuple[int, ...],
             classes: int) -> ModelCost:
-    """The :class:`ModelCost` of the model ``build(config, shape, classes)`` makes, sized on the meta device.
+    """The :class:`ModelCost` of the model ``build(config, shape, classes)`` makes, sized on the meta device
+    (once per process for the same model and data, :data:`_MEASURED`).
 
     Runs one forward pass of a batch of samples of ``shape`` (on the CPU up to :data:`CPU_CHECK_PARAMETERS`
     parameters, else on the meta device), so that a model that does not fit the data raises :class:`Misfit` here
     instead of deep in training. The FLOPs and activations are functions, counted on call on the meta device.
     """
+    dumped = config.model_dump_json() if hasattr(config, "model_dump_json") else repr(config)
+    key = (build, type(config), dumped, tuple(shape), classes)
+    if key not in _MEASURED:
+        _MEASURED[key] = _measure(build, config, shape, classes)
+    return _MEASURED[key]
+
+
+def _measure(build: Callable[[Any, tuple[int, ...], int], Any], config: Any, shape: tuple[int, ...],
+             classes: int) -> ModelCost:
+    """:func:`measure`, done."""
     import torch
 
     try:
