@@ -4,7 +4,8 @@
 splits it. Each configuration runs in a fresh process (the capability and MKL's code path are read once,
 at torch's first computation) with ``SIMFL_NUMERICS=native`` so that simfl leaves its environment alone,
 the configuration's variables set and oneDNN and NNPACK switched as it says. Per model (LeNet5 on 28x28,
-the quickstart's 8-channel CNN on 8x8, batch 128, one thread, the memory layout ``--layout`` says) it
+the quickstart's 8-channel CNN on 8x8, batch 128, one thread, the memory layout ``--layout`` says: by
+default as simfl's trainer picks it, channels-last where oneDNN is on) it
 prints the CPU ms of an unprofiled step (median of ``--steps``-step blocks) and, from ``torch.profiler``
 over further steps, each kernel group's self CPU ms per step (an op's children count in its group; the
 profiler adds its own cost, so the groups sum to a little more than the step). Configurations alternate,
@@ -24,15 +25,14 @@ CONFIGS: dict[str, tuple[dict[str, str], bool, bool]] = {
     "native": ({}, True, True),
     "portable": ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, False, False),
     "portable+mkl_auto": ({"ATEN_CPU_CAPABILITY": "default"}, False, False),
-    "portable+mkl_avx2": ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2"}, False, False),
     "portable+mkl_avx2_strict": ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "AVX2,STRICT"}, False, False),
     "portable+aten_avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}, False, False),
     "portable+aten_avx512": ({"ATEN_CPU_CAPABILITY": "avx512", "MKL_CBWR": "COMPATIBLE"}, False, False),
     "portable+onednn": ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, True, False),
     "portable+nnpack": ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, False, True),
-    "avx2_pin": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT"}, False, False),
 }
-"""Name: (environment, oneDNN on, NNPACK on). ``avx2_pin`` is the pin that would require AVX2 of every CPU."""
+"""Name: (environment, oneDNN on, NNPACK on): ``portable`` with one switch changed. ``mkl_auto`` leaves
+``MKL_CBWR`` unset; ``portable+aten_avx2`` is the pin that would require AVX2 of every CPU."""
 
 GROUPS = {
     "conv_fwd": ("aten::_slow_conv2d_forward", "aten::mkldnn_convolution", "aten::_nnpack_spatial_convolution",
@@ -69,7 +69,7 @@ def group(e):
 out = {"capability": torch.backends.cpu.get_cpu_capability()}
 for name, model, shape in (("lenet5", LeNet5.build(LeNet5Config(), (1, 28, 28), 10), (1, 28, 28)),
                            ("smallcnn", SmallCNN.build(SmallCNNConfig(channels=8), (1, 8, 8), 10), (1, 8, 8))):
-    if layout == "channels_last":
+    if layout == "channels_last" or (layout == "trainer" and onednn):
         model.to(memory_format=torch.channels_last)
     gen = torch.Generator().manual_seed(0)
     x, y = torch.randn(128, *shape, generator=gen), torch.randint(0, 10, (128,), generator=gen)
@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="rounds (one fresh process per configuration each)")
     parser.add_argument("--steps", type=int, default=20, help="steps per timed block and profiled")
-    parser.add_argument("--layout", choices=("contiguous", "channels_last"), default="contiguous",
-                        help="the models' memory layout (simfl's trainer uses channels_last for CPU convolutions)")
+    parser.add_argument("--layout", choices=("trainer", "contiguous", "channels_last"), default="trainer",
+                        help="the models' memory layout (trainer: channels-last where oneDNN is on, as simfl trains)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names of CONFIGS")
     args = parser.parse_args(argv)
     names = [c for c in args.configs.split(",") if c]

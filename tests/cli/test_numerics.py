@@ -95,3 +95,56 @@ def test_cpu_convolutions_train_channels_last_only_where_onednn_computes_them() 
         assert not channels_last_helps(mlp)
     finally:
         torch.backends.mkldnn.enabled = before  # type: ignore[assignment]
+
+
+def test_the_portable_relu_backward_gives_atens_bits() -> None:
+    """The portable mode's ``threshold_backward`` selects exactly what ATen's does: NaN, -0.0, infinities, subnormals,
+    other thresholds, strided and channels-last tensors, other float types, mixed types, broadcasting."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    special = torch.tensor([float("nan"), -0.0, 0.0, float("inf"), -float("inf"), 1e-45, -1e-45, 0.5, 0.25])
+
+    def case(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        t = torch.randn(shape, generator=gen).to(dtype)
+        t.view(-1)[: len(special)] = special.to(dtype)
+        return t
+
+    grad, x = case((8, 6, 5, 5)), case((8, 6, 5, 5))
+    cases = [(grad, x, 0.0), (grad, x, 0.5), (grad, x, -1), (grad.flip(0), x, 0.0),
+             (grad.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last), 0.0),
+             (grad.transpose(1, 3), x.transpose(1, 3), 0.0), (grad[:, ::2], x[:, ::2], 0.0),
+             (case((40,), torch.float64), case((40,), torch.float64), 0.0),
+             (case((40,), torch.bfloat16), case((40,), torch.bfloat16), 0.0),
+             (case((40,), torch.float16), case((40,), torch.float16), 0.0),
+             (case((40,), torch.float64), case((40,)), 0.0), (case((4, 40)), case((40,)), 0.0)]
+    before = numerics._fast_kernels is not None
+    try:
+        numerics._register_fast_kernels(False)
+        expected = [torch.ops.aten.threshold_backward(g, s, t) for g, s, t in cases]
+        numerics._register_fast_kernels(True)
+        got = [torch.ops.aten.threshold_backward(g, s, t) for g, s, t in cases]
+    finally:
+        numerics._register_fast_kernels(before)
+    for (g, _, t), want, have in zip(cases, expected, got, strict=True):
+        assert have.dtype == want.dtype and have.shape == want.shape and have.stride() == want.stride(), (g.dtype, t)
+        width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[want.element_size()]
+        assert torch.equal(have.view(width), want.view(width)), (g.dtype, g.shape, t)
+
+
+def test_the_portable_kernels_follow_the_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``apply`` registers them in the portable mode and withdraws them in the native one; ``applied`` restores."""
+    before, switches = numerics._fast_kernels is not None, numerics._switches()
+    try:
+        monkeypatch.setenv(numerics.ENV, "portable")
+        numerics.apply()
+        assert numerics._fast_kernels is not None
+        monkeypatch.setenv(numerics.ENV, "native")
+        with numerics.applied():
+            assert numerics._fast_kernels is None
+        assert numerics._fast_kernels is not None
+        numerics.apply()
+        assert numerics._fast_kernels is None
+    finally:
+        numerics._register_fast_kernels(before)
+        numerics._set_switches(*switches)
