@@ -21,9 +21,9 @@ MKL's other CNR branches (``MKL_CBWR=AVX2[,STRICT]``) hold only on Intel CPUs, o
 MKL's automatic choice; oneDNN's ``ONEDNN_MAX_CPU_ISA`` pins its instruction set but not its blocking,
 which follows the cache sizes; NNPACK needs AVX2 on x86-64 and sizes its tiles by cache size too.
 One of ATen's default kernels is far slower than it need be: ReLU's backward
-(``aten::threshold_backward``), a selection, about 20x its AVX2 time. The portable mode replaces it in
+(``aten::threshold_backward``), a selection, about 15x its AVX2 time. The portable mode replaces it in
 the process by the same selection through a mask product (:func:`_threshold_backward`: the same bits,
-about 4.5x faster at ``default``).
+about 4x faster at ``default``).
 
 The environment variables must be set before torch first computes in a process:
 ``import simfl`` sets them (:func:`pin_environment`), worker processes inherit them, and
@@ -85,7 +85,7 @@ def _threshold_backward(grad: torch.Tensor, self: torch.Tensor, threshold: float
 
     ATen's own kernel at the ``default`` capability emulates its vector blend element by element; a float
     tensor's bits times a 0/1 mask, as integers, select the same values (NaN and -0.0 included) at
-    about 4.5x the speed there.
+    about 4x the speed there.
     """
     import torch
 

@@ -39,9 +39,9 @@ def channels_last_helps(model: nn.Module) -> bool:
     oneDNN's convolutions (forward and backward) run about 20-25% faster on
     channels-last weights (LeNet5 on MNIST, 1 or 2 threads); the results agree
     with the default layout to float32 rounding. Without oneDNN (the portable
-    numerics, :mod:`simfl.numerics`) ATen's own im2col convolutions run 1.5-1.7x
-    slower channels-last than contiguous (``benchmarks/numerics_breakdown.py``),
-    so the model stays as built. GPU models are left as built.
+    numerics, :mod:`simfl.numerics`) ATen's own im2col convolutions run 2.6-3.7x
+    slower channels-last than contiguous, a LeNet5 step 1.7x (``benchmarks/README.md``,
+    numerics), so the model stays as built. GPU models are left as built.
     """
     first = next(model.parameters(), None)
     return (first is not None and first.device.type == "cpu" and bool(torch.backends.mkldnn.enabled)
