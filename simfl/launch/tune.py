@@ -444,12 +444,24 @@ def estimate_line(plan: Plan) -> str:
                  "every trial to the budget")
     else:
         line += f"; {plan.halving_note}"
-    wall = estimate.estimate(plan.scn).wall_seconds
-    if wall is not None:
-        line += f"; about {estimate.duration_text(wall * runs * share)} of one worker"
+    cost = tune_seconds(plan)
+    if cost is not None:
+        line += f"; about {estimate.duration_text(cost[0])} of one worker"
         if plan.rungs:
-            line += f" ({estimate.duration_text(wall * runs)} without halving)"
+            line += f" ({estimate.duration_text(cost[1])} without halving)"
     return line
+
+
+def tune_seconds(plan: Plan) -> tuple[float, float] | None:
+    """The tune's estimated seconds of one worker, with its halving and without (None: not known ahead): the
+    schema's estimate of one run of the scenario, times the trials' runs, times :func:`halving_share`."""
+    from simfl.schema import estimate
+
+    wall = estimate.estimate(plan.scn).wall_seconds
+    if wall is None:
+        return None
+    runs = sum(e.trials for e in plan.entries) * len(plan.scn.seeds)
+    return wall * runs * halving_share(plan), wall * runs
 
 
 # -- scores and tables ----------------------------------------------------------------------------------------------

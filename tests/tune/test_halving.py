@@ -214,3 +214,24 @@ def test_the_replay_of_a_full_search_makes_the_choices_of_a_live_halving(halved:
     assert "--eta: Input should be greater than or equal to 2" in capsys.readouterr().err
     assert main(["tune", "--halving-replay", str(halved)]) == 2
     assert "was tuned with halving already" in capsys.readouterr().err
+
+
+def test_validate_states_the_tunes_cost_and_the_training_it_runs(tmp_path: Path, write_scenario,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # simfl validate states the tune's rungs, the share of training halving runs and its cost (CPU, wall here and on
+    # Ray nodes); the share is what the tune then runs, counted from its trials table (how long that takes against
+    # the estimate is a timing: python -m benchmarks.tune_estimate)
+    from simfl.launch.tune import tune_seconds
+
+    raw = halving_scenario(trials=3, batch=3, params={"train.lr": [0.01, 0.03, 0.3]})
+    raw.update(budget={"time": 900.0}, eval={"every": 100.0}, algorithms=[{"name": "fedasync", "alpha": 0.6}])
+    assert main(["validate", str(write_scenario(raw))]) == 0
+    printed = capsys.readouterr().out
+    # 3 trials to 100 s, 1 to 300 s, 1 to 900 s: 300 + 300 + 900 = 1500 of 3 x 900 = 2700 virtual seconds
+    assert "halving keeps the best 1/3 of each entry at 100, 300, 900 s (the rest pruned): 0.56 of the training" in printed
+    assert "#   cost:          the tune: CPU about " in printed and "on 4 Ray nodes like this one" in printed
+    plan = plan_of(validate(raw))
+    cost = tune_seconds(plan)
+    assert cost is not None and cost[0] == pytest.approx(cost[1] * 1500 / 2700)
+    out = tune(raw, tmp_path / "tuned", workers=1, quiet=True, base=tmp_path).out
+    assert sum(float(r["virtual_seconds"]) for r in rows(out / TRIALS_FILE)) == 1500.0
