@@ -620,7 +620,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from simfl.launch.tune import BEST_FILE, TRIALS_FILE, broken_notes, edge_notes, halving_note, rule_notes, tune
+    from simfl.launch.tune import (
+        BEST_FILE,
+        TRIALS_FILE,
+        broken_notes,
+        edge_notes,
+        halving_note,
+        resolution_notes,
+        rule_notes,
+        tune,
+    )
 
     if args.halving_replay is not None:
         return _halving_replay(args)
@@ -641,6 +650,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"halving: {halved}" if halved is not None else outcome.plan.halving_note)
     for note in edge_notes(outcome.plan, best):
         print(f"at an edge: {note}")
+    for note in resolution_notes(outcome.plan, outcome.out, best, outcome.trials):
+        print(f"not separated: {note}")
     for note in broken_notes(outcome.trials):
         print(f"diverged: {note}")
     for note in rule_notes(outcome.plan, outcome.out, outcome.trials, best):

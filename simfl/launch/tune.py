@@ -583,6 +583,56 @@ def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[di
     return columns, rows
 
 
+def validation_rows(metrics: Sequence[Any]) -> int | None:
+    """The rows of the validation split the ``metrics`` tables were scored on: every accuracy is a count of rows
+    over them, so they are the least common multiple of the accuracies' denominators (None: not found, more than
+    a million rows, or accuracies that are not such fractions)."""
+    from fractions import Fraction
+
+    rows = 1
+    for table in metrics:
+        for value in table["accuracy"].to_numpy(dtype=float):
+            if not math.isfinite(value):
+                continue
+            fraction = Fraction(float(value)).limit_denominator(1_000_000)
+            if abs(float(fraction) - value) > 1e-12:
+                return None
+            rows = math.lcm(rows, fraction.denominator)
+            if rows > 1_000_000:
+                return None
+    return rows if rows > 1 else None
+
+
+def resolution_notes(plan: Plan, out: Path, best: Mapping[str, Trial], trials: Sequence[Trial]) -> list[str]:
+    """One line per entry whose best two trials the validation split cannot tell apart: their scores differ by less
+    than two standard errors of a difference of two accuracies near the best one, sqrt(2 p (1 - p) / (n k)) for n
+    validation rows and k seeds (a normal approximation that ignores the pairing of the rows, so it errs on the
+    side of saying so), with about how many rows would separate that difference (at least one row's)."""
+    notes = []
+    for entry in plan.entries:
+        full = sorted((t for t in trials if t.entry.name == entry.name and t.full and not math.isnan(t.score)),
+                      key=lambda t: (-t.score, t.number))
+        if entry.name not in best or len(full) < 2:
+            continue
+        first, second = full[0], full[1]
+        rows = validation_rows([read_metrics(out / t.folder, entry.name, seed) for t in (first, second)
+                                for seed in plan.scn.seeds])
+        if rows is None:
+            continue
+        p, seeds = first.score, len(plan.scn.seeds)
+        gap = first.score - second.score
+        error = math.sqrt(2 * p * (1 - p) / (rows * seeds)) if 0 < p < 1 else 0.0
+        if error == 0.0 or gap >= 2 * error:
+            continue
+        needed = math.ceil(8 * p * (1 - p) / (max(gap, 1 / rows) ** 2 * seeds))
+        notes.append(f"{entry.name}: its best two trials, {first.number} and {second.number}, score {first.score:.4f} "
+                     f"and {second.score:.4f}, {gap * rows:.3g} row{'s' * (round(gap * rows, 6) != 1)} apart of the validation "
+                     f"split's {rows:,}, within "
+                     f"two standard errors ({2 * error:.4f}); about {needed:,} rows would tell such a difference apart "
+                     "(tune.validation, or more seeds)")
+    return notes
+
+
 _AT_EDGE = {"lowest": "the lowest of its grid", "highest": "the highest of its grid",
           "low": "at the low end of its range", "high": "at the high end of its range"}
 
@@ -642,6 +692,7 @@ def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int],
         lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {trial.shown()}: {trial.score:.4f}")
     lines += [f"# Halving: {note}." for note in [halving_note(plan, trials)] if note is not None]
     lines += [f"# At an edge: {note}." for note in edge_notes(plan, best)]
+    lines += [f"# Not separated: {note}." for note in resolution_notes(plan, out, best, trials)]
     lines += [f"# Diverged: {note}; its score is a broken model's." for note in broken]
     lines += [f"# Scored by {note}." for note in rules]
     lines.append(f"# Fresh seeds {plan.seeds}: `simfl run {BEST_FILE}` compares the tuned entries on the test set.")

@@ -7,6 +7,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -284,3 +285,28 @@ def test_what_the_other_score_rules_would_choose(tmp_path: Path) -> None:
     twin = Trial(plan.entries[0], 3, {"train.lr": 0.03}, scores=[0.85])
     assert rule_notes(plan, tmp_path, [twin, *trials[:2]], {"fedavg": trials[0]})[1] == \
         "mean_accuracy: fedavg trial 1 (train.lr=0.03: 0.5833)"
+
+
+def test_a_validation_split_too_small_to_separate_the_best_trials_is_named(tmp_path: Path) -> None:
+    # 148 validation rows (every accuracy is k / 148): the best two trials at 140 and 139 rows, p = 140/148 = 0.9459,
+    # differ by one row (0.0068) against two standard errors of 2 * sqrt(2 * 0.9459 * 0.0541 / 148) = 0.0526:
+    # not separated; a difference of one row needs 8 * p * (1 - p) / (1/148)^2 = 8 * 0.05113 * 21904 = 8,960 rows
+    from simfl.launch.tune import Trial, plan_of, resolution_notes, trial_scores, validation_rows
+    from simfl.output.results import read_metrics
+    from simfl.schema.scenario import validate
+
+    raw = digits_scenario(algorithms=[{"name": "fedavg", "clients_per_round": 4}],
+                          tune={"trials": 3, "params": {"train.lr": [0.01, 0.03, 0.1]}})
+    plan = plan_of(validate(raw))
+    trials = [Trial(plan.entries[0], n, {"train.lr": lr}) for n, lr in enumerate((0.01, 0.03, 0.1))]
+    for trial, last in zip(trials, (140, 139, 100), strict=True):
+        _trial_folder(tmp_path / trial.folder, [14 / 148, 90 / 148, last / 148])
+        trial.scores = trial_scores(tmp_path / trial.folder, "fedavg", [0], "final_accuracy")
+    assert validation_rows([read_metrics(tmp_path / t.folder, "fedavg", 0) for t in trials]) == 148
+    (note,) = resolution_notes(plan, tmp_path, {"fedavg": trials[0]}, trials)
+    assert note == ("fedavg: its best two trials, 0 and 1, score 0.9459 and 0.9392, 1 row apart of the validation "
+                    "split's 148, within two standard errors (0.0526); about 8,960 rows would tell such a difference "
+                    "apart (tune.validation, or more seeds)")
+    # 40 rows apart is separated; accuracies that are no count of rows say nothing
+    assert resolution_notes(plan, tmp_path, {"fedavg": trials[0]}, [trials[0], trials[2]]) == []
+    assert validation_rows([pd.DataFrame({"accuracy": [0.1234567891234]})]) is None
