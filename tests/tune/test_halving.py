@@ -17,6 +17,7 @@ from simfl.errors import InputError
 from simfl.launch.tune import BEST_FILE, TRIALS_FILE, TUNE_FILE, halving_share, plan_of, score_at, tune
 from simfl.schema.scenario import load, validate
 from simfl.schema.tuning import HalvingConfig, rung_times, survivors
+from tests.tune.test_tune import digits_scenario
 
 pytest.importorskip("optuna")
 
@@ -25,21 +26,10 @@ LRS = [0.0003, 0.001, 0.003, 0.01, 0.03, 0.3]
 
 
 def halving_scenario(**tune_changes: Any) -> dict[str, Any]:
-    """Digits over 4 IID clients, an MLP, 90 virtual seconds evaluated every 10: rungs at 10, 30 and 90 s."""
+    """The tune tests' digits scenario over 90 virtual seconds evaluated every 10: rungs at 10, 30 and 90 s."""
     tune_section: dict[str, Any] = {"trials": 6, "batch": 6, "params": {"train.lr": LRS}}
     tune_section.update(tune_changes)
-    return {
-        "name": "tiny-halving",
-        "seeds": [0],
-        "data": {"dataset": "digits", "partition": {"kind": "iid", "clients": 4}},
-        "model": {"name": "mlp", "hidden": [16]},
-        "train": {"epochs": 1, "batch_size": 32, "lr": 0.05},
-        "latency": {"model": "constant", "seconds": [2.0, 3.0, 5.0, 7.0]},
-        "budget": {"time": 90.0},
-        "eval": {"every": 10.0},
-        "algorithms": [{"name": "fedasync", "alpha": 0.6}, {"name": "fedavg", "clients_per_round": 4}],
-        "tune": tune_section,
-    }
+    return digits_scenario(name="tiny-halving", budget={"time": 90.0}, eval={"every": 10.0}, tune=tune_section)
 
 
 def rows(path: Path) -> list[dict[str, str]]:
