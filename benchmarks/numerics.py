@@ -19,30 +19,41 @@ import statistics
 import subprocess
 import sys
 
+STEPS = r"""
+from simfl.models.lenet import LeNet5, LeNet5Config
+from simfl.models.small import SmallCNN, SmallCNNConfig
+def training_steps(channels_last):
+    # each model's name and one SGD step of it on a fixed batch of 128, after 5 warm-up steps; the model
+    # channels-last where channels_last(model) says
+    for name, model, shape in (("lenet5", LeNet5.build(LeNet5Config(), (1, 28, 28), 10), (1, 28, 28)),
+                               ("smallcnn", SmallCNN.build(SmallCNNConfig(channels=8), (1, 8, 8), 10), (1, 8, 8))):
+        if channels_last(model):
+            model.to(memory_format=torch.channels_last)
+        gen = torch.Generator().manual_seed(0)
+        x, y = torch.randn(128, *shape, generator=gen), torch.randint(0, 10, (128,), generator=gen)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        def step(model=model, opt=opt, x=x, y=y):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        for _ in range(5):
+            step()
+        yield name, step
+"""
+"""The probes' models and training step (source run in each probe's fresh process), shared by
+:mod:`benchmarks.numerics_breakdown`."""
+
 PROBE = r"""
 import json, sys, time
 import torch
 from simfl import numerics
 from simfl.train.local import channels_last_helps
-from simfl.models.lenet import LeNet5, LeNet5Config
-from simfl.models.small import SmallCNN, SmallCNNConfig
 torch.set_num_threads(1)
 numerics.apply()
 layout = sys.argv[1]
+""" + STEPS + r"""
 out = {}
-for name, model, shape in (("lenet5", LeNet5.build(LeNet5Config(), (1, 28, 28), 10), (1, 28, 28)),
-                           ("smallcnn", SmallCNN.build(SmallCNNConfig(channels=8), (1, 8, 8), 10), (1, 8, 8))):
-    if layout == "channels_last" or (layout == "trainer" and channels_last_helps(model)):
-        model.to(memory_format=torch.channels_last)
-    gen = torch.Generator().manual_seed(0)
-    x, y = torch.randn(128, *shape, generator=gen), torch.randint(0, 10, (128,), generator=gen)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    for _ in range(5):
-        step()
+for name, step in training_steps(lambda m: layout == "channels_last" or (layout == "trainer" and channels_last_helps(m))):
     start, n = time.process_time(), 40
     for _ in range(n):
         step()

@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import sys
 
+from benchmarks.numerics import STEPS
+
 CONFIGS: dict[str, tuple[dict[str, str], bool, bool]] = {
     "native": ({}, True, True),
     "portable": ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, False, False),
@@ -51,8 +53,6 @@ PROBE = r"""
 import json, sys, time
 import torch
 from torch.profiler import ProfilerActivity, profile
-from simfl.models.lenet import LeNet5, LeNet5Config
-from simfl.models.small import SmallCNN, SmallCNNConfig
 onednn, nnpack, layout, steps, groups = json.loads(sys.argv[1])
 torch.set_num_threads(1)
 torch.backends.mkldnn.enabled = onednn
@@ -66,20 +66,9 @@ def group(e):
             return of_name[e.name]
         e = e.cpu_parent
     return "other"
+""" + STEPS + r"""
 out = {"capability": torch.backends.cpu.get_cpu_capability()}
-for name, model, shape in (("lenet5", LeNet5.build(LeNet5Config(), (1, 28, 28), 10), (1, 28, 28)),
-                           ("smallcnn", SmallCNN.build(SmallCNNConfig(channels=8), (1, 8, 8), 10), (1, 8, 8))):
-    if layout == "channels_last" or (layout == "trainer" and onednn):
-        model.to(memory_format=torch.channels_last)
-    gen = torch.Generator().manual_seed(0)
-    x, y = torch.randn(128, *shape, generator=gen), torch.randint(0, 10, (128,), generator=gen)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    def step():
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    for _ in range(5):
-        step()
+for name, step in training_steps(lambda m: layout == "channels_last" or (layout == "trainer" and onednn)):
     blocks = []
     for _ in range(3):
         start = time.process_time()

@@ -56,6 +56,9 @@ Run from the repository root: ``python results/derived.py``. Each line is
   halving): how many entries' best trials halving with that eta and rung count keeps, how many trials it prunes, the
   share of the search's virtual training it runs and its wall hours against the search's (each rung's share of a
   trial's wall taken as its share of the virtual time); ``halving_replay_total[etaE-rungsR]`` sums the three searches;
+  ``halving_replay_differs[FOLDER/ENTRY]``: under the default halving, where its choice is not the full search's, both
+  trials' validation accuracy (%) at each rung; ``tune_not_separated[FOLDER/ENTRY]``: an entry whose best two trials
+  the validation split cannot tell apart (``simfl tune``'s own note, :func:`simfl.launch.tune.resolution_notes`);
 - ``tune_trial[FOLDER/ENTRY/trialK]``: a finished trial of a search still under way (not every trial in its
   ``trials.csv`` scored by Optuna, or no ``trials.csv`` yet): the values its entry was given for the searched keys
   and its score (final validation accuracy, %, mean over the search's seeds).
@@ -69,7 +72,18 @@ import numpy as np
 import pandas as pd
 
 from simfl.algorithms.configs import run_name
-from simfl.launch.tune import SCORED, TRIALS_DIR, TRIALS_FILE, TUNE_FILE, plan_of, replay_halving
+from simfl.launch.tune import (
+    SCORED,
+    TRIALS_DIR,
+    TRIALS_FILE,
+    TUNE_FILE,
+    best_trials,
+    finished_tune,
+    plan_of,
+    replay_halving,
+    resolution_notes,
+    trial_scores,
+)
 from simfl.output.comparison import accuracy_at, compare, mean_interval
 from simfl.output.report import RunGroup, find_result_folders, group_comparison, group_table, load_groups
 from simfl.schema import scenario as scenario_mod
@@ -159,6 +173,7 @@ def main() -> None:
     for search in sorted(RESULTS.glob("tune-*")):
         unfinished_search(search)
     halving_replays()
+    not_separated()
 
     ablation5 = RESULTS / "ablation-mnist-e5"
     if ablation5.is_dir():  # its other rows are the main runs' seed 0 (results/reproduce.sh ablation5)
@@ -241,10 +256,40 @@ def halving_replays() -> None:
             print(f"halving_replay[{search.name}/eta{eta}-rungs{rungs}]=keeps {replay.kept} of {len(replay.best)} best; "
                   f"pruned {replay.pruned} of {replay.trials}; virtual {replay.share:.2f}; wall "
                   f"{replay.wall / 3600:.1f} of {replay.wall_full / 3600:.1f} h")
+            if (eta, rungs) == (3, 3):
+                differs(search, replay)
         wall, whole = sum(r.wall for r in replays), sum(r.wall_full for r in replays)
         print(f"halving_replay_total[eta{eta}-rungs{rungs}]=keeps {sum(r.kept for r in replays)} of "
               f"{sum(len(r.best) for r in replays)} best; pruned {sum(r.pruned for r in replays)} of "
               f"{sum(r.trials for r in replays)}; wall {wall / 3600:.1f} of {whole / 3600:.1f} h ({wall / whole:.2f})")
+
+
+def differs(search: Path, replay: object) -> None:
+    """``halving_replay_differs`` lines of one search's replay (module docstring)."""
+    from simfl.launch.tune import Replay
+
+    assert isinstance(replay, Replay)
+    plan = replay.plan
+    for full, halved in replay.best:
+        if full.number == halved.number:
+            continue
+        def at(trial: object, time: float) -> float:
+            assert hasattr(trial, "folder") and hasattr(trial, "entry")
+            return 100 * float(np.mean(trial_scores(search / trial.folder, trial.entry.name, plan.scn.seeds,
+                                                    plan.config.score, time)))
+
+        shown = [f"trial {t.number} ({t.shown()}): " + ", ".join(f"{time:g} s {at(t, time):.2f}" for time in plan.rungs)
+                 for t in (full, halved)]
+        print(f"halving_replay_differs[{search.name}/{full.entry.name}]=full search's {shown[0]}; halving's {shown[1]}")
+
+
+def not_separated() -> None:
+    """``tune_not_separated`` lines: the committed MNIST searches (module docstring)."""
+    for search in sorted(RESULTS.glob("tune-mnist-e5-*")):
+        plan, trials = finished_tune(search)
+        for note in resolution_notes(plan, search, best_trials(trials), trials):
+            entry, text = note.split(": ", 1)
+            print(f"tune_not_separated[{search.name}/{entry}]={text}")
 
 
 def unfinished_search(search: Path) -> None:

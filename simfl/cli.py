@@ -105,18 +105,11 @@ def _check_estimate(scn: Scenario, args: argparse.Namespace, cells: int = 1) -> 
     workers = workers_for(None, [scn], est.runs * est.cells)
     out = args.out if args.out is not None else outdir.default_out(scn.name, sweep=bool(scn.sweep))
     _check_out(est, out, where, workers)
-    return est.lines(workers, limits.free_lines(est, out, workers))
+    return est.lines(workers, limits.free_lines(est, out, workers)) + _cost_lines(scn, est, workers)
 
 
 RAY_NODES = 4
 """The cluster the plan's cost is also stated for: that many Ray nodes of this machine's kind."""
-
-
-def _workers(scn: Scenario) -> int:
-    """The runs side by side here by default (:func:`simfl.launch.workers.workers_for`)."""
-    from simfl.launch.workers import workers_for
-
-    return workers_for(None, [scn], 1_000_000)
 
 
 def _span(low: float, high: float) -> str:
@@ -133,24 +126,16 @@ def _cost_text(what: str, low: float, high: float, workers: int, extra: str = ""
             f"{_span(low / workers / RAY_NODES, high / workers / RAY_NODES)} on {RAY_NODES} Ray nodes like this one")
 
 
-def _cost_lines(scn: Scenario, args: argparse.Namespace) -> list[str]:
-    """The cost line of a run or sweep (with sequential seeds, from the first batch's to the most's)."""
-    from simfl.schema import estimate
-
-    est = estimate.estimate(scn, max(1, len(list(_cells(scn)))))
+def _cost_lines(scn: Scenario, est: Estimate, workers: int) -> list[str]:
+    """The cost line of a run or sweep from its estimate (with sequential seeds, from the first batch's to the
+    most's)."""
     if est.wall_total is None:
         return []
     cpu = est.wall_total * est.cells + est.launch_seconds
     plan = scn.seed_plan
     high = cpu if plan is None else cpu * plan.most / len(scn.seeds)
     what = "the runs" if plan is None else f"the runs ({plan.first} to {plan.most} seeds)"
-    return [_cost_text(what, cpu, high, _workers(scn))]
-
-
-def _cells(scn: Scenario) -> list[int]:
-    from simfl.schema.limits import check_cells
-
-    return list(range(check_cells(scn.sweep, "sweep")))
+    return [_cost_text(what, cpu, high, workers)]
 
 
 def _estimate(scn: Scenario, every: Every | None, wall: float | None, cells: int = 1) -> Estimate:
@@ -422,16 +407,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     scn = _load(args)
     check_installed(scn.tracking)  # what run would refuse, validate refuses too
     lines = _check_estimate(scn, args, check_cells(scn.sweep, str(args.file)))
-    lines += _cost_lines(scn, args)
     if scn.tune is not None:
-        from simfl.launch.tune import estimate_line, plan_of, tune_seconds
+        from simfl.launch.tune import estimate_line, plan_of, tune_seconds, tune_units
+        from simfl.launch.workers import workers_for
 
         tuning = plan_of(scn, str(args.file))
-        lines.append(estimate_line(tuning))
         cost = tune_seconds(tuning)
+        lines.append(estimate_line(tuning, cost))
         if cost is not None:
-            lines.append(_cost_text("the tune", cost[0], cost[0], _workers(scn), "" if not tuning.rungs else
-                                    f" ({_span(cost[1], cost[1])} of one core without halving)"))
+            lines.append(_cost_text("the tune", cost[0], cost[0], workers_for(None, [scn], tune_units(tuning)),
+                                    "" if not tuning.rungs else f" ({_span(cost[1], cost[1])} of one core without "
+                                    "halving)"))
     sys.stdout.write(scenario_mod.dump(scn))
     print("\n".join(lines))
     plan = scn.seed_plan  # sequential seeds: the estimate above is of the first batch

@@ -137,8 +137,13 @@ class Plan:
 
     def folder(self, entry: Entry, number: int, rung: int | None = None) -> str:
         """A trial's result folder: ``trials/<entry>/trial<k>``, or its rung's below it with halving."""
-        base = Trial(entry, number, {}).folder
+        base = trial_folder(entry, number)
         return base if not self.rungs else f"{base}/rung{rung if rung is not None else len(self.rungs) - 1}"
+
+
+def trial_folder(entry: Entry, number: int) -> str:
+    """Trial ``number``'s folder of ``entry`` within the tune's: ``trials/<entry>/trial<k>``."""
+    return f"{TRIALS_DIR}/{entry.name}/trial{number}"
 
 
 @dataclass
@@ -168,7 +173,7 @@ class Trial:
     ``trials/<entry>/trial<k>``."""
 
     def __post_init__(self) -> None:
-        self.folder = self.folder or f"{TRIALS_DIR}/{self.entry.name}/trial{self.number}"
+        self.folder = self.folder or trial_folder(self.entry, self.number)
 
     def values(self) -> dict[str, Any]:
         """The entry's values of this trial (categorical labels turned back into their values)."""
@@ -301,11 +306,15 @@ def sampler_for(plan: Plan, entry: Entry, number: int) -> optuna.samplers.BaseSa
 # -- planning ------------------------------------------------------------------------------------------------------
 
 
+LEARNING = ("tpe",)
+"""The samplers whose later trials depend on the earlier ones' scores: halving takes its share of each batch."""
+
+
 def bracket_size(config: TuneConfig, sampler: str, halving: bool, entry: Entry) -> int:
     """How many of the entry's trials are asked at a time (and, with halving, compete at its rungs): ``tune.batch``;
     with halving and a sampler that does not learn from scores (grid, random), all of the entry's trials, which it
     would draw alike in any batches, so that the best share is taken of them all."""
-    return entry.trials if halving and sampler != "tpe" else config.batch
+    return entry.trials if halving and sampler not in LEARNING else config.batch
 
 
 def _halving(scn: Scenario, config: TuneConfig, entries: Sequence[Entry], sampler: str, where: str,
@@ -327,7 +336,7 @@ def _halving(scn: Scenario, config: TuneConfig, entries: Sequence[Entry], sample
                    f"it with eta {settings.eta}")
     elif smallest < settings.eta:
         problem = (f"an entry's first batch has {smallest} trial{'s' * (smallest != 1)}, fewer than eta "
-                   f"{settings.eta}: none would be pruned (raise tune.{'batch' if sampler == 'tpe' else 'trials'})")
+                   f"{settings.eta}: none would be pruned (raise tune.{'batch' if sampler in LEARNING else 'trials'})")
     else:
         return settings, times, ""
     if asked is None:
@@ -417,7 +426,8 @@ def rung_counts(plan: Plan, size: int) -> list[int]:
 
 def halving_share(plan: Plan) -> float:
     """The virtual seconds of training the tune runs, as a share of the same trials each run to the budget (1.0
-    without halving): each rung of a trial is a run from time 0 to the rung."""
+    without halving): each rung of a trial is a run from time 0 to the rung. Planned, so ties at a rung (which
+    keep more trials, :func:`~simfl.schema.tuning.survivors`) are not foreseen."""
     if not plan.rungs:
         return 1.0
     ran = whole = 0.0
@@ -428,9 +438,9 @@ def halving_share(plan: Plan) -> float:
     return ran / whole
 
 
-def estimate_line(plan: Plan) -> str:
-    """How many trials the tune runs, what halving keeps of them, and about how long they take on one worker (the
-    schema's estimate of a run, times the runs, times halving's share)."""
+def estimate_line(plan: Plan, cost: tuple[float, float] | None) -> str:
+    """How many trials the tune runs, what halving keeps of them, and about how long they take on one worker
+    (``cost``: :func:`tune_seconds`)."""
     from simfl.schema import estimate
 
     trials = sum(e.trials for e in plan.entries)
@@ -444,12 +454,16 @@ def estimate_line(plan: Plan) -> str:
                  "every trial to the budget")
     else:
         line += f"; {plan.halving_note}"
-    cost = tune_seconds(plan)
     if cost is not None:
         line += f"; about {estimate.duration_text(cost[0])} of one worker"
         if plan.rungs:
             line += f" ({estimate.duration_text(cost[1])} without halving)"
     return line
+
+
+def tune_units(plan: Plan) -> int:
+    """The runs a batch of the tune holds at the most, side by side: each entry's bracket times the seeds."""
+    return sum(min(plan.bracket(e), e.trials) for e in plan.entries) * len(plan.scn.seeds)
 
 
 def tune_seconds(plan: Plan) -> tuple[float, float] | None:
@@ -493,7 +507,12 @@ def rung_reached(plan: Plan, out: Path, entry: Entry, number: int) -> int | None
 def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, float]:
     """A finished trial's seeds whose model broke, each with the time from which its loss was not finite through
     the end (:func:`simfl.output.results.broken_at` of the seed's metrics)."""
-    found = {seed: broken_at(read_metrics(folder, name, seed)) for seed in seeds}
+    return _broken({seed: read_metrics(folder, name, seed) for seed in seeds})
+
+
+def _broken(metrics: Mapping[int, Any]) -> dict[int, float]:
+    """:func:`broken_since` of each seed's metrics, already read."""
+    found = {seed: broken_at(table) for seed, table in metrics.items()}
     return {seed: when for seed, when in found.items() if when is not None}
 
 
@@ -505,11 +524,11 @@ def _read(plan: Plan, out: Path, trial: Trial) -> Trial:
         assert trial.rung is not None, "a trial is read once its first rung ran"
         trial.full = trial.rung == len(plan.rungs) - 1
     trial.folder = plan.folder(trial.entry, trial.number, trial.rung)
-    folder = out / trial.folder
-    trial.scores = trial_scores(folder, trial.entry.name, plan.scn.seeds, plan.config.score)
-    trial.broken = broken_since(folder, trial.entry.name, plan.scn.seeds)
+    metrics = {seed: read_metrics(out / trial.folder, trial.entry.name, seed) for seed in plan.scn.seeds}
+    trial.scores = [score_at(table, plan.config.score) for table in metrics.values()]
+    trial.broken = _broken(metrics)
     if trial.rung is not None:
-        trial.at_rungs = [_mean(trial_scores(folder, trial.entry.name, plan.scn.seeds, plan.config.score, time))
+        trial.at_rungs = [_mean([score_at(table, plan.config.score, time) for table in metrics.values()])
                           for time in plan.rungs[:trial.rung + 1]]
     return trial
 
@@ -625,10 +644,10 @@ def resolution_notes(plan: Plan, out: Path, best: Mapping[str, Trial], trials: S
         if error == 0.0 or gap >= 2 * error:
             continue
         needed = math.ceil(8 * p * (1 - p) / (max(gap, 1 / rows) ** 2 * seeds))
+        apart = f"{gap * rows:.3g} row{'s' * (round(gap * rows, 6) != 1)}"
         notes.append(f"{entry.name}: its best two trials, {first.number} and {second.number}, score {first.score:.4f} "
-                     f"and {second.score:.4f}, {gap * rows:.3g} row{'s' * (round(gap * rows, 6) != 1)} apart of the validation "
-                     f"split's {rows:,}, within "
-                     f"two standard errors ({2 * error:.4f}); about {needed:,} rows would tell such a difference apart "
+                     f"and {second.score:.4f}, {apart} apart of the validation split's {rows:,}, within two standard "
+                     f"errors ({2 * error:.4f}); about {needed:,} rows would tell such a difference apart "
                      "(tune.validation, or more seeds)")
     return notes
 
@@ -655,7 +674,7 @@ def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
 
 def bracket_word(plan: Plan) -> str:
     """What halving takes its best share of: each entry's trials, or with TPE each batch (:func:`bracket_size`)."""
-    return "batch" if plan.sampler == "tpe" else "entry"
+    return "batch" if plan.sampler in LEARNING else "entry"
 
 
 def halving_note(plan: Plan, trials: Sequence[Trial]) -> str | None:
@@ -815,54 +834,61 @@ def going_on(plan: Plan, out: Path, trials: Sequence[Trial], rung: int) -> list[
     return kept(plan, [_read(plan, out, t) for t in trials], lambda t: t.at_rungs[rung])
 
 
+def finished_tune(out: Path) -> tuple[Plan, list[Trial]]:
+    """The plan of the finished tune ``out`` (as its tune.yaml resumes) and every trial, read from its folders."""
+    with _quiet_optuna() as optuna:
+        if not (out / TUNE_FILE).is_file():
+            raise InputError(str(out), f"holds no tune (no {TUNE_FILE})")
+        plan = plan_of(scenario_mod.load(out / TUNE_FILE), str(out / TUNE_FILE), resume=True)
+        storage = optuna.storages.RDBStorage(f"sqlite:///{(out / STORAGE_FILE).resolve()}")
+        try:
+            studies = [optuna.load_study(study_name=e.name, storage=storage) for e in plan.entries]
+        except KeyError:
+            raise InputError(str(out / STORAGE_FILE), "lacks an entry's study; finish the tune first") from None
+        trials = _finished(plan, studies, out)
+    if any(t.waiting for t in trials) or len(trials) < sum(e.trials for e in plan.entries):
+        raise InputError(str(out), "holds an unfinished tune; finish it first (simfl tune --resume)")
+    return plan, trials
+
+
 def replay_halving(out: Path, halving: HalvingConfig | None = None) -> Replay:
     """What halving (``halving``, default eta 3 over 3 rungs) would have chosen in the finished tune ``out``, run
     without it: runs are deterministic and a rung's run is the full trial up to the rung, so each trial's own
-    curve gives its score at every rung and the halving's choices follow without training again: each entry's
-    best and the trial halving keeps, and what it would have cost."""
-    with _quiet_optuna() as optuna:
-        if not (out / TUNE_FILE).is_file():
-            raise InputError(str(out), f"holds no tune to replay (no {TUNE_FILE})")
-        scn = scenario_mod.load(out / TUNE_FILE)
-        full = plan_of(scn, str(out / TUNE_FILE), resume=True)
-        if full.rungs:
-            raise InputError(str(out), "was tuned with halving already; replay a tune run with tune.halving: false")
-        asked = scn.model_copy(deep=True)
-        assert asked.tune is not None
-        asked.tune.halving = halving if halving is not None else HalvingConfig()
-        plan = plan_of(asked, "--halving-replay")
-        storage = optuna.storages.RDBStorage(f"sqlite:///{(out / STORAGE_FILE).resolve()}")
-        try:
-            studies = [optuna.load_study(study_name=e.name, storage=storage) for e in full.entries]
-        except KeyError:
-            raise InputError(str(out / STORAGE_FILE), "lacks an entry's study; replay a finished tune") from None
-        trials = _finished(full, studies, out)
-    if any(t.waiting for t in trials) or len(trials) < sum(e.trials for e in full.entries):
-        raise InputError(str(out), "holds an unfinished tune; finish it first (simfl tune --resume)")
-    seeds, budget = plan.scn.seeds, plan.rungs[-1]
+    curve gives its score at every rung and the halving's choices follow without training again (:func:`kept`, the
+    rule a tune applies as it runs): each entry's best, the trial halving keeps, the rung each trial would reach,
+    and what it would have cost."""
+    full, trials = finished_tune(out)
+    if full.rungs:
+        raise InputError(str(out), "was tuned with halving already; replay a tune run with tune.halving: false")
+    asked = full.scn.model_copy(deep=True)
+    assert asked.tune is not None
+    asked.tune.halving = halving if halving is not None else HalvingConfig()
+    plan = plan_of(asked, "--halving-replay")
+    seeds = plan.scn.seeds
 
     def at(time: float) -> Callable[[Trial], float]:
         return lambda t: _mean(trial_scores(out / t.folder, t.entry.name, seeds, plan.config.score, time))
 
-    survivors_full: list[Trial] = []
-    ran = wall = wall_full = 0.0
+    reached: dict[tuple[str, int], int] = {}
     for entry in plan.entries:
         mine = [t for t in trials if t.entry.name == entry.name]
         size = plan.bracket(entry)
         for start in range(0, len(mine), size):
             alive = mine[start:start + size]
             for j, time in enumerate(plan.rungs):
-                for trial in alive:
-                    walls = _walls(out / trial.folder)
-                    ran += time * len(seeds)
-                    wall += walls * time / budget
-                    wall_full += walls if j == 0 else 0.0
+                reached.update({(t.entry.name, t.number): j for t in alive})
                 if j < len(plan.rungs) - 1:
                     alive = kept(plan, alive, at(time))
-            survivors_full += alive
-    chosen, best = best_trials(survivors_full), best_trials(trials)
-    return Replay(plan, [(best[e.name], chosen[e.name]) for e in plan.entries], len(trials) - len(survivors_full),
-                  len(trials), ran / (len(trials) * budget * len(seeds)), wall, wall_full)
+    last = len(plan.rungs) - 1
+    halved = [replace(t, rung=reached[(t.entry.name, t.number)], full=reached[(t.entry.name, t.number)] == last)
+              for t in trials]
+    walls = {(t.entry.name, t.number): _walls(out / t.folder) for t in trials}
+    whole = len(trials) * plan.rungs[-1] * len(seeds)
+    chosen, best = best_trials(halved), best_trials(trials)
+    return Replay(plan, [(best[e.name], chosen[e.name]) for e in plan.entries], reached,
+                  sum(not t.full for t in halved), len(trials), sum(trial_cost(plan, t) for t in halved) / whole,
+                  sum(walls[(t.entry.name, t.number)] * trial_cost(plan, t) / (plan.rungs[-1] * len(seeds))
+                      for t in halved), sum(walls.values()))
 
 
 @dataclass(frozen=True)
@@ -873,6 +899,8 @@ class Replay:
     """The search's plan with the halving replayed."""
     best: list[tuple[Trial, Trial]]
     """Per entry: the full search's best trial, and the one halving keeps."""
+    reached: dict[tuple[str, int], int]
+    """Per trial (entry, number): the last rung halving runs it to."""
     pruned: int
     trials: int
     share: float
@@ -949,10 +977,10 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                     alive = going_on(plan, out, alive, j - 1)
                 targets, started = [], set()
                 for trial in alive:
-                    final = out / plan.folder(trial.entry, trial.number, rung)
+                    where = plan.folder(trial.entry, trial.number, rung)
+                    final = out / where
                     if not final.is_dir():
                         outdir.make_dir(final.parent, exist_ok=True)
-                        where = plan.folder(trial.entry, trial.number, rung)
                         scn = trial_scenario(plan.raw, trial.entry, trial.values(), plan.config.validation, where,
                                              trial.number, budget)
                         label = f"{trial.entry.name} trial {trial.number}"
@@ -1012,9 +1040,8 @@ def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = 
 
     limits.check(estimate.estimate(scn), limits.default_max_memory(), f"{where}: estimate")  # as simfl run and sweep
     if not quiet:
-        (log or (lambda line: print(line, file=sys.stderr, flush=True)))(estimate_line(plan))
-    units = sum(min(plan.bracket(e), e.trials) for e in plan.entries) * len(scn.seeds)
-    count = workers_for(workers, [scn], units, ray=ray_address is not None)
+        (log or (lambda line: print(line, file=sys.stderr, flush=True)))(estimate_line(plan, tune_seconds(plan)))
+    count = workers_for(workers, [scn], tune_units(plan), ray=ray_address is not None)
     with outdir.hold(out):
         return run_tune(plan, out, Launch(count, ray_address, quiet=quiet, say=log), resume is not None, log)
 

@@ -229,6 +229,9 @@ def test_results_readme_quotes_what_derived_py_prints() -> None:
         if key.startswith("halving_replay_total["):  # "keeps 6 of 8 best; pruned 35 of 45; wall 9.2 of 23.3 h (0.39)"
             assert f"{numbers[0]} of {numbers[1]} | {numbers[2]} of {numbers[3]} | {numbers[4]} of {numbers[5]} h " \
                    f"({numbers[6]})" in readme, key
+        if key.startswith("halving_replay_differs["):  # "... 600 s 85.33, 2000 s 93.45, 6000 s 95.65; halving's ..."
+            full, halved = (re.findall(r"\d+ s (\d+\.\d+)", part) for part in value.split("; halving's "))
+            assert " / ".join(full) in readme and " / ".join(halved) in readme, key
         if key.startswith("run_minutes["):  # "async 20-61, sync 7-12"
             assert f"{numbers[0]}-{numbers[1]} " in readme and f"{numbers[2]}-{numbers[3]} " in readme, key
         if key.startswith("ca2fl_repeats["):  # "50/50 buffers, 131 of 500 arrivals"

@@ -197,6 +197,8 @@ def test_the_replay_of_a_full_search_makes_the_choices_of_a_live_halving(halved:
     # what halving kept at each rung is what the live tune ran to it
     pruned_at = {(r["entry"], r["trial"]): r["rung"] for r in rows(halved / TRIALS_FILE)}
     assert sorted(pruned_at.values()).count("10.0") == 8
+    times = {0: "10.0", 1: "30.0", 2: "90.0"}
+    assert {(entry, str(number)): times[j] for (entry, number), j in replay.reached.items()} == pruned_at
     # the command line: the same lines; a bad eta is one line and exit 2; a halving tune is not replayed
     assert main(["tune", "--halving-replay", str(full)]) == 0
     assert capsys.readouterr().out.splitlines() == lines
