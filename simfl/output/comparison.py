@@ -454,7 +454,8 @@ def method_note(seeds: int, looks: Looks | None = None) -> str:
         spent = ", ".join(f"{100 * a:.2f}%" for a in looks.spent)
         base += (f" Sequential seeds: the time ratio's interval is adjusted for the looks at {', '.join(map(str, looks.sizes))}"
                  f" seeds (Lan-DeMets Pocock-type alpha spending, {spent} at each look, a t test per look), so a "
-                 "winner is named at most 5% of the time between identical entries however the looks stop; the "
+                 f"winner is named at most {100 * sequential.ALPHA:g}% of the time between identical entries however the looks "
+                 "stop; the "
                  "accuracy intervals are fixed-sample t intervals.")
     return base + (" One seed: no intervals." if seeds < 2 else "")
 
