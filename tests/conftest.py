@@ -23,6 +23,21 @@ os.environ["SIMFL_DATA"] = str(Path(os.environ.get("SIMFL_DATA") or SHARED / "da
 os.environ["SIMFL_WORKERS"] = "1"
 
 
+FAST = ("sim/", "algorithms/", "test_architecture.py")
+"""The folders and files of the rules' tests (the hand-worked traces, the clocks' differential, the algorithms'
+hand cases, the layers): ``make test-fast`` (marker ``fast``) runs them, and tests elsewhere that belong to that loop
+carry the marker themselves (the estimate's name check)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the rules' tests ``fast`` by where they live (see FAST), so a new test there joins the loop by itself."""
+    root = Path(__file__).resolve().parent
+    for item in items:
+        path = item.path.resolve()
+        if path.is_relative_to(root) and path.relative_to(root).as_posix().startswith(FAST):
+            item.add_marker(pytest.mark.fast)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def speeds_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The cache of this machine's speeds (``$SIMFL_CACHE``, :mod:`simfl.speeds`) in a folder of the test session,

@@ -38,6 +38,7 @@ def component_names() -> set[str]:
     return {*DATASETS, *MODELS, *LATENCY_MODELS, *ALGORITHMS, *get_args(ExecutorKind)}
 
 
+@pytest.mark.fast
 def test_the_estimate_names_no_builtin_component() -> None:
     names = component_names()
     assert {"mnist", "lenet5", "replay", "fedavg", "none"} <= names
@@ -49,6 +50,7 @@ def test_the_estimate_names_no_builtin_component() -> None:
     assert found == []
 
 
+@pytest.mark.fast
 def test_the_check_finds_a_component_named() -> None:
     """The check above would see a name written in a comparison or a call."""
     tree = ast.parse('if scenario.executor.kind == "none" or name in ("mnist",): pass')
