@@ -32,7 +32,9 @@ Each rung of a trial has its own folder ``trials/<entry>/trial<k>/rung<j>/``; on
 compete for ``best.yaml``. docs/fair-comparisons.md says where this keeps equal terms and where it does not (a
 rule that learns late and then overtakes).
 
-The output folder holds ``tune.yaml`` (the scenario tuned), ``optuna.db``, the trials' folders,
+The output folder holds ``tune.yaml`` (the scenario tuned), ``started.json`` (what it started as, which
+``--resume`` holds tune.yaml to: :func:`check_started`), ``optuna.db`` (checked before Optuna opens it on a resume:
+:func:`check_storage`), the trials' folders,
 ``trials.csv`` (one row per trial run so far: entry, number, state, values, score per seed and mean), ``trials.png``
 (:func:`simfl.output.tuning.trials_figure`) and ``best.yaml``: the scenario with each entry's best values
 (local-training options as the entry's own ``train:``), ``tune:`` removed and fresh seeds (``tune.seeds``), which
@@ -47,9 +49,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
+import hashlib
 import itertools
+import json
 import math
+import shutil
+import sqlite3
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -58,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from simfl import outdir, rng
+from simfl import outdir, rng, yamlsafe
 from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
 from simfl.launch.runner import Launch, run_targets, staged_target, workers_for
@@ -82,6 +90,9 @@ if TYPE_CHECKING:
     import optuna
 
 TUNE_FILE = "tune.yaml"
+STARTED_FILE = "started.json"
+"""What the tune started as: tune.yaml's text and its SHA-256, which ``--resume`` compares (:func:`check_started`)."""
+STARTED_FORMAT = "simfl-tune-started/1"
 STORAGE_FILE = "optuna.db"
 TRIALS_FILE = "trials.csv"
 BEST_FILE = "best.yaml"
@@ -736,6 +747,250 @@ def write_tables(out: Path, outcome: TuneOutcome) -> None:
         outdir.write_file(out / BEST_FILE, text.encode())
 
 
+# -- what a resume continues -----------------------------------------------------------------------------------------
+
+
+def text_digest(text: str) -> str:
+    """SHA-256 (hex) of a scenario's text, as ``simfl run --resume`` keeps of a folder's scenario.yaml
+    (:func:`simfl.launch.checkpoint.scenario_digest`)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_UNSET = object()
+"""A key one side of a comparison does not have."""
+
+
+def _shown(value: Any) -> str:
+    """A value in a one-line message: ``12`` for 12.0, ``unset`` for a missing key, else compact YAML."""
+    if value is _UNSET:
+        return "unset"
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        return f"{value:g}"
+    return scenario_mod.short_value(value)
+
+
+def _first_difference(path: str, then: Any, now: Any) -> str:
+    """Where two plain values first differ, below ``path``: ``budget.time 12 → 24``."""
+    if isinstance(then, dict) and isinstance(now, dict):
+        for key in [*now, *(k for k in then if k not in now)]:
+            a, b = then.get(key, _UNSET), now.get(key, _UNSET)
+            if a != b:
+                return _first_difference(f"{path}.{key}", a, b)
+    if isinstance(then, list) and isinstance(now, list) and len(then) == len(now):
+        for i, (a, b) in enumerate(zip(then, now, strict=True)):
+            if a != b:
+                return _first_difference(f"{path}[{i}]", a, b)
+    return f"{path} {_shown(then)} → {_shown(now)}"
+
+
+def changes(then: Mapping[str, Any], now: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The top-level keys whose values differ between two scenarios as plain data, and for each where it first
+    differs (:func:`_first_difference`)."""
+    keys = [k for k in [*now, *(k for k in then if k not in now)] if then.get(k, _UNSET) != now.get(k, _UNSET)]
+    return keys, [_first_difference(k, then.get(k, _UNSET), now.get(k, _UNSET)) for k in keys]
+
+
+def _started(path: Path) -> dict[str, str]:
+    """started.json's record, refused in one line when it is not one simfl wrote for this tune."""
+    fix = "restore it, or start the tune afresh with another --out"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+        raise InputError(str(path), f"is not this tune's record of how it started: cannot read it ({why}); "
+                         f"{fix}") from None
+    if not (isinstance(record, dict) and record.get("format") == STARTED_FORMAT
+            and isinstance(record.get("sha256"), str) and isinstance(record.get("tune_yaml"), str)):
+        raise InputError(str(path), f"is not this tune's record of how it started: not {STARTED_FORMAT}; {fix}")
+    if text_digest(record["tune_yaml"]) != record["sha256"]:
+        raise InputError(str(path), "is not this tune's record of how it started: its text does not have its "
+                         f"SHA-256; {fix}")
+    return record
+
+
+def check_started(out: Path, scn: Scenario) -> None:
+    """Refuse to continue the tune in ``out`` when ``scn``, its tune.yaml as it now reads, is not the scenario it
+    started as (``started.json``): its trials so far were asked and run for that one, and a changed budget, search
+    or seed would mix two tunes in one folder and in ``best.yaml``. The comparison is of the scenario as simfl
+    writes it (:func:`simfl.schema.scenario.dump`), so a comment, the order of keys or ``30`` for ``30.0`` changes
+    nothing: first its digest (:func:`text_digest`, as ``simfl run --resume`` compares a folder's scenario.yaml);
+    when that differs, the started text read and written again by this simfl, so that a simfl which writes a
+    scenario differently (a new option at its default) still resumes the same tune. simfl's version is not part of
+    it: a trial is its scenario, which says what it runs, and ``simfl run --resume`` does not compare the version
+    either. A change is refused in one line naming the top-level keys and where each first differs.
+
+    A folder written before ``started.json`` existed has none: it resumes unchecked as before (its ``optuna.db`` is
+    still held to the plan, :func:`check_storage`, so a changed searched value is refused there)."""
+    path = out / STARTED_FILE
+    if not (path.exists() or path.is_symlink()):
+        return
+    record = _started(path)
+    now = scenario_mod.dump(scn, out)
+    if text_digest(now) == record["sha256"]:
+        return
+    raw = yamlsafe.load_file(record["tune_yaml"], str(path))
+    if not isinstance(raw, dict):
+        raise InputError(str(path), "is not this tune's record of how it started: its text is no scenario; restore "
+                         "it, or start the tune afresh with another --out")
+    then = scenario_mod.dump(scenario_mod.resolve_paths(scenario_mod.validate(raw, str(path)), out), out)
+    if then == now:
+        return
+    keys, where = changes(yaml.safe_load(then), yaml.safe_load(now))
+    raise InputError(str(out / TUNE_FILE), f"{'its ' if keys else ''}{', '.join(keys) or 'it'} changed since the tune "
+                     f"started ({'; '.join(where)}); a tune resumes only as it was started: put {TUNE_FILE} back as it "
+                     "was, or start a new tune with another --out")
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_CORE_TABLES = ("studies", "trials", "version_info")
+"""Tables without which an SQLite file holds no Optuna study at all."""
+
+
+@functools.cache
+def _optuna_schema() -> tuple[str, tuple[str, ...], frozenset[str]]:
+    """This Optuna's storage schema: its head version, every version it knows, and its tables (read from a storage
+    it creates in memory, so that they are Optuna's own, whatever its version)."""
+    import optuna
+    import sqlalchemy
+
+    storage = optuna.storages.RDBStorage("sqlite://")
+    try:
+        tables = frozenset(sqlalchemy.inspect(storage.engine).get_table_names())
+        return storage.get_head_version(), tuple(storage.get_all_versions()), tables
+    finally:
+        storage.engine.dispose()
+
+
+@contextlib.contextmanager
+def _readable(path: Path) -> Iterator[str]:
+    """An SQLite URI that reads ``path`` without writing it: the file itself read-only; or, when a journal or
+    write-ahead log lies beside it (a write cut short, which only a writer can roll back), a copy of the three in a
+    temporary folder, which SQLite may recover there."""
+    sides = [path.with_name(path.name + suffix) for suffix in ("-journal", "-wal", "-shm")]
+    if not any(side.exists() for side in sides):
+        yield f"{path.resolve().as_uri()}?mode=ro"
+        return
+    with tempfile.TemporaryDirectory(prefix="simfl-optuna-") as folder:
+        copy_ = Path(folder) / path.name
+        for source in (path, *sides):
+            if source.is_file():
+                shutil.copyfile(source, copy_.with_name(source.name))
+        yield copy_.as_uri()
+
+
+def _distribution_text(dist: Any) -> str:
+    """An Optuna distribution as a message shows it: ``[0.1, 0.2]`` (choices) or ``float [0.001, 0.3], log``."""
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return scenario_mod.short_value(list(dist.choices))
+    kind = "int" if type(dist).__name__.startswith("Int") else "float"
+    return f"{kind} [{dist.low:g}, {dist.high:g}]{', log' if dist.log else ''}{f', step {dist.step:g}' if dist.step else ''}"
+
+
+def _holds(space: Space, value: Any) -> bool:
+    """Whether ``value``, a parameter as Optuna stores it (a categorical's index, else the number), is one of
+    ``space``'s."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return False
+    if space.grid:
+        return value == int(value) and 0 <= value < len(space.choices)
+    slack = 1e-9 * max(1.0, abs(space.low), abs(space.high))
+    whole = space.kind != "int" or value == int(value)
+    return whole and space.low - slack <= value <= space.high + slack
+
+
+def _storage_problem(path: Path, plan: Plan) -> tuple[str, str] | None:
+    """What makes ``path`` not this tune's Optuna storage, and what to do, or None when it is (read without
+    writing it: :func:`_readable`)."""
+    import optuna
+    from optuna.distributions import json_to_distribution
+    from optuna.trial import TrialState
+
+    fix = f"restore the tune's own {STORAGE_FILE}, or start the tune afresh with another --out"
+    if not path.is_file():
+        return ("it is a folder" if path.is_dir() else "it is not a regular file"), fix
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})", fix
+    if not head:
+        return None  # empty: cut short as Optuna created it, which it fills as it does a new file
+    if head != _SQLITE_HEADER:
+        return "it is not an SQLite database", fix
+    latest, known, expected = _optuna_schema()
+    entries = {e.name: e for e in plan.entries}
+    with _readable(path) as uri, contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        try:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not set(_CORE_TABLES) <= tables:
+                listed = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+                return f"it holds no Optuna studies (its tables: {listed or 'none'})", fix
+            versions = ([row[0] for row in db.execute("SELECT version_num FROM alembic_version")]
+                        if "alembic_version" in tables else [])
+            if versions != [latest]:
+                found = versions[0] if len(versions) == 1 else None
+                if found in known:
+                    return (f"its schema is an older Optuna's ({found}; Optuna {optuna.__version__} reads {latest})",
+                            f"upgrade it with `optuna storage upgrade --storage sqlite:///{path.resolve()}` (keep a "
+                            "copy first), or resume with the Optuna that started the tune")
+                return (f"its schema version ({found or 'none'}) is not one Optuna {optuna.__version__} knows",
+                        "resume with the Optuna that started the tune")
+            missing = sorted(expected - tables)
+            if missing:
+                return f"it lacks Optuna's tables {', '.join(missing)}", fix
+            names = {sid: name for sid, name in db.execute("SELECT study_id, study_name FROM studies")}
+            foreign = sorted(n for n in names.values() if n not in entries)
+            if foreign:
+                return (f"it holds the study {foreign[0]}, which is not one of this tune's entries "
+                        f"({', '.join(entries)})"), fix
+            for sid, direction, objective in db.execute("SELECT study_id, direction, objective FROM study_directions"):
+                if direction != "MAXIMIZE" or objective != 0:
+                    return f"its study {names.get(sid, sid)} is not one maximised score", fix
+            states = {row[0] for row in db.execute("SELECT DISTINCT state FROM trials")}
+            unknown = sorted(str(x) for x in states - {state.name for state in TrialState})
+            if unknown:
+                return f"it holds trials in a state Optuna does not have ({unknown[0]})", fix
+            rows = db.execute("SELECT s.study_name, t.number, p.param_name, p.param_value, p.distribution_json "
+                              "FROM trial_params p JOIN trials t ON p.trial_id = t.trial_id "
+                              "JOIN studies s ON t.study_id = s.study_id ORDER BY t.study_id, t.number, p.param_name")
+            for name, number, key, value, text in rows:
+                entry = entries[name]
+                trial = f"{name} trial {number}"
+                space = entry.spaces.get(key)
+                if space is None:
+                    return f"{trial} has a value of {key}, which this tune does not search of {name}", fix
+                wanted = distribution(space)
+                try:
+                    stored = json_to_distribution(text)
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    return f"{trial}'s {key} has a distribution Optuna cannot read", fix
+                if stored != wanted:
+                    return (f"{trial}'s {key} was drawn from {_distribution_text(stored)}, and {TUNE_FILE} searches "
+                            f"{_distribution_text(wanted)}"), f"put {TUNE_FILE} back as the tune started, or {fix}"
+                if not _holds(space, value):
+                    return f"{trial}'s {key} is stored as {value!r}, which is not among {_distribution_text(wanted)}", fix
+        except sqlite3.DatabaseError as exc:
+            return f"SQLite cannot read it ({exc})", fix
+    return None
+
+
+def check_storage(path: Path, plan: Plan) -> None:
+    """Refuse ``path`` as the tune's ``optuna.db`` unless it is one: an SQLite file of this Optuna's schema whose
+    studies are the plan's entries, each maximised, and whose stored parameters are the plan's keys, drawn from the
+    plan's distributions and within them. Checked before Optuna opens it, and without writing it (:func:`_readable`),
+    because Optuna would write to a foreign file (its tables created in another SQLite file), stop on an older schema
+    and fail deep inside a trial on a stored index its distribution does not have; each is one line naming the
+    file. A file that is not there, or empty, is left to Optuna to create."""
+    if not (path.exists() or path.is_symlink()):
+        return
+    found = _storage_problem(path, plan)
+    if found is not None:
+        what, fix = found
+        raise InputError(str(path), f"is not this tune's Optuna storage: {what}; {fix}")
+
+
 # -- the search ----------------------------------------------------------------------------------------------------
 
 
@@ -765,6 +1020,7 @@ def _prepare(out: Path, plan: Plan, resume: bool) -> None:
     if resume:
         if not held:
             raise InputError(str(out), f"holds no tune to resume (no {TUNE_FILE})")
+        check_storage(out / STORAGE_FILE, plan)
         return
     if held:
         raise InputError(str(out), f"holds a tune already: continue it with `simfl tune --resume {out}`, or use "
@@ -772,7 +1028,10 @@ def _prepare(out: Path, plan: Plan, resume: bool) -> None:
     if out.is_dir() and any(out.iterdir()):
         raise InputError(str(out), f"folder exists, is not empty and holds no {TUNE_FILE}; use another --out")
     outdir.make_dir(out, exist_ok=True)
-    outdir.write_file(out / TUNE_FILE, scenario_mod.dump(plan.scn, out).encode())
+    text = scenario_mod.dump(plan.scn, out)
+    outdir.write_file(out / TUNE_FILE, text.encode())
+    record = {"format": STARTED_FORMAT, "sha256": text_digest(text), "tune_yaml": text}
+    outdir.write_file(out / STARTED_FILE, (json.dumps(record, indent=1) + "\n").encode())
 
 
 def _next_batch(plan: Plan, entry: Entry, study: optuna.Study) -> list[Trial]:
@@ -839,7 +1098,12 @@ def finished_tune(out: Path) -> tuple[Plan, list[Trial]]:
     with _quiet_optuna() as optuna:
         if not (out / TUNE_FILE).is_file():
             raise InputError(str(out), f"holds no tune (no {TUNE_FILE})")
-        plan = plan_of(scenario_mod.load(out / TUNE_FILE), str(out / TUNE_FILE), resume=True)
+        scn = scenario_mod.load(out / TUNE_FILE)
+        check_started(out, scn)
+        plan = plan_of(scn, str(out / TUNE_FILE), resume=True)
+        if not (out / STORAGE_FILE).exists():
+            raise InputError(str(out / STORAGE_FILE), "no such file: the tune's trials are not known without it")
+        check_storage(out / STORAGE_FILE, plan)
         storage = optuna.storages.RDBStorage(f"sqlite:///{(out / STORAGE_FILE).resolve()}")
         try:
             studies = [optuna.load_study(study_name=e.name, storage=storage) for e in plan.entries]
@@ -1023,6 +1287,7 @@ def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = 
         if not (out / TUNE_FILE).is_file():
             raise InputError(str(out), f"holds no tune to resume (no {TUNE_FILE})")
         scn = scenario_mod.load(out / TUNE_FILE)
+        check_started(out, scn)
     elif path is None:
         raise InputError("tune", "needs a scenario file (or --resume OUT)")
     elif isinstance(path, Mapping):

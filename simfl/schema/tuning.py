@@ -10,7 +10,8 @@ be tuned: the comparison is of rules under the same conditions.
 
 A value space is a list (a categorical choice; a grid axis) or a range: ``{float: [low, high]}``,
 ``{log: [low, high]}`` (log-uniform), ``{int: [low, high]}`` (integers, both ends included), the first and
-the last with an optional ``step``. :mod:`simfl.launch.tune` runs the search (Optuna).
+the last with an optional ``step``, of a kind the option's type takes (its config's field annotation: an integer
+option an int range or a list of integers, :func:`kind_problem`). :mod:`simfl.launch.tune` runs the search (Optuna).
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from __future__ import annotations
 import copy
 import math
 import re
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from enum import Enum
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from simfl.algorithms.configs import run_name
@@ -292,6 +296,9 @@ def entry_spaces(tune: TuneConfig, algorithms: Sequence[Any]) -> list[dict[str, 
             if inner in spaces[i]:
                 raise ValueError(f"'{key}' and '{origin[i][inner]}' both search {inner} of entry {names[i]}; "
                                  "keep one")
+            wrong = kind_problem(algorithms[i], inner, space)
+            if wrong is not None:
+                raise ValueError(f"'{key}': {_flow(raw)} does not fit entry {names[i]}: {wrong}")
             for value in space.ends():
                 problem = _problem(algorithms[i], inner, value)
                 if problem is not None:
@@ -299,6 +306,90 @@ def entry_spaces(tune: TuneConfig, algorithms: Sequence[Any]) -> list[dict[str, 
             spaces[i][inner] = space
             origin[i][inner] = key
     return spaces
+
+
+def _flow(raw: Any) -> str:
+    """A raw value space as written in a scenario, on one line: ``{float: [8, 40]}``."""
+    return yaml.safe_dump(raw, default_flow_style=True, width=10**6, sort_keys=False).strip().removesuffix("...").strip()
+
+
+def _section_of(annotation: Any) -> type[BaseModel] | None:
+    """The one section class a field's annotation admits (through ``Annotated`` and ``| None``), else None."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _section_of(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        found = {s for s in (_section_of(a) for a in get_args(annotation)) if s is not None}
+        return found.pop() if len(found) == 1 else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def option_annotation(config: BaseModel, inner: str) -> Any:
+    """The type annotation of the option at ``inner`` (a dotted path through the entry's sections, ``train.lr``,
+    ``staleness.a``) as the entry's config classes declare it: each part is a field of the section the entry holds
+    there (or of the one its annotation admits, where the entry holds none). ``Any`` where a part is no declared
+    field (a key of a free mapping): then nothing is known of its type."""
+    node: Any = config
+    section: type[BaseModel] | None = type(config)
+    annotation: Any = Any
+    for part in inner.split("."):
+        field = section.model_fields.get(part) if section is not None else None
+        if field is None:
+            return Any
+        annotation = field.annotation
+        node = getattr(node, part, None) if node is not None else None
+        section = type(node) if isinstance(node, BaseModel) else _section_of(annotation)
+    return annotation
+
+
+def value_kinds(annotation: Any) -> set[str]:
+    """What a field's annotation admits, in the terms a value space needs: ``int``, ``float``, ``bool``,
+    ``literal`` (a fixed set of values), ``section`` and ``other`` (text, a container, anything); None is left out,
+    since a searched value is never None."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return value_kinds(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return set().union(*(value_kinds(a) for a in get_args(annotation)))
+    if annotation is type(None):
+        return set()
+    if annotation is bool:
+        return {"bool"}
+    if annotation is int:
+        return {"int"}
+    if annotation is float:
+        return {"float"}
+    if origin is Literal or isinstance(annotation, type) and issubclass(annotation, Enum):
+        return {"literal"}
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {"section"}
+    return {"other"}
+
+
+_KIND_WORDS = {"bool": "true or false", "int": "integers", "literal": "one of fixed values", "section": "a section"}
+
+
+def kind_problem(config: BaseModel, inner: str, space: Space) -> str | None:
+    """Why ``space`` is of the wrong kind for the option at ``inner`` of the entry ``config`` (its type from the
+    config's field annotations, :func:`option_annotation`), or None when it fits: an integer option takes an int
+    range or a list of integers (a float range would draw fractions: ``batch_size`` 18.21); a number that may be a
+    fraction takes any range; an option of fixed values, true/false or a section takes a list. Text or an option of
+    unknown type is left to the config's own check of each value, as is every value's range (:func:`_problem`)."""
+    kinds = value_kinds(option_annotation(config, inner))
+    name = inner.split(".")[-1]
+    if not kinds or kinds & {"other", "float"}:
+        return None
+    if kinds == {"int"}:
+        if not space.grid:
+            return None if space.kind == "int" else (f"{name} takes integers; give {{int: [low, high]}} (an integer "
+                                                     "step optional) or a list of integers")
+        bad = [v for v in space.choices if not isinstance(v, int) or isinstance(v, bool)]
+        return None if not bad else (f"{name} takes integers, not {', '.join(_flow(v) for v in bad)}; list integers, "
+                                     "or give {int: [low, high]}")
+    if space.grid:
+        return None
+    what = " or ".join(_KIND_WORDS[k] for k in sorted(kinds))
+    return f"{name} takes {what}, not a range of numbers; give a list of its values"
 
 
 def given_value(config: BaseModel, train: BaseModel, inner: str, space: Space) -> Any:
