@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -139,6 +139,25 @@ def grouped(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     clients share each (a statement of a population of few kinds of clients needs one row per kind)."""
     rows, counts = np.unique(np.asarray(values, dtype=np.float64).reshape(len(values), -1), axis=0, return_counts=True)
     return rows, counts.astype(np.float64)
+
+
+class Latencies(Protocol):
+    """What the simulation asks of its delays: a :class:`LatencyModel`, or one seen through a section that changes
+    its draws (:class:`simfl.latency.stragglers.Slowed`)."""
+
+    num_clients: int
+
+    def sample(self, client: int) -> float:
+        """The next round latency of ``client``."""
+
+    def absences(self) -> list[list[tuple[float, float | None]]] | None:
+        """Per client, intervals ``(leave, rejoin)`` the model's trace says it is away (None: no such trace)."""
+
+    def state(self) -> dict[str, Any]:
+        """Plain-data state."""
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state`."""
 
 
 class LatencyModel(ABC, Generic[ConfigT]):

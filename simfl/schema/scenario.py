@@ -28,6 +28,7 @@ from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
 from simfl.fields import PATH_KEYS, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section
 from simfl.latency.availability import Availability, AvailabilityConfig
+from simfl.latency.stragglers import StragglersConfig
 from simfl.latency.base import unknown_flops
 from simfl.outdir import name_problem
 from simfl.output.sequential import Looks
@@ -275,6 +276,11 @@ class Scenario(Section):
     availability: AvailabilityConfig | None = Field(
         None, description="Client failures per round and scheduled departures/returns (default: always available)."
     )
+    stragglers: StragglersConfig | None = Field(
+        None, description="A share of slow clients over any latency model: {share: 0.2, slowdown: 10} makes a fifth "
+        "of the clients (drawn per seed) ten times slower in every round; {clients: [0, 3], slowdown: 10} names them "
+        "(default: every client as the latency model draws it)."
+    )
     record: RecordConfig | None = Field(None, description="Extra per-run recordings (default: none).")
     tracking: TrackingConfig | None = Field(
         None, description="Live trackers (TensorBoard, MLflow, W&B) fed while each run goes (default: none). "
@@ -473,6 +479,8 @@ class Scenario(Section):
         use = None if getattr(type(self.model), "flops_known", True) else latency.flops_use(self.latency)
         if use is not None:
             raise unknown_flops(use)
+        if self.stragglers is not None:
+            self.stragglers.check(num_clients)
         if self.availability is not None:
             trace = latency.absences_of(self.latency, num_clients) if self.availability.departures else None
             Availability.check(self.availability, num_clients, trace, latency.absence_source(self.latency))
