@@ -27,7 +27,7 @@ from simfl.data import Dataset
 from simfl.data.base import Shards
 from simfl.data.partition import hold_out, split
 from simfl.errors import InputError
-from simfl.latency import Workload
+from simfl.latency import Workload, stragglers
 from simfl.latency.availability import Availability
 from simfl.models import Layout
 from simfl.models.configs import FlowerAppModelConfig
@@ -284,7 +284,8 @@ def run_one(
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
     with collector.paused():  # the clients' streams and absences, built at once (simfl/collector.py)
-        latency = latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload)
+        latency = stragglers.over(latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload),
+                                  scenario.stragglers, fed.seed)
         trace = latency.absences()
         availability = None if scenario.availability is None and trace is None else Availability(
             scenario.availability, len(fed.shards), fed.seed, trace, latency_cls.absence_source(scenario.latency))

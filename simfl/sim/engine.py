@@ -25,7 +25,7 @@ from simfl import collector
 from simfl.algorithms.base import Algorithm, AsyncAlgorithm
 from simfl.errors import InputError
 from simfl.latency.availability import Availability
-from simfl.latency.base import LatencyModel
+from simfl.latency.base import Latencies
 from simfl.sim.checkpoints import Checkpoints
 from simfl.sim.clock import ClockKind
 from simfl.sim.population import population_for
@@ -58,7 +58,7 @@ class Simulation:
     def __init__(
         self,
         algorithm: Algorithm[Any],
-        latency: LatencyModel[Any],
+        latency: Latencies,
         executor: Executor,
         evaluate: Callable[[torch.Tensor], Scores],
         client_sizes: list[int],

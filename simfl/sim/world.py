@@ -35,7 +35,7 @@ import torch
 
 from simfl.algorithms.base import Algorithm, Arrival
 from simfl.latency.availability import Availability
-from simfl.latency.base import LatencyModel
+from simfl.latency.base import Latencies
 from simfl.sim.clock import Clock, ClockKind, Wake, WakeKind, make_clock
 from simfl.sim.evaluation import Recorder, next_grid_time
 from simfl.sim.server import Scheduler
@@ -148,7 +148,7 @@ class World:
         self,
         state: SimState,
         algorithm: Algorithm[Any],
-        latency: LatencyModel[Any],
+        latency: Latencies,
         executor: Executor,
         evaluate: Callable[[torch.Tensor], Scores],
         budget: Budget,
