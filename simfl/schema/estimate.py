@@ -31,6 +31,7 @@ from typing import Any
 from simfl.algorithms.configs import run_name
 from simfl.data.configs import DataFacts
 from simfl.errors import InputError
+from simfl.latency import stragglers
 from simfl.latency.base import RoundTimes, Workload, counted
 from simfl.models import measured
 from simfl.models.measured import ModelCost
@@ -409,7 +410,7 @@ def round_times(scenario: Any, clients: int, seed: int, workload: Workload) -> R
     if not isinstance(stated, RoundTimes):
         raise InputError(f"latency.model {name}", f"round_times returned a {type(stated).__name__}, not "
                          "simfl.latency.base.RoundTimes (or None)")
-    return stated
+    return stragglers.round_times(stated, scenario.stragglers, clients, seed)
 
 
 def _flops(cost: ModelCost) -> int | Callable[[], int]:
