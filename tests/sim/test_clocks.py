@@ -108,6 +108,8 @@ def random_scenario(case: int, folder: Path) -> dict[str, Any]:
         low = algorithm.get("clients_per_round", 1)
         raw["server"] = {"concurrency": int(gen.integers(low, clients + 1)),
                          "selection": "uniform" if gen.random() < 0.5 else "by_data"}
+    if gen.random() < 0.25:  # drawn last: the features above are each case's as before
+        raw["stragglers"] = {"share": float(gen.choice([0.2, 0.5])), "slowdown": decimal(gen, 1.5, 6.0)}
     return raw
 
 
@@ -128,7 +130,7 @@ def test_random_scenarios_are_equal_on_both_clocks(block: int, tmp_path: Path) -
     features: set[str] = set()
     for case in range(block * 20, block * 20 + 20):
         raw = random_scenario(case, tmp_path)
-        features |= {k for k in ("availability", "server_time", "rounds", "server") if k in raw}
+        features |= {k for k in ("availability", "server_time", "rounds", "server", "stragglers") if k in raw}
         try:
             run_both(raw)
         except AssertionError as exc:
@@ -146,6 +148,7 @@ def test_the_generator_covers_every_feature(tmp_path: Path) -> None:
     assert any(r.get("rounds", {}).get("over_select") for r in raws)
     assert any(r["latency"]["model"] == "fleet_csv" for r in raws)
     assert any(a.get("p") for a in (r.get("availability", {}) for r in raws))
+    assert any("stragglers" in r for r in raws)
 
 
 @settings(max_examples=40, deadline=None)
