@@ -69,9 +69,6 @@ import yaml
 from simfl import outdir, rng, yamlsafe
 from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
-from simfl.launch.runner import Launch, run_targets, staged_target, workers_for
-from simfl.output.comparison import accuracy_at, best_until
-from simfl.output.results import broken_at, read_metrics, write_csv
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario
 from simfl.schema.tuning import (
@@ -86,8 +83,11 @@ from simfl.schema.tuning import (
     with_values,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the runner and the result tables load torch and pandas: imported where a tune runs or reads,
+    # so that `simfl validate` of a scenario with a tune: section stays light
     import optuna
+
+    from simfl.launch.runner import Launch
 
 TUNE_FILE = "tune.yaml"
 STARTED_FILE = "started.json"
@@ -496,6 +496,7 @@ def score_at(metrics: Any, score: str, time: float = math.inf) -> float:
     """A run's score by the rule ``score`` from its evaluations at or before virtual ``time`` (all of them by
     default): the last one's accuracy, the best, or their mean. The one reading of a score, at a rung of halving
     and at the budget alike."""
+    from simfl.output.comparison import accuracy_at, best_until
     if score == "final_accuracy":
         return accuracy_at(metrics, time)
     if score == "best_accuracy":
@@ -506,6 +507,7 @@ def score_at(metrics: Any, score: str, time: float = math.inf) -> float:
 
 def trial_scores(folder: Path, name: str, seeds: Sequence[int], score: str, time: float = math.inf) -> list[float]:
     """A finished trial's score per seed at virtual ``time`` (default: its end), read from its result folder."""
+    from simfl.output.results import read_metrics
     return [score_at(read_metrics(folder, name, seed), score, time) for seed in seeds]
 
 
@@ -518,11 +520,13 @@ def rung_reached(plan: Plan, out: Path, entry: Entry, number: int) -> int | None
 def broken_since(folder: Path, name: str, seeds: Sequence[int]) -> dict[int, float]:
     """A finished trial's seeds whose model broke, each with the time from which its loss was not finite through
     the end (:func:`simfl.output.results.broken_at` of the seed's metrics)."""
+    from simfl.output.results import read_metrics
     return _broken({seed: read_metrics(folder, name, seed) for seed in seeds})
 
 
 def _broken(metrics: Mapping[int, Any]) -> dict[int, float]:
     """:func:`broken_since` of each seed's metrics, already read."""
+    from simfl.output.results import broken_at
     found = {seed: broken_at(table) for seed, table in metrics.items()}
     return {seed: when for seed, when in found.items() if when is not None}
 
@@ -530,6 +534,7 @@ def _broken(metrics: Mapping[int, Any]) -> dict[int, float]:
 def _read(plan: Plan, out: Path, trial: Trial) -> Trial:
     """``trial`` with its scores and broken seeds read from its finished folder (with halving, its last rung's,
     with its score at every rung up to it)."""
+    from simfl.output.results import read_metrics
     if plan.rungs:
         trial.rung = rung_reached(plan, out, trial.entry, trial.number)
         assert trial.rung is not None, "a trial is read once its first rung ran"
@@ -638,6 +643,7 @@ def resolution_notes(plan: Plan, out: Path, best: Mapping[str, Trial], trials: S
     than two standard errors of a difference of two accuracies near the best one, sqrt(2 p (1 - p) / (n k)) for n
     validation rows and k seeds (a normal approximation that ignores the pairing of the rows, so it errs on the
     side of saying so), with about how many rows would separate that difference (at least one row's)."""
+    from simfl.output.results import read_metrics
     notes = []
     for entry in plan.entries:
         full = sorted((t for t in trials if t.entry.name == entry.name and t.full and not math.isnan(t.score)),
@@ -733,6 +739,7 @@ def write_tables(out: Path, outcome: TuneOutcome) -> None:
     """trials.csv, trials.png and (once every entry has a trial run) best.yaml."""
     import pandas as pd
 
+    from simfl.output.results import write_csv
     from simfl.output.tuning import trials_figure
 
     columns, rows = trials_rows(outcome.plan, outcome.trials)
@@ -1208,6 +1215,7 @@ def _walls(folder: Path) -> float:
 def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
              say: Callable[[str], None] | None = None) -> TuneOutcome:
     """Run every trial of ``plan`` not yet scored into ``out`` (which this command holds) and write the tables."""
+    from simfl.launch.runner import run_targets, staged_target
     say = say if say is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     with _quiet_optuna() as optuna:
         _prepare(out, plan, resume)
@@ -1279,6 +1287,8 @@ def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = 
     (default: the working folder). ``workers`` and ``ray_address`` say where trials run, as for
     :func:`simfl.launch.grid.run_sweep`; the trials and their scores do not depend on them.
     """
+    from simfl.launch.runner import Launch
+    from simfl.launch.workers import workers_for
     if resume is not None:
         if path is not None or out is not None or overrides:
             raise InputError("--resume", "takes no scenario file, --out, --set or --seeds: it continues OUT as it was")

@@ -31,9 +31,11 @@ def loaded_after(argv: list[str], modules: list[str]) -> list[str]:
     return list(result["loaded"])
 
 
-def test_validate_loads_neither_pandas_nor_matplotlib() -> None:
+@pytest.mark.parametrize("path", ["scenarios/quickstart.yaml", "scenarios/paper/mnist_tune_async.yaml"])
+def test_validate_loads_neither_pandas_nor_matplotlib(path: str) -> None:
+    """Nor the runner, with a tune: section too (the tune's plan and cost need neither)."""
     # torch stays: the estimate builds the model on the meta device (see benchmarks/imports.py)
-    assert loaded_after(["validate", "scenarios/quickstart.yaml"], ["pandas", "matplotlib", "simfl.launch.runner"]) == []
+    assert loaded_after(["validate", path], ["pandas", "matplotlib", "simfl.launch.runner"]) == []
 
 
 def test_report_loads_no_torch(tmp_path: Path) -> None:
