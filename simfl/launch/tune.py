@@ -457,7 +457,7 @@ def estimate_line(plan: Plan, cost: tuple[float, float] | None) -> str:
     trials = sum(e.trials for e in plan.entries)
     runs = trials * len(plan.scn.seeds)
     line = (f"# tune:          {trials} trials ({', '.join(f'{e.name} {e.trials}' for e in plan.entries)}) x "
-            f"{len(plan.scn.seeds)} seeds = {runs} runs")
+            f"{len(plan.scn.seeds)} seed{'' if len(plan.scn.seeds) == 1 else 's'} = {estimate.runs_text(runs)}")
     share = halving_share(plan)
     if plan.rungs:
         line += (f"; halving keeps the best 1/{plan.eta} of each {bracket_word(plan)} at "
