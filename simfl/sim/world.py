@@ -48,13 +48,45 @@ from simfl.train.message import MEMORY, Message
 DRY_ROUNDS = 1000
 """A run without a time budget stops once its clients' rounds ended this many times per client in a row without an
 update (failed, lost to a departure, or late for their synchronous round): it cannot reach its update budget as
-its scenario stands (:meth:`World.note`). At a failure probability below 1 a client delivers with probability
-``1 - p`` per round, so 1,000 fruitless rounds per client in a row are beyond chance (``0.99 ** 1000`` is 4e-5,
-for a single client failing 99% of its rounds); a deadline or presence windows shorter than the clients' rounds
-give nothing but such rounds."""
+its scenario stands (:meth:`World.note`). A deadline or presence windows shorter than the clients' rounds give
+nothing but such rounds. Rounds that fail at ``availability.p`` may also come in long streaks by chance: then the
+streak that stops a run is longer (:func:`dry_limit`)."""
 DRY_MOST = 100_000
-"""At most this many fruitless rounds in a row in all, whatever the population: each is an events.csv row, and a
-large population's rounds come from its many clients."""
+"""At most this many fruitless rounds in a row in all, whatever the population, unless the failure probability
+asks for more (:func:`dry_limit`): each is an events.csv row, and a large population's rounds come from its many
+clients."""
+DRY_CHANCE = 1e-9
+"""The chance, at most, that a run which can reach its update budget is stopped for a streak of failed rounds that
+came by chance alone (:func:`dry_limit`)."""
+DRY_CHANCE_MOST = 10_000_000
+"""The longest streak of fruitless rounds a run waits for, whatever its failure probability: each is an events.csv
+row (about 2.5 GB of memory at this count), so a run that cannot make progress still ends."""
+
+
+def dry_limit(clients: int, p: float, updates: int | None) -> int:
+    """Fruitless client rounds in a row that stop a run with only an update budget: :data:`DRY_ROUNDS` per client
+    (at most :data:`DRY_MOST`), or more where the failure probability ``p`` could give that many by chance.
+
+    Why a streak of ``n`` failures is beyond chance: a maximal streak of fruitless rounds starts at the run's start
+    or after an update, and the run ends at its ``updates``-th, so at most ``updates + 1`` streaks start. Each
+    round's failure is its own uniform draw, made at its dispatch, and its end time does not depend on it, so given
+    everything before it a round ends failed with probability ``p``: a given streak reaches ``n`` failures with
+    probability at most ``p ** n``, and some streak does with probability at most ``(updates + 1) * p ** n``. The
+    limit is the least ``n`` that puts this below :data:`DRY_CHANCE`, when that exceeds the per-client rule (it never
+    does for ``p`` up to 0.96, whatever the population and for an update budget up to a million), and at most
+    :data:`DRY_CHANCE_MOST`: beyond that a stop says how likely chance alone was."""
+    rule = min(DRY_ROUNDS * clients, DRY_MOST)
+    if p <= 0.0:
+        return rule
+    starts = (updates or 0) + 1
+    chance = DRY_CHANCE_MOST if p >= 1.0 else math.ceil(math.log(DRY_CHANCE / starts) / math.log(p))
+    return min(max(rule, chance), max(rule, DRY_CHANCE_MOST))
+
+
+def streak_chance(p: float, n: int, updates: int | None) -> float:
+    """An upper bound on the chance that a run reaching its update budget has ``n`` failed rounds in a row
+    somewhere (:func:`dry_limit`'s argument), at most 1."""
+    return 1.0 if p >= 1.0 else min(1.0, ((updates or 0) + 1) * p ** n)
 
 
 @dataclass(frozen=True)
@@ -185,7 +217,10 @@ class World:
             self.dispatch if availability is None else self._send_if_present)
         """Start a client's round from the given weights now, unless it is away (:meth:`away`): then its return
         restarts it from them. With no availability nobody is ever away: it is :meth:`dispatch` itself."""
-        self.dry_limit = min(DRY_ROUNDS * len(state.clients), DRY_MOST) if budget.time is None else math.inf
+        self.failure_p = 0.0 if availability is None else float(availability.config.p)
+        """The probability that a client's round fails (``availability.p``), the same for every round."""
+        self.dry_limit = (dry_limit(len(state.clients), self.failure_p, budget.updates) if budget.time is None
+                          else math.inf)
         """Fruitless client rounds in a row (:attr:`SimState.dry`) that stop a run without a time budget."""
         self.stalled: str | None = None
         """Why the run stopped before its budget was spent, if it did (:meth:`_stall`)."""
@@ -394,7 +429,8 @@ class World:
                 self._stall()
 
     def _stall(self) -> None:
-        """Stop a run whose last :attr:`dry_limit` client rounds all ended without an update, saying why."""
+        """Stop a run whose last :attr:`dry_limit` client rounds all ended without an update, saying why: where some
+        of them failed, with the chance that failures alone give such a streak (:func:`dry_limit`)."""
         st = self.state
         kinds: Counter[str] = Counter()
         for e in reversed(st.events):
@@ -403,9 +439,21 @@ class World:
             kinds[e.event] += 1
         why = {"late": "late for their round's close", "failure": "failed", "leave": "cut short by a departure"}
         causes = ", ".join(f"{kinds[k]} {text}" for k, text in why.items() if kinds[k])
-        self.stalled = (f"no update in the last {st.dry} client rounds in a row ({causes}): the update budget of "
-                        f"{self.budget.updates} cannot be reached (stopped at {self.clock.now:g} s after {st.updates} "
-                        "updates; with budget.time such a run goes on to its time)")
+        where = (f"(stopped at {self.clock.now:g} s after {st.updates} updates; with budget.time such a run goes on to "
+                 "its time)")
+        head = f"no update in the last {st.dry} client rounds in a row ({causes})"
+        if not kinds["failure"]:
+            self.stalled = f"{head}: the update budget of {self.budget.updates} cannot be reached {where}"
+        else:
+            bound = streak_chance(self.failure_p, st.dry, self.budget.updates)
+            chance = (f"at this scenario's failure probability of {self.failure_p:g} per round, {st.dry} failures in a "
+                      + (f"row come by chance with probability below {DRY_CHANCE:g}" if bound < DRY_CHANCE else
+                         f"row may well come by chance (probability up to {bound:.2g}), but no run waits for more than "
+                         f"{DRY_CHANCE_MOST:,} fruitless rounds in a row"))
+            self.stalled = (f"{head}: {chance}, so the update budget of {self.budget.updates} is taken to be out of "
+                            f"reach {where}" if kinds["failure"] == st.dry else
+                            f"{head}: the update budget of {self.budget.updates} looks out of reach ({chance}; the "
+                            f"other rounds ended late or cut short) {where}")
         self.clock.stop()
 
     def arrival(self, client: ClientState, staleness: int) -> Arrival:

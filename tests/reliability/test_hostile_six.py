@@ -1,0 +1,78 @@
+"""Hostile input, part six: a rare-success run that can reach its budget is not stopped by chance, the speed cache
+never blocks or is trusted when damaged, an estimate resting on cached speeds names the cache, every notation of a
+number is a number, and an interrupted command says only what exists.
+
+- ``no progress``: the streak of fruitless rounds that stops a run with only an update budget comes from the
+  scenario's own failure probability (:func:`simfl.sim.world.dry_limit`), and the stop says how sure it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import simfl.sim.world as world
+from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import scenario as scenario_mod
+from simfl.sim.verify import RunStopped
+from simfl.sim.world import DRY_CHANCE, DRY_CHANCE_MOST, DRY_MOST, DRY_ROUNDS, dry_limit, streak_chance
+from tests.conftest import tiny_scenario
+
+# -- no progress -----------------------------------------------------------------------------------------------------
+
+
+def _rare(p: float, seed: int, updates: int = 10) -> dict[str, Any]:
+    """Two clients (1 s and 1.5 s rounds), each round failing with probability ``p``, an update budget only."""
+    return tiny_scenario(executor={"kind": "none"}, eval={"every": 1e6}, seeds=[seed],
+                         data={"dataset": "synthetic", "train_size": 40, "test_size": 10, "features": 4, "classes": 2,
+                               "partition": {"kind": "iid", "clients": 2}},
+                         latency={"model": "constant", "seconds": [1.0, 1.5]}, availability={"p": p},
+                         budget={"updates": updates})
+
+
+def _run(raw: dict[str, Any]) -> Any:
+    scn = scenario_mod.validate(raw)
+    return run_one(scn, federation(scn, load_dataset(scn), scn.seeds[0]), 0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_run_failing_most_rounds_reaches_its_budget(seed: int) -> None:
+    """At p = 0.9995 a streak of 2,000 failures has probability 0.37: the 1,000-per-client rule stopped these runs
+    (seed 0 after 1 update, seed 1 after 1); they reach their 10 updates after about 20,000 rounds."""
+    st = _run(_rare(0.9995, seed)).state
+    assert st.updates == 10 and st.stopped and len(st.events) > 2 * DRY_ROUNDS
+
+
+def test_the_streak_is_beyond_chance_at_the_scenarios_failure_probability() -> None:
+    assert dry_limit(2, 0.9995, 10) == 46231  # the least n with 11 * 0.9995 ** n below 1e-9
+    for clients, p, updates in [(2, 0.9995, 10), (1, 0.99, 1), (5, 0.999, 1000), (1, 0.96, 10**6), (3, 0.5, 60)]:
+        n = dry_limit(clients, p, updates)
+        assert streak_chance(p, n, updates) < DRY_CHANCE <= streak_chance(p, n - 1, updates) or n == min(
+            DRY_ROUNDS * clients, DRY_MOST)
+    # where the per-client rule already was beyond chance it stands: the same stops, the same files
+    assert [dry_limit(c, p, 10**6) for c, p in [(1, 0.96), (3, 0.9), (200, 0.99), (2, 0.0)]] == [1000, 3000, DRY_MOST,
+                                                                                                 2000]
+    assert dry_limit(1, 1 - 1e-9, 10) == DRY_CHANCE_MOST  # and a run ends, whatever its failure probability
+
+
+def test_a_stop_after_failures_says_how_sure_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the bound raised to 0.5 (and the per-client rule lowered) a streak of failures stops a run by chance:
+    the line gives the failure probability and the bound, and how to lift the stop."""
+    monkeypatch.setattr(world, "DRY_CHANCE", 0.5)
+    monkeypatch.setattr(world, "DRY_ROUNDS", 1)
+    n = world.dry_limit(2, 0.99, 10)
+    assert n == 308
+    with pytest.raises(RunStopped) as caught:
+        _run(_rare(0.99, 5))
+    message = caught.value.message
+    assert message.startswith(f"no update in the last {n} client rounds in a row ({n} failed): at this scenario's "
+                              f"failure probability of 0.99 per round, {n} failures in a row come by chance with "
+                              "probability below 0.5, so the update budget of 10 is taken to be out of reach "
+                              "(stopped at "), message
+    assert message.endswith("; with budget.time such a run goes on to its time)")
+    monkeypatch.setattr(world, "DRY_CHANCE_MOST", 50)
+    with pytest.raises(RunStopped) as caught:
+        _run(_rare(0.9995, 0))
+    assert ("50 failures in a row may well come by chance (probability up to 1), but no run waits for more than 50 "
+            "fruitless rounds in a row, so the update budget of 10 is taken to be out of reach") in caught.value.message
