@@ -339,6 +339,15 @@ def build_parser() -> argparse.ArgumentParser:
                             "column's own, 95%% of its lowest mean accuracy)")
     p_rep.set_defaults(func=cmd_report)
 
+    p_tl = sub.add_parser("timeline", help="one run of a result folder as a schedule: what each client did over "
+                          "virtual time (computing, waiting, failed, absent) and the updates")
+    p_tl.add_argument("dir", type=Path, metavar="DIR", help="a result folder (the --out of simfl run)")
+    p_tl.add_argument("--entry", default=None, help="the entry (default: the folder's first)")
+    p_tl.add_argument("--seed", type=int, default=None, help="the seed (default: the entry's first)")
+    p_tl.add_argument("--out", type=Path, default=None,
+                      help="the PNG to write (default: DIR/timeline-<entry>-seed<k>.png)")
+    p_tl.set_defaults(func=cmd_timeline)
+
     p_models = sub.add_parser("models", help="trainable and total parameter counts and sizes of every model")
     p_models.add_argument("names", nargs="*", help="models to list (default: all)")
     p_models.set_defaults(func=cmd_models)
@@ -581,6 +590,19 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     args.checkpoint_wall = None
     args.workers, args.ray = None, None
     return cmd_run(args)
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from simfl.launch.api import followed_absences, population
+    from simfl.output.timeline import read_spans, write_timeline
+
+    folder = args.dir
+    run = read_spans(folder, args.entry, args.seed, lambda seed: followed_absences(folder, seed))
+    out = args.out if args.out is not None else folder / f"timeline-{run.entry}-seed{run.seed}.png"
+    if out.exists() and not out.is_file():
+        raise InputError(str(out), "is not a file; give --out a PNG file's path")
+    print(f"wrote {write_timeline(run, out, f'{folder.name}: {run.entry}, seed {run.seed}', population(folder))}")
+    return 0
 
 
 def cmd_reference(args: argparse.Namespace) -> int:

@@ -88,6 +88,38 @@ class Results:
         return ax
 
 
+    def timeline(self, entry: str | None = None, seed: int | None = None) -> pd.DataFrame:
+        """One run's schedule (default: the first entry's first seed): a row per interval a client spent computing,
+        waiting, failed, cut short or absent, with ``client``, ``state``, ``start`` and ``end`` in virtual seconds
+        (:func:`simfl.output.timeline.spans`; ``simfl timeline DIR`` draws it)."""
+        from simfl.output.timeline import read_spans
+
+        return read_spans(self.out, entry, seed, lambda s: followed_absences(self.out, s)).spans
+
+
+def followed_absences(folder: Path, seed: int) -> list[Sequence[tuple[float, float | None]]] | None:
+    """Per client, its absences in the run of ``seed`` in the result folder ``folder`` as its scenario.yaml gives
+    them (:meth:`simfl.schema.scenario.Scenario.absences`); None where that cannot be read without running anything (a
+    plugin's model, data that decides the number of clients, a missing or unreadable scenario.yaml)."""
+    path = folder / "scenario.yaml"
+    if not path.is_file():
+        return None
+    try:
+        scn = scenario_mod.load(path)
+        clients = scn.stated_clients()
+        return None if clients is None else scn.absences(clients, seed)
+    except (InputError, ValueError, OSError):
+        return None
+
+
+def population(folder: Path) -> int | None:
+    """The number of clients the result folder's scenario states (None: it states none, or cannot be read)."""
+    try:
+        return scenario_mod.load(folder / "scenario.yaml").stated_clients()
+    except (InputError, ValueError, OSError):
+        return None
+
+
 def _raw(scenario: ScenarioLike) -> tuple[dict[str, Any], Path, str]:
     """The raw mapping of a scenario, the folder its relative data paths are relative to, and its name in messages."""
     if isinstance(scenario, Scenario):

@@ -16,7 +16,7 @@ import functools
 import itertools
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
 
@@ -28,8 +28,8 @@ from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
 from simfl.fields import PATH_KEYS, NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section
 from simfl.latency.availability import Availability, AvailabilityConfig
-from simfl.latency.stragglers import StragglersConfig
 from simfl.latency.base import unknown_flops
+from simfl.latency.stragglers import StragglersConfig
 from simfl.outdir import name_problem
 from simfl.output.sequential import Looks
 from simfl.output.target import TargetConfig, target_config
@@ -469,6 +469,14 @@ class Scenario(Section):
         if self.eval.baseline is not None and self.eval.baseline not in names:
             raise ValueError(f"eval.baseline {self.eval.baseline!r} names no entry; the entries are {', '.join(names)}")
         return self
+
+    def absences(self, num_clients: int, seed: int) -> list[Sequence[tuple[float, float | None]]]:
+        """Per client, the absences a run of ``seed`` follows: its departures and its latency model's trace (the
+        same :class:`~simfl.latency.availability.Availability` the run builds)."""
+        latency = plugins.lookup("latency", self.latency.model)
+        trace = latency.absences_of(self.latency, num_clients)
+        return list(Availability(self.availability, num_clients, seed, trace, latency.absence_source(self.latency))
+                    .absences)
 
     def check_clients(self, num_clients: int) -> None:
         """Checks that need the number of clients (known once the partition is made; ``simfl validate`` makes them
