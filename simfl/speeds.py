@@ -8,9 +8,13 @@ reads. An entry is keyed by the machine (CPU model, torch and Python versions, t
 that any change gives a new measurement.
 
 The cache is ``speeds.json`` in ``$SIMFL_CACHE``, else ``~/.cache/simfl``. It is JSON only, never executed; a
-file that is unreadable, corrupt or of another layout counts as empty, and one that cannot be written is left as it
-is: the estimate then falls back on the reference speeds. Writes replace the file atomically. Light to import: no
-torch (its version is read from the installed package's metadata).
+file that is unreadable, corrupt or of another layout counts as empty, and so does an entry of figures no machine
+gives (not finite, negative, beyond :data:`MOST_SECONDS`); one that cannot be written is left as it is: the
+estimate then falls back on the reference speeds. It is read only from a regular file of at most
+:data:`MAX_BYTES` (opened without blocking and checked once open, so that a FIFO, a device or a link put there is
+never read from nor waited on): anything else there is ignored, said once on stderr, and never replaced. Writes
+replace the file atomically (a temporary file renamed over it). Light to import: no torch (its version is read from
+the installed package's metadata).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import json
 import math
 import os
 import platform
+import stat
 import statistics
+import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -56,6 +62,15 @@ OBSERVED = "observed"
 the engine alone (:func:`observe`)."""
 OBSERVED_KEPT = 9
 """The latest finished runs kept per lesson."""
+MAX_BYTES = 4 * 1024 * 1024
+"""The largest cache file read: :data:`MAX_ENTRIES` entries take a few hundred kB; a larger file is not simfl's."""
+MOST_SECONDS = 1e6
+"""The largest figure of a measurement (seconds per step, sample, job or arrival, or a run's wall seconds over its
+estimate) that a machine gives: above it, the entry is damaged and ignored."""
+MOST_AT = 1e11
+"""The largest time of a sample (``at``, seconds since the epoch: the year 5138)."""
+_TOLD: set[tuple[str, str]] = set()
+"""The (file, problem) pairs already said on stderr by this process."""
 
 
 def folder() -> Path:
@@ -104,11 +119,60 @@ def training(model: Any, shape: Sequence[int], classes: int, batch: int) -> dict
             "batch": int(batch), "timing": TRAINING_TIMING}
 
 
-def _entries() -> dict[str, Speed]:
-    """The cache's entries, or none where the file is missing, unreadable, corrupt or of another layout."""
+def _unusable(target: Path, problem: str, replaced: bool = False) -> None:
+    """Say once per process, on stderr, that the cache file cannot be used, why, and what simfl does with it."""
+    if (str(target), problem) not in _TOLD:
+        _TOLD.add((str(target), problem))
+        then = ("ignored, and replaced by the next measurement" if replaced else
+                f"ignored and left as it is; remove it, or set ${ENV} to another folder, to let simfl keep its "
+                "measured speeds")
+        print(f"simfl: the speed cache {target} {problem}: {then}", file=sys.stderr, flush=True)
+
+
+def _regular(mode: int) -> str | None:
+    """Why a file of ``mode`` is no cache simfl reads or replaces (None: a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    return ("is a symbolic link" if stat.S_ISLNK(mode) else "is a folder" if stat.S_ISDIR(mode) else
+            "is a FIFO" if stat.S_ISFIFO(mode) else "is a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "is not a regular file")
+
+
+def _text() -> str | None:
+    """The cache file's text, or None: missing, unreadable, not a regular file or over :data:`MAX_BYTES` (the last
+    two said once on stderr). Opened without following a link and without blocking, and checked on the open file,
+    so that what is at the path cannot change between the check and the read."""
+    target = path()
     try:
-        data = json.loads(path().read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+        problem = _regular(os.lstat(target).st_mode)  # a device is not even opened
+        if problem is not None:
+            _unusable(target, problem)
+            return None
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            problem = _regular(os.fstat(fd).st_mode)
+            data = b"" if problem is not None else fh.read(MAX_BYTES + 1)
+        except OSError:
+            return None
+    if problem is not None:
+        _unusable(target, problem)
+        return None
+    if len(data) > MAX_BYTES:
+        _unusable(target, f"is larger than {MAX_BYTES // (1024 * 1024)} MiB, far more than simfl writes", replaced=True)
+        return None
+    return data.decode("utf-8")
+
+
+def _entries() -> dict[str, Speed]:
+    """The cache's entries, or none where the file is missing, unreadable, not a regular file, too large, corrupt or
+    of another layout; entries of damaged figures are left out."""
+    try:
+        text = _text()
+        data = json.loads(text) if text is not None else None
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return {}
     if not isinstance(data, dict) or data.get("layout") != LAYOUT or not isinstance(data.get("entries"), dict):
         return {}
@@ -116,10 +180,11 @@ def _entries() -> dict[str, Speed]:
 
 
 def _valid(value: Any) -> bool:
-    """A measurement: a non-empty mapping of names to finite non-negative numbers."""
+    """A measurement: a non-empty mapping of names to finite non-negative numbers that a machine can give (at most
+    :data:`MOST_SECONDS`, and a sample's time ``at`` at most :data:`MOST_AT`)."""
     return (isinstance(value, dict) and bool(value) and all(
-        isinstance(n, str) and isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
-        for n, x in value.items()))
+        isinstance(n, str) and isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+        and 0 <= x <= (MOST_AT if n == "at" else MOST_SECONDS) for n, x in value.items()))
 
 
 def cached(what: str, facts: Mapping[str, Any]) -> Speed | None:
@@ -130,12 +195,19 @@ def cached(what: str, facts: Mapping[str, Any]) -> Speed | None:
 
 def store(what: str, facts: Mapping[str, Any], speed: Speed) -> None:
     """Add a measurement to the cache, atomically (a temporary file renamed over it); a folder that cannot be
-    written leaves the cache as it was."""
+    written, or anything but a regular file at the cache's path, leaves the cache as it was."""
     entries = _entries()
     entries.pop(key(what, facts), None)
     entries[key(what, facts)] = dict(speed)
     kept = dict(list(entries.items())[-MAX_ENTRIES:])
     target = path()
+    try:
+        if _regular(os.lstat(target).st_mode) is not None:  # a link, FIFO or device put there is not replaced
+            return
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=".speeds-", suffix=".tmp", dir=target.parent)

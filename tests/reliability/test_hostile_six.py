@@ -4,20 +4,27 @@ number is a number, and an interrupted command says only what exists.
 
 - ``no progress``: the streak of fruitless rounds that stops a run with only an update budget comes from the
   scenario's own failure probability (:func:`simfl.sim.world.dry_limit`), and the stop says how sure it is.
+- ``speed cache``: a FIFO, a device, a link or a huge file at the cache's path is neither waited on, read through
+  nor replaced (one line on stderr names it); an entry of impossible figures is ignored.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-import simfl.sim.world as world
+from simfl import speeds
 from simfl.launch.experiment import federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
+from simfl.sim import world
 from simfl.sim.verify import RunStopped
-from simfl.sim.world import DRY_CHANCE, DRY_CHANCE_MOST, DRY_MOST, DRY_ROUNDS, dry_limit, streak_chance
 from tests.conftest import tiny_scenario
+from tests.reliability.hostile import bounded, cli
 
 # -- no progress -----------------------------------------------------------------------------------------------------
 
@@ -41,19 +48,20 @@ def test_a_run_failing_most_rounds_reaches_its_budget(seed: int) -> None:
     """At p = 0.9995 a streak of 2,000 failures has probability 0.37: the 1,000-per-client rule stopped these runs
     (seed 0 after 1 update, seed 1 after 1); they reach their 10 updates after about 20,000 rounds."""
     st = _run(_rare(0.9995, seed)).state
-    assert st.updates == 10 and st.stopped and len(st.events) > 2 * DRY_ROUNDS
+    assert st.updates == 10 and st.stopped and len(st.events) > 2 * world.DRY_ROUNDS
 
 
 def test_the_streak_is_beyond_chance_at_the_scenarios_failure_probability() -> None:
-    assert dry_limit(2, 0.9995, 10) == 46231  # the least n with 11 * 0.9995 ** n below 1e-9
+    assert world.dry_limit(2, 0.9995, 10) == 46231  # the least n with 11 * 0.9995 ** n below 1e-9
     for clients, p, updates in [(2, 0.9995, 10), (1, 0.99, 1), (5, 0.999, 1000), (1, 0.96, 10**6), (3, 0.5, 60)]:
-        n = dry_limit(clients, p, updates)
-        assert streak_chance(p, n, updates) < DRY_CHANCE <= streak_chance(p, n - 1, updates) or n == min(
-            DRY_ROUNDS * clients, DRY_MOST)
+        n = world.dry_limit(clients, p, updates)
+        rule = min(world.DRY_ROUNDS * clients, world.DRY_MOST)
+        assert world.streak_chance(p, n, updates) < world.DRY_CHANCE
+        assert n == rule or world.streak_chance(p, n - 1, updates) >= world.DRY_CHANCE
     # where the per-client rule already was beyond chance it stands: the same stops, the same files
-    assert [dry_limit(c, p, 10**6) for c, p in [(1, 0.96), (3, 0.9), (200, 0.99), (2, 0.0)]] == [1000, 3000, DRY_MOST,
-                                                                                                 2000]
-    assert dry_limit(1, 1 - 1e-9, 10) == DRY_CHANCE_MOST  # and a run ends, whatever its failure probability
+    kept = [world.dry_limit(c, p, 10**6) for c, p in [(1, 0.96), (3, 0.9), (200, 0.99), (2, 0.0)]]
+    assert kept == [1000, 3000, world.DRY_MOST, 2000]
+    assert world.dry_limit(1, 1 - 1e-9, 10) == world.DRY_CHANCE_MOST  # and a run ends, whatever its failure rate
 
 
 def test_a_stop_after_failures_says_how_sure_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,3 +84,75 @@ def test_a_stop_after_failures_says_how_sure_it_is(monkeypatch: pytest.MonkeyPat
         _run(_rare(0.9995, 0))
     assert ("50 failures in a row may well come by chance (probability up to 1), but no run waits for more than 50 "
             "fruitless rounds in a row, so the update budget of 10 is taken to be out of reach") in caught.value.message
+
+
+# -- speed cache -----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache folder of this test's own (what was said of other files stays said)."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    monkeypatch.setenv(speeds.ENV, str(folder))
+    monkeypatch.setattr(speeds, "_TOLD", set())
+    return folder
+
+
+def _plain(tmp_path: Path) -> Path:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario(executor={"kind": "none"})))
+    return path
+
+
+ENGINE = {"arrival": 5e-5}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "link", "huge"])
+def test_what_is_no_cache_file_is_never_waited_on_read_through_or_replaced(
+        kind: str, cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A FIFO blocked ``open`` for ever (validate hung), a link to /dev/zero was read without end (run past 400 s), a
+    link elsewhere was read (and written through by a rename's follower); now each is ignored with one line."""
+    target = cache / speeds.FILE
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"layout": speeds.LAYOUT, "entries": {}}))
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "zero":
+        target.symlink_to("/dev/zero")
+    elif kind == "link":
+        target.symlink_to(elsewhere)
+    else:
+        target.write_bytes(b" " * (speeds.MAX_BYTES + 1))
+    with bounded(10):
+        assert speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None
+        speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, ENGINE)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"simfl: the speed cache {target} is "), err
+    assert [p.name for p in cache.iterdir()] == [speeds.FILE]  # no temporary file left
+    if kind == "huge":  # a regular file of simfl's own name: replaced by the measurement, atomically
+        assert "replaced by the next measurement" in err
+        assert speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) == ENGINE
+        return
+    assert "left as it is; remove it, or set $SIMFL_CACHE to another folder" in err
+    assert target.is_fifo() if kind == "fifo" else target.is_symlink()
+    assert json.loads(elsewhere.read_text())["entries"] == {}  # never written through
+
+
+def test_validate_with_a_fifo_for_its_cache_answers(cache: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    os.mkfifo(cache / speeds.FILE)
+    _, err = cli(capsys, ["validate", _plain(tmp_path)], "speed cache", expect=0)
+    assert err.startswith(f"simfl: the speed cache {cache / speeds.FILE} is a FIFO: ignored and left as it is"), err
+    assert (cache / speeds.FILE).is_fifo()
+
+
+@pytest.mark.parametrize("figure", [1e300, 1e7, -1.0])
+def test_an_entry_no_machine_gives_is_damaged(figure: float, cache: Path) -> None:
+    speeds.store(speeds.ENGINE, speeds.ENGINE_FACTS, ENGINE)
+    data = json.loads((cache / speeds.FILE).read_text())
+    (entry,) = data["entries"].values()
+    entry["arrival"] = figure
+    (cache / speeds.FILE).write_text(json.dumps(data))
+    assert speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None
+
