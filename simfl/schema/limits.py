@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simfl import speeds
 from simfl.errors import InputError
 from simfl.schema.costs import machine_memory
 from simfl.schema.estimate import Estimate, bytes_text, count_text, duration_text, runs_text
@@ -97,7 +98,21 @@ def check(est: Estimate, max_memory: int, where: str = "estimate", max_hours: fl
     if est.wall_seconds is not None and est.wall_seconds > hours * 3600:
         raise InputError(where, f"one run would take about {duration_text(est.wall_seconds)} of wall time; the limit is "
                          f"{duration_text(hours * 3600)} (--max-hours): lower train.epochs or the budget, or raise the "
-                         "limit")
+                         f"limit{cached_speeds(est)}")
+
+
+def cached_speeds(est: Estimate) -> str:
+    """Where a wall time rests on speeds cached on this machine (measured, or learned from finished runs), a clause
+    naming the cache and how to measure again, for a refusal that a wrong cache would explain (else empty)."""
+    measured = [part for part in est.timed if part in est.speeds.measured]
+    rests = [f"the {' and '.join(measured)} speed{'s' if len(measured) > 1 else ''} measured here"] if measured else []
+    if est.speeds.runs:
+        rests.append("1 finished run's wall time" if est.speeds.runs == 1 else
+                     f"{est.speeds.runs} finished runs' wall times")
+    if not rests:
+        return ""
+    return (f"; this estimate rests on {' and '.join(rests)}, cached in {speeds.path()}: if that cache is wrong, "
+            "delete it and the next `simfl run` measures this machine again")
 
 
 @dataclass(frozen=True)

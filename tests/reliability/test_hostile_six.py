@@ -6,6 +6,7 @@ number is a number, and an interrupted command says only what exists.
   scenario's own failure probability (:func:`simfl.sim.world.dry_limit`), and the stop says how sure it is.
 - ``speed cache``: a FIFO, a device, a link or a huge file at the cache's path is neither waited on, read through
   nor replaced (one line on stderr names it); an entry of impossible figures is ignored.
+- ``cached estimate``: a wall-time refusal that rests on cached speeds names the cache and how to measure again.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 
 from simfl import speeds
 from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.schema import estimate
 from simfl.schema import scenario as scenario_mod
 from simfl.sim import world
 from simfl.sim.verify import RunStopped
@@ -156,3 +158,42 @@ def test_an_entry_no_machine_gives_is_damaged(figure: float, cache: Path) -> Non
     (cache / speeds.FILE).write_text(json.dumps(data))
     assert speeds.cached(speeds.ENGINE, speeds.ENGINE_FACTS) is None
 
+
+# -- cached estimate -------------------------------------------------------------------------------------------------
+
+
+def _cache_training(raw: dict[str, Any], step: float) -> None:
+    """Cache a measured training speed of ``step`` seconds per step for the scenario's model, data and batch."""
+    scn = scenario_mod.validate(raw)
+    facts = estimate.data_facts(scn.data)
+    assert facts is not None
+    speeds.store(speeds.TRAINING, speeds.training(scn.model, facts.shape, facts.classes, scn.train.batch_size),
+                 {"job": 0.0, "step": step, "sample": 0.0, "eval": 0.0, "eval_sample": 0.0})
+
+
+def test_cached_speeds_of_1e300_do_not_refuse_a_valid_run(cache: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """They were read as measured: "one run would take about 7.8e297 h"; no machine gives them, so they are no
+    measurement and the estimate is the reference machine's."""
+    raw = tiny_scenario()
+    _cache_training(raw, 1.0)
+    data = json.loads((cache / speeds.FILE).read_text())
+    for entry in data["entries"].values():
+        entry.update({k: 1e300 for k in entry})
+    (cache / speeds.FILE).write_text(json.dumps(data))
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    cli(capsys, ["validate", tmp_path / "s.yaml"], "cached estimate", expect=0)
+
+
+def test_a_refusal_resting_on_cached_speeds_names_the_cache(cache: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A day per step, as if measured here: 13 updates of 3 steps are far past the 168 h limit."""
+    raw = tiny_scenario()
+    _cache_training(raw, 86_400.0)
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    _, err = cli(capsys, ["validate", tmp_path / "s.yaml"], "cached estimate", expect=2)
+    assert "one run would take about" in err and "lower train.epochs or the budget, or raise the limit; " in err, err
+    assert err.endswith(f"this estimate rests on the training speed measured here, cached in {cache / speeds.FILE}: "
+                        "if that cache is wrong, delete it and the next `simfl run` measures this machine again"), err
+    (cache / speeds.FILE).unlink()
+    cli(capsys, ["validate", tmp_path / "s.yaml"], "cached estimate", expect=0)  # the reference machine's: fine
