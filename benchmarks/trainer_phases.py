@@ -10,7 +10,9 @@ The figures behind two of the estimate's reference values (:mod:`simfl.schema.co
   as :func:`simfl.launch.measure_speeds.per_call` keeps the shortest of a few warm calls: what
   :data:`~simfl.schema.costs.SUSTAINED` scales a measured speed by.
 
-Run it with nothing else on the machine. ``--processes N`` repeats each case in N fresh processes.
+Run it with nothing else on the machine. ``--processes N`` repeats each case in N fresh processes. ``--write`` sets
+``TRAINER_START_SECONDS`` of ``simfl/schema/costs.json`` to the top of what it measured (the largest first job's
+extra, to two significant digits), with this run as its provenance (:func:`benchmarks.costs.refit`).
 """
 
 from __future__ import annotations
@@ -61,14 +63,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--processes", type=int, default=3, help="fresh processes per case")
     parser.add_argument("--jobs", type=int, default=400, help="jobs in a row whose mean is compared")
     parser.add_argument("--case", default="", help="(internal) one case in this process")
+    parser.add_argument("--write", action="store_true", help="write TRAINER_START_SECONDS to simfl/schema/costs.json")
     args = parser.parse_args(argv)
     if args.case:
-        extra, sustained = phases(args.case, args.jobs)
-        print(f"{extra} {sustained}")
+        extra, ratio = phases(args.case, args.jobs)
+        print(f"{extra} {ratio}")
         return
     imports = [float(subprocess.run([sys.executable, "-c", IMPORT], check=True, capture_output=True,
                                     text=True).stdout) for _ in range(args.processes)]
     print(f"dynamo_import_s={min(imports):.2f}-{max(imports):.2f}", flush=True)
+    first: list[float] = []
     for case in CASES:
         got = [tuple(map(float, subprocess.run(
             [sys.executable, "-m", "benchmarks.trainer_phases", "--case", case, "--jobs", str(args.jobs)],
@@ -76,6 +80,15 @@ def main(argv: list[str] | None = None) -> None:
         extras, sustained = [g[0] for g in got], [g[1] for g in got]
         print(f"{case}_first_extra_s={min(extras):.2f}-{max(extras):.2f}", flush=True)
         print(f"{case}_sustained={min(sustained):.2f}-{max(sustained):.2f}", flush=True)
+        first += extras
+    if args.write:
+        from benchmarks.costs import refit, significant
+
+        notes = (f"the import {min(imports):.2f}-{max(imports):.2f} s, the first job {min(first):.2f}-{max(first):.2f} s "
+                 f"more than the jobs after it ({', '.join(CASES)})")
+        by = f"python -m benchmarks.trainer_phases --write --processes {args.processes} (nothing else running)"
+        for line in refit({"TRAINER_START_SECONDS": significant(max(first))}, by, notes):
+            print(line)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ def test_wheel_installs_and_runs_quickstart(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "dist").glob("simfl-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"simfl/latency/data/devices.csv", "simfl/latency/data/pooled.json", "simfl/latency/data/uploads.csv",
-            "simfl/scenarios/quickstart.yaml", "simfl/models/model_costs.json", "simfl/py.typed"} <= names
+            "simfl/scenarios/quickstart.yaml", "simfl/models/model_costs.json", "simfl/schema/costs.json",
+            "simfl/py.typed"} <= names
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)

@@ -37,17 +37,7 @@ from simfl.models import measured
 from simfl.models.measured import ModelCost
 from simfl.schema import bounds, costs
 from simfl.schema.bounds import Budget, Extent, World
-from simfl.schema.costs import (
-    CHECKPOINT_TUPLE_BYTES,
-    EVAL_BATCH,
-    FOLDER_BYTES,
-    NPY_HEADER_BYTES,
-    RECORD_COPIES,
-    RUN_FILES_BYTES,
-    RUNTIME_BYTES,
-    Speeds,
-    count,
-)
+from simfl.schema.costs import EVAL_BATCH, NPY_HEADER_BYTES, Speeds, count, whole
 
 MAX_CLIENTS = 1_000_000
 """Clients of one scenario."""
@@ -122,12 +112,12 @@ class Estimate:
     record_values: int | None = None
     recording_bytes: int = 0
     """One run's recording (the most demanding entry): 4 bytes per value of the layer per aggregation, plus the
-    ``.npy`` header; in RAM :data:`~simfl.schema.costs.RECORD_COPIES` times while the run ends
+    ``.npy`` header; in RAM ``RECORD_COPIES`` (:mod:`simfl.schema.costs`) times while the run ends
     (:attr:`record_ram`), on disk once."""
     results_bytes: int = 0
     """Disk of the result folder (per sweep cell): per run its events.csv, metrics.csv, recording and small files
-    (:data:`~simfl.schema.costs.RUN_FILES_BYTES`), plus the largest events.csv again (a file is replaced through a
-    temporary copy) and the folder's own files (:data:`~simfl.schema.costs.FOLDER_BYTES`)."""
+    (``RUN_FILES_BYTES``), plus the largest events.csv again (a file is replaced through a
+    temporary copy) and the folder's own files (``FOLDER_BYTES``)."""
     record_disk_bytes: int = 0
     """The recordings' share of ``results_bytes`` (every run's)."""
     checkpoint_bytes: int = 0
@@ -141,7 +131,7 @@ class Estimate:
     """Whether the run writes checkpoints (``--checkpoint-every``)."""
     store_dir: str | None = None
     """Folder of the disk store's scratch file (None: the system's temporary folder)."""
-    runtime_bytes: int = RUNTIME_BYTES
+    runtime_bytes: int = field(default_factory=lambda: whole("RUNTIME_BYTES"))
     """The process before the scenario's stores (:func:`~simfl.schema.costs.runtime_bytes`)."""
     executor_bytes: int = 0
     """The executor's worker processes (:func:`simfl.schema.costs.executor_bytes`)."""
@@ -200,12 +190,12 @@ class Estimate:
     @property
     def checkpoint_ram(self) -> int:
         """Memory a checkpoint takes while it is made: the events as tuples, the saved bytes and their copy."""
-        return int(self.events * CHECKPOINT_TUPLE_BYTES) + 2 * self.checkpoint_bytes if self.checkpoints else 0
+        return int(self.events * whole("CHECKPOINT_TUPLE_BYTES")) + 2 * self.checkpoint_bytes if self.checkpoints else 0
 
     @property
     def record_ram(self) -> int:
-        """Memory of the recordings at a run's end: :data:`RECORD_COPIES`, one more after an earlier run."""
-        return (RECORD_COPIES + (self.runs > 1)) * self.recording_bytes
+        """Memory of the recordings at a run's end: ``RECORD_COPIES``, one more after an earlier run."""
+        return (whole("RECORD_COPIES") + (self.runs > 1)) * self.recording_bytes
 
     @property
     def memory(self) -> int:
@@ -556,7 +546,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
         runs.append(Run(name, ext, wall, events, evals, setup * speed.learned))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
     silent = [name for name, stated in passes.items() if stated is None]
-    if null and silent and model.bytes > costs.ARRIVAL_BYTES_COUNTED:
+    if null and silent and model.bytes > whole("ARRIVAL_BYTES_COUNTED"):
         unstated.append(f"{', '.join(silent)}: its work on the model's {bytes_text(model.bytes)} at each arrival "
                         f"without training: counted as on the engine's probe's model of {costs.PROBE_MODEL_BYTES} B, "
                         "so the wall time is low, the more so the larger the model (python -m benchmarks.arrival_bytes)")
@@ -594,8 +584,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
     recordings = [0 if values is None else count(p[1]) * values * 4 + NPY_HEADER_BYTES for p in per_run]
     n_seeds = len(scenario.seeds)
     record_disk = n_seeds * sum(recordings)
-    results = (n_seeds * sum(p[4] for p in per_run) + record_disk + n_seeds * len(per_run) * RUN_FILES_BYTES
-               + count(events) * costs.EVENT_CSV_BYTES + FOLDER_BYTES)
+    results = (n_seeds * sum(p[4] for p in per_run) + record_disk + n_seeds * len(per_run) * whole("RUN_FILES_BYTES")
+               + count(events) * whole("EVENT_CSV_BYTES") + whole("FOLDER_BYTES"))
     checkpoint = costs.checkpoint_bytes(3 + held + reached * rows, model.bytes, events, evaluations or 0.0, clients)
     walls = [r.wall_seconds for r in runs]
     wall = None if any(w is None for w in walls) else max(w for w in walls if w is not None)

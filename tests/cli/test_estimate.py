@@ -5,6 +5,7 @@ whose deadline lets no update arrive (hand-computed cases, and tiny pure-latency
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any, get_args
@@ -25,6 +26,12 @@ from simfl.schema import costs, estimate
 from simfl.schema.scenario import validate
 from simfl.train.configs import ExecutorKind
 from tests.conftest import tiny_scenario
+
+
+def set_constant(monkeypatch: pytest.MonkeyPatch, name: str, value: float) -> None:
+    """The constant ``name`` of the estimate's table (``simfl/schema/costs.json``) at ``value`` for one test."""
+    monkeypatch.setitem(costs.table(), name, dataclasses.replace(costs.table()[name], value=value))
+
 
 ROOT = Path(__file__).resolve().parents[2]
 ESTIMATE = [ROOT / "simfl" / "schema" / f"{name}.py" for name in ("estimate", "bounds", "costs", "limits",
@@ -86,7 +93,7 @@ def test_a_synchronous_round_costs_its_own_time(monkeypatch: pytest.MonkeyPatch)
     raw = pure(budget={"time": 20.0}, algorithms=[{"name": "fedasync"}, {"name": "fedavg", "clients_per_round": 3}])
     walls = {}
     for per_round in (0.0, 0.5):
-        monkeypatch.setattr(costs, "ROUND_SECONDS", per_round)
+        set_constant(monkeypatch, "ROUND_SECONDS", per_round)
         walls[per_round] = {r.name: r.wall_seconds for r in estimate.estimate(validate(raw)).entries}
     speed = estimate.estimate(validate(raw)).speeds
     assert walls[0.5]["fedavg"] - walls[0.0]["fedavg"] == pytest.approx(5 * 0.5 * speed.factor * speed.learned)
@@ -130,7 +137,7 @@ def test_a_delay_models_stated_draw_is_counted(monkeypatch: pytest.MonkeyPatch) 
     drawn = validate(pure(latency={"model": "lognormal", "mean": 1.4, "std": 0.5}, budget=budget))
     walls = {}
     for cost in (0.0, 1e-5):
-        monkeypatch.setattr(costs, "DRAW_SECONDS", cost)
+        set_constant(monkeypatch, "DRAW_SECONDS", cost)
         walls[cost] = [estimate.estimate(s, learned=False) for s in (constant, drawn)]
     (bare, bare_drawn), (counted, counted_drawn) = walls[0.0], walls[1e-5]
     assert bare.wall_seconds is not None and counted.wall_seconds is not None and bare.arrivals is not None

@@ -3,6 +3,7 @@ shape, read by ``simfl validate`` without torch, and used by the estimate's wall
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -22,6 +23,12 @@ from simfl.models.configs import MLPConfig, SmallCNNConfig
 from simfl.schema import costs, estimate
 from simfl.schema.scenario import Scenario, load, validate
 from tests.conftest import tiny_scenario
+
+
+def set_constant(monkeypatch: pytest.MonkeyPatch, name: str, value: float) -> None:
+    """The constant ``name`` of the estimate's table (``simfl/schema/costs.json``) at ``value`` for one test."""
+    monkeypatch.setitem(costs.table(), name, dataclasses.replace(costs.table()[name], value=value))
+
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
@@ -289,7 +296,7 @@ def test_a_run_teaches_its_wall_against_the_part_of_the_estimate_it_times(
     """A run's wall (``RunResult.wall_seconds``) is timed from its clock's start, after its population was set up:
     what it teaches compares it with the estimate less that setup (10^4 clients: 0.15 s at the reference speed),
     or a large population's run would teach its estimate down."""
-    monkeypatch.setattr(costs, "ENGINE_LEARNED_AFTER", 0.0)
+    set_constant(monkeypatch, "ENGINE_LEARNED_AFTER", 0.0)
     scn = validate(tiny_scenario(data={"dataset": "synthetic", "train_size": 20_000, "test_size": 10, "features": 4,
                                        "classes": 2, "partition": {"kind": "iid", "clients": 10_000}},
                                  latency={"model": "lognormal", "mean": 5.0, "std": 2.0},
@@ -352,7 +359,7 @@ def test_a_finished_run_teaches_the_estimate(cache: Path, tmp_path: Path, monkey
     path.write_text(yaml.safe_dump(raw))
     assert main(["run", str(path), "--out", str(tmp_path / "short"), "--quiet", "--workers", "1"]) == 0
     assert speeds.observed(taught) == []  # about a second each: mostly its start
-    monkeypatch.setattr(costs, "LEARNED_AFTER", 0.0)
+    set_constant(monkeypatch, "LEARNED_AFTER", 0.0)
     assert main(["run", str(path), "--out", str(tmp_path / "side"), "--quiet", "--workers", "2"]) == 0
     assert speeds.observed(taught) == []  # side by side: not this machine's pace alone
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--workers", "1"]) == 0
