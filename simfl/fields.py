@@ -16,7 +16,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 
 
 class Section(BaseModel):
@@ -102,6 +102,23 @@ def _range(low: float | None, high: float | None, low_open: bool, high_open: boo
         return v
 
     return check
+
+
+_FLOAT: TypeAdapter[float] = TypeAdapter(float)
+"""A float field's own reading of a value (pydantic's, lax)."""
+
+
+def number(value: Any) -> float | None:
+    """``value`` read as a number exactly as a float field of a :class:`Section` reads it (None: it is none), for a
+    setting that takes a number or something else (``eval.target``: an accuracy or a mapping). Every notation is a
+    number: ``0.8``, ``.8``, and ``8e-1`` or ``8E-1``, which YAML 1.1 reads as text (an exponent without a dot);
+    ``true`` and ``false`` are not numbers (:meth:`Section._numbers_are_not_booleans`)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return _FLOAT.validate_python(value)
+    except ValidationError:
+        return None
 
 
 UnitOpen = Annotated[float, AfterValidator(_range(0.0, 1.0, True, True))]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from simfl.fields import Section, UnitHalfOpen
+from simfl.fields import Section, UnitHalfOpen, number
 
 DEFAULT_RELATIVE = 0.95
 """The paper's target: 95% of the lowest mean final accuracy among the compared entries."""
@@ -39,14 +39,16 @@ class TargetConfig(Section):
 
 
 def target_config(value: Any) -> float | TargetConfig | None:
-    """``eval.target`` as read from a scenario: a number in (0, 1], a :class:`TargetConfig` mapping, or null
-    (each mistake one message naming the key within it)."""
+    """``eval.target`` as read from a scenario: a number in (0, 1] (in any notation a float field reads,
+    :func:`simfl.fields.number`: ``8e-1`` too), a :class:`TargetConfig` mapping, or null (each mistake one message
+    naming the key within it)."""
     if value is None or isinstance(value, TargetConfig):
         return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not (math.isfinite(value) and 0.0 < value <= 1.0):
-            raise ValueError(f"an accuracy must be in (0, 1], got {value:g}")
-        return float(value)
+    accuracy = None if isinstance(value, Mapping) else number(value)
+    if accuracy is not None:
+        if not (math.isfinite(accuracy) and 0.0 < accuracy <= 1.0):
+            raise ValueError(f"an accuracy must be in (0, 1], got {accuracy:g}")
+        return accuracy
     if isinstance(value, Mapping):
         try:
             return TargetConfig.model_validate(dict(value))

@@ -7,6 +7,7 @@ number is a number, and an interrupted command says only what exists.
 - ``speed cache``: a FIFO, a device, a link or a huge file at the cache's path is neither waited on, read through
   nor replaced (one line on stderr names it); an entry of impossible figures is ignored.
 - ``cached estimate``: a wall-time refusal that rests on cached speeds names the cache and how to measure again.
+- ``numbers``: ``eval.target: 8e-1`` (text to YAML 1.1) is the accuracy 0.8, as ``train.lr: 5e-2`` is a number.
 """
 
 from __future__ import annotations
@@ -197,3 +198,39 @@ def test_a_refusal_resting_on_cached_speeds_names_the_cache(cache: Path, tmp_pat
                         "if that cache is wrong, delete it and the next `simfl run` measures this machine again"), err
     (cache / speeds.FILE).unlink()
     cli(capsys, ["validate", tmp_path / "s.yaml"], "cached estimate", expect=0)  # the reference machine's: fine
+
+
+# -- numbers ---------------------------------------------------------------------------------------------------------
+
+
+def _with_target(written: str) -> str:
+    """The tiny scenario's YAML with ``eval.target`` written as given (YAML text, not a value dumped)."""
+    text = yaml.safe_dump(tiny_scenario())
+    assert "eval:\n  every: 2.0\n" in text and "lr: 0.1" in text
+    return text.replace("eval:\n  every: 2.0\n", f"eval:\n  every: 2.0\n  target: {written}\n")
+
+
+@pytest.mark.parametrize("written", ["8e-1", "8E-1", ".8", "0.8", "'8e-1'", "{accuracy: 8e-1}", "{accuracy: .8}"])
+def test_every_notation_of_an_accuracy_is_one(written: str, tmp_path: Path) -> None:
+    """``8e-1`` was refused as "must be an accuracy (0.8)" while ``{accuracy: 8e-1}`` and ``train.lr: 5e-2`` were
+    read as numbers: the target is read by the float fields' own reading (:func:`simfl.fields.number`)."""
+    path = tmp_path / "s.yaml"
+    path.write_text(_with_target(written).replace("lr: 0.1", "lr: 5e-2"))
+    scn = scenario_mod.load(path)
+    target = scn.eval.target
+    assert (target if isinstance(target, float) else target.accuracy) == 0.8 and scn.train.lr == 0.05
+
+
+@pytest.mark.parametrize(("written", "says"), [
+    ("8e-1x", "eval.target: must be an accuracy (0.8), {accuracy: 0.8} or {relative: 0.95, of: lowest|baseline}, "
+              "got '8e-1x'"),
+    ("8e1", "eval.target: an accuracy must be in (0, 1], got 80"),
+    ("true", "eval: target: must be a number, got true"),
+    ("{accuracy: 8e-1x}", "eval.target: accuracy: input should be a valid number, unable to parse string as a number"),
+])
+def test_what_is_no_accuracy_is_one_line(written: str, says: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(_with_target(written))
+    _, err = cli(capsys, ["validate", path], "numbers", expect=2)
+    assert says in err, err
