@@ -46,7 +46,7 @@ PATHS = 16
 
 
 @dataclass(frozen=True)
-class World:
+class StatedWorld:
     """What the scenario says of the world the entries run in, beside the latency model's statement."""
 
     times: RoundTimes
@@ -75,7 +75,7 @@ class World:
 
 
 @dataclass(frozen=True)
-class Budget:
+class EntryBudget:
     """When a run stops: virtual seconds, updates, and the entry's own bound on rounds (None: no such bound)."""
 
     time: float | None
@@ -152,19 +152,19 @@ class Stretches:
         return np.bincount(self.row, weights=self.lengths(horizon), minlength=self.rows)
 
 
-def last_presence(world: World) -> float:
+def last_presence(world: StatedWorld) -> float:
     """When the last client leaves for good (inf: some client stays)."""
     return float(world.stretches.end.max()) if len(world.stretches.end) else 0.0
 
 
-def _cycle(world: World) -> tuple[np.ndarray, np.ndarray]:
+def _cycle(world: StatedWorld) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the time between two starts of a client's round (busy: in flight, waiting to rejoin after a failure,
     held by the server after an update) and the time a serving slot is held per dispatch."""
     t, p, s = world.times, world.p, world.server_time
     return t.mean + p * world.rejoin_delay + (1 - p) * s, t.mean + (1 - p) * s
 
 
-def _everyone(world: World, horizon: float) -> tuple[float, float]:
+def _everyone(world: StatedWorld, horizon: float) -> tuple[float, float]:
     """(expected updates by ``horizon``, clients in flight on average): every present client in flight. Over each
     stretch of presence a client restarting every ``busy`` seconds on average (squared coefficient of variation
     ``c2``) completes ``floor(length / busy)`` rounds when they are fixed, else the renewal theorem's two terms
@@ -184,7 +184,7 @@ def _everyone(world: World, horizon: float) -> tuple[float, float]:
     return (1 - world.p) * starts, in_flight
 
 
-def _sampled(world: World, horizon: float) -> tuple[float, float]:
+def _sampled(world: StatedWorld, horizon: float) -> tuple[float, float]:
     """(expected updates by ``horizon``, clients in flight): at most ``concurrency`` in flight, each freed slot drawing
     an idle, present client. Client m's dispatch rate is ``k a_m / (1 + k b_m)``; ``k`` fills the slots."""
     t = world.times
@@ -219,7 +219,7 @@ def _sampled(world: World, horizon: float) -> tuple[float, float]:
     return (1 - world.p) * max(dispatches + slots * (c2 - 1) / 2, 0.0), slots
 
 
-def async_updates(world: World, horizon: float) -> tuple[float, float]:
+def async_updates(world: StatedWorld, horizon: float) -> tuple[float, float]:
     """(expected updates by ``horizon``, clients in flight) of an asynchronous entry, at most one per ``server_time``."""
     if horizon <= 0:
         return 0.0, 0.0
@@ -233,7 +233,7 @@ def async_updates(world: World, horizon: float) -> tuple[float, float]:
     return max(got, 0.0), in_flight
 
 
-def _departed(world: World, horizon: float, updates: float) -> float:
+def _departed(world: StatedWorld, horizon: float, updates: float) -> float:
     """Updates the scenario's departures take away: their absent time within ``horizon`` at an average client's
     rate (a client away is not sampled; under serving, its slot goes to another)."""
     if not world.departures or world.concurrency is not None and world.concurrency < world.clients:
@@ -288,7 +288,7 @@ class Closed(NamedTuple):
     drawn: np.ndarray
 
 
-def sync_rounds(world: World, k: int) -> Rounds:
+def sync_rounds(world: StatedWorld, k: int) -> Rounds:
     """:data:`PATHS` runs of :data:`ROUNDS` rounds of ``k`` clients (see the module docstring), side by side, from a
     fixed seed. A population of at most :data:`~simfl.latency.base.STATED_ROWS` clients stated as whole rows is
     drawn client by client, each busy until its round ends (a straggler is not selected again before); a larger
@@ -349,7 +349,7 @@ def sync_rounds(world: World, k: int) -> Rounds:
     return Rounds(close, delivered, late, failed, selected)
 
 
-def extent(world: World, k: int | None, budget: Budget) -> Extent:
+def extent(world: StatedWorld, k: int | None, budget: EntryBudget) -> Extent:
     """The :class:`Extent` of one run of an entry of round size ``k`` (None: asynchronous) under ``budget``.
     Round times may be huge or endless (inf): their sums and ratios are meant to overflow to inf."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -358,7 +358,7 @@ def extent(world: World, k: int | None, budget: Budget) -> Extent:
         return _sync_extent(world, k, budget)
 
 
-def _absences_within(world: World, horizon: float) -> float:
+def _absences_within(world: StatedWorld, horizon: float) -> float:
     """Rows of events.csv that absences write within ``horizon``: a ``leave`` for each departure after the start
     (the client was in a round), a ``join`` for each return."""
     moves = [(leave, back) for leave, back in world.departures]
@@ -369,7 +369,7 @@ def _absences_within(world: World, horizon: float) -> float:
     return count
 
 
-def _async_extent(world: World, budget: Budget) -> Extent:
+def _async_extent(world: StatedWorld, budget: EntryBudget) -> Extent:
     horizon = budget.time if budget.time is not None else math.inf
     endless = None
     if budget.updates is not None:
@@ -414,7 +414,7 @@ def _meet(count: Callable[[float], float], target: float, most: float) -> float:
     return high
 
 
-def _sync_extent(world: World, k: int, budget: Budget) -> Extent:
+def _sync_extent(world: StatedWorld, k: int, budget: EntryBudget) -> Extent:
     if budget.time is None and (why := _never_in_time(world, budget)) is not None:
         return Extent(math.inf, float(budget.updates or 0), 0.0, endless=why)
     drawn = world.drawn.get(k) or world.drawn.setdefault(k, sync_rounds(world, k))
@@ -442,7 +442,7 @@ def _sync_extent(world: World, k: int, budget: Budget) -> Extent:
                   in_flight=drawn.per_round(drawn.selected))
 
 
-def _never_in_time(world: World, budget: Budget) -> str | None:
+def _never_in_time(world: StatedWorld, budget: EntryBudget) -> str | None:
     """Why a synchronous run never makes progress where the stated bounds prove it: every present client's shortest
     round is longer than ``rounds.deadline``, so every round closes empty (None: they do not prove it)."""
     deadline, t = world.deadline, world.times

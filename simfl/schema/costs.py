@@ -30,7 +30,7 @@ from simfl.algorithms.configs import StoreKind, StoreSpec
 from simfl.data.configs import DataFacts
 
 TABLE = Path(__file__).with_name("costs.json")
-"""The measured constants: a JSON object, name -> an entry of :data:`FIELDS` (:class:`Constant`)."""
+"""The measured constants: a JSON object, name -> an entry of :data:`FIELDS` (:class:`CostConstant`)."""
 FIELDS = ("value", "unit", "reference", "what", "measured_by", "when", "machine", "notes")
 """The fields of an entry, in the file's order."""
 
@@ -46,7 +46,7 @@ work at an arrival ``NULL_ARRIVAL_SECONDS`` includes: a rule's passes count the 
 
 
 @dataclass(frozen=True)
-class Constant:
+class CostConstant:
     """One measured constant of :data:`TABLE` and where it came from."""
 
     name: str
@@ -66,7 +66,7 @@ class Constant:
 
 
 @functools.cache
-def table() -> dict[str, Constant]:
+def table() -> dict[str, CostConstant]:
     """The constants of :data:`TABLE` by name, read once and checked: every field there, each a string but the
     value (a number) and ``reference`` (a flag)."""
     constants = {}
@@ -79,7 +79,7 @@ def table() -> dict[str, Constant]:
         if not isinstance(entry["reference"], bool) or not all(
                 isinstance(entry[f], str) for f in FIELDS if f not in ("value", "reference")):
             raise ValueError(f"{TABLE}: {name}: reference must be true or false, and the other fields strings")
-        constants[name] = Constant(name, **entry)
+        constants[name] = CostConstant(name, **entry)
     return constants
 
 

@@ -36,7 +36,7 @@ from simfl.latency.base import RoundTimes, Workload, counted
 from simfl.models import measured
 from simfl.models.measured import ModelCost
 from simfl.schema import bounds, costs
-from simfl.schema.bounds import Budget, Extent, World
+from simfl.schema.bounds import EntryBudget, Extent, StatedWorld
 from simfl.schema.costs import EVAL_BATCH, NPY_HEADER_BYTES, Speeds, count, whole
 
 MAX_CLIENTS = 1_000_000
@@ -419,12 +419,12 @@ def _flops(cost: ModelCost) -> int | Callable[[], int]:
 # -- the sum ------------------------------------------------------------------------------------------------------
 
 
-def world_of(scenario: Any, times: RoundTimes, clients: int) -> World:
+def world_of(scenario: Any, times: RoundTimes, clients: int) -> StatedWorld:
     """The world of :mod:`simfl.schema.bounds` the scenario's sections describe, with the latency statement."""
     availability = getattr(scenario, "availability", None)
     server = getattr(scenario, "server", None)
     rounds = getattr(scenario, "rounds", None)
-    return World(
+    return StatedWorld(
         times, clients,
         concurrency=None if server is None else int(server.concurrency),
         p=0.0 if availability is None else float(availability.p),
@@ -497,7 +497,7 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
     entries = []
     for algo in scenario.algorithms:
         k = algo.round_clients(clients)
-        bound = Budget(budget.time, budget.updates, algo.max_rounds)
+        bound = EntryBudget(budget.time, budget.updates, algo.max_rounds)
         extent = _mean([bounds.extent(w, k, bound) for w in worlds]) if worlds else None
         entries.append((run_name(algo), algo, extent))
     server = getattr(scenario, "server", None)
