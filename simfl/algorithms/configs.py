@@ -21,7 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from simfl.errors import InputError, as_field_error
-from simfl.fields import NonNegFloat, PositiveFloat, PositiveInt, Section, UnitHalfOpen, UnitOpen
+from simfl.fields import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Section, UnitHalfOpen, UnitOpen
 from simfl.names import is_import_path, short_name
 from simfl.registry import Builtin
 from simfl.train.configs import DEFAULT_TIMEOUT, EntryTrainConfig, wall_limit
@@ -273,6 +273,28 @@ class CA2FLConfig(AlgorithmConfig):
         """Five passes, and at each buffer's end the mean of every client's cache taken again (``_mean`` of
         :mod:`simfl.algorithms.ca2fl`): ``num_clients / buffer`` passes more an arrival."""
         return (self.arrival_passes or 0.0) + num_clients / self.buffer
+
+
+class FADASConfig(AlgorithmConfig):
+    """Parameters of FADAS (Wang et al., ICML 2024): an AMSGrad server step over buffered asynchronous updates."""
+
+    arrival_passes: ClassVar[float | None] = 6.0
+
+    name: Literal["fadas"] = Field("fadas", description="Algorithm name.")
+    buffer: PositiveInt = Field(10, description="M >= 1: client updates aggregated per global update.")
+    server_lr: PositiveFloat = Field(0.01, description="eta > 0: the server learning rate of the AMSGrad step.")
+    beta1: UnitOpen = Field(0.9, description="Decay beta1 in (0, 1) of the first moment m.")
+    beta2: UnitOpen = Field(0.99, description="Decay beta2 in (0, 1) of the second moment v.")
+    eps: PositiveFloat = Field(1e-8, description="epsilon > 0 added to sqrt(vhat) in the step's denominator.")
+    delay_threshold: NonNegInt | None = Field(
+        None, description="tau_c: when the largest delay in a buffer (in global models since dispatch) exceeds it, "
+        "the step is delay-adapted (delay_step); null: plain FADAS, no delay adaptation (paper's Algorithm 1)."
+    )
+    delay_step: Literal["inverse", "scaled"] = Field(
+        "inverse", description="The delay-adapted step: 'inverse' min(eta, 1/tau_max) (the paper), 'scaled' "
+        "eta/tau_max (AFL-Lib's alg/fadas.py); they differ when 1 < tau_max < 1/eta."
+    )
+    bn_stats: BnStats = bn_stats_field()
 
 
 class OrthoFLConfig(AlgorithmConfig):
@@ -585,6 +607,7 @@ BUILTINS: dict[str, Builtin] = {
     "fedasync": _builtin(FedAsyncConfig, "fedasync:FedAsync"),
     "fedbuff": _builtin(FedBuffConfig, "fedbuff:FedBuff"),
     "ca2fl": _builtin(CA2FLConfig, "ca2fl:CA2FL"),
+    "fadas": _builtin(FADASConfig, "fadas:FADAS"),
     "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
     "fedadam": _builtin(FedAdamConfig, "fedadam:FedAdam"),

@@ -28,6 +28,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("fedprox", {"clients_per_round": 2, "mu": 0.1}),
     ("fedadam", {"clients_per_round": 2}),
     ("scaffold", {"clients_per_round": 2}),
+    ("fadas", {"buffer": 3, "delay_threshold": 0, "bn_stats": "mean"}),
 ]
 
 

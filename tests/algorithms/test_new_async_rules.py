@@ -1,0 +1,80 @@
+"""The asynchronous rules of the recent literature against cases worked out by hand (tiny vectors, every number in
+the comments): FADAS."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from simfl.algorithms.fadas import FADAS, FADASConfig, delay_adapted
+from tests.algorithms.algo_helpers import arrival, close, linear_layout, make_setup, vec
+
+
+@pytest.mark.parametrize(
+    ("threshold", "step", "eta2", "expected"),
+    [
+        # plain FADAS: eta_2 = eta = 2; W2 = W1 + 2 * [0, 1/3, 1/3]
+        (None, "inverse", 2.0, [1, 2, 2 / 3]),
+        # tau_max = 1 > tau_c = 0: the paper's min(eta, 1/tau_max) = min(2, 1) = 1; W2 = W1 + [0, 1/3, 1/3]
+        (0, "inverse", 1.0, [1, 5 / 3, 1 / 3]),
+        # AFL-Lib's eta / tau_max = 2 / 1 = 2: the same as plain FADAS at tau_max = 1
+        (0, "scaled", 2.0, [1, 2, 2 / 3]),
+        # tau_c = 1: tau_max = 1 is not above it, eta stays 2
+        (1, "inverse", 2.0, [1, 2, 2 / 3]),
+    ],
+)
+def test_fadas_two_buffers(threshold: int | None, step: str, eta2: float, expected: list[float]) -> None:
+    """M = 2, eta = 2, beta1 = 0.5, beta2 = 0.75, eps = 1, W0 = 0, three clients."""
+    config = FADASConfig(buffer=2, server_lr=2.0, beta1=0.5, beta2=0.75, eps=1.0, delay_threshold=threshold,
+                         delay_step=step)  # type: ignore[arg-type]
+    alg = FADAS(config, make_setup(linear_layout(), [0, 0, 0], 3))
+    w0 = alg.initial_weights(0)
+    # t=1 client 0 (version 0, delay 0): delta [1,2,0]; the buffer holds 1, W unchanged, no step
+    sent0, weight = alg.on_arrival(arrival(0, vec(1, 2, 0), w0, 1, 1))
+    assert weight is None
+    close(sent0, [0, 0, 0])
+    # t=2 client 1 (version 0, delay 0): delta [3,6,0]; flush, tau_max = 0 (never above tau_c): eta_1 = 2
+    #   Delta = [2,4,0]; m = .5 * [2,4,0] = [1,2,0]; v = .25 * [4,16,0] = [1,4,0]; vhat = [1,4,0]
+    #   W1 = 0 + 2 * [1,2,0] / ([1,2,0] + 1) = 2 * [1/2, 2/3, 0] = [1, 4/3, 0]; version 1
+    sent1, weight = alg.on_arrival(arrival(1, vec(3, 6, 0), w0, 2, 2))
+    assert weight == 2.0
+    close(sent1, [1, 4 / 3, 0])
+    # t=3 client 2 (dispatched version 0, now 1: delay 1): delta [0,0,2]; the buffer holds 1
+    alg.on_arrival(arrival(2, vec(0, 0, 2), w0, 3, 3))
+    # t=4 client 0 (re-sent W0 at version 0 at t=1: delay 1): delta [-2,0,0]; flush, tau_max = 1
+    #   Delta = ([0,0,2] + [-2,0,0]) / 2 = [-1,0,1]
+    #   m = .5 * [1,2,0] + .5 * [-1,0,1] = [0, 1, .5]; v = .75 * [1,4,0] + .25 * [1,0,1] = [1, 3, .25]
+    #   vhat = max([1,4,0], [1,3,.25]) = [1, 4, .25] (the AMSGrad maximum keeps 4, not v's 3)
+    #   m / (sqrt(vhat) + 1) = [0/2, 1/3, .5/1.5] = [0, 1/3, 1/3]; W2 = [1, 4/3, 0] + eta_2 * [0, 1/3, 1/3]
+    sent0, weight = alg.on_arrival(arrival(0, vec(-2, 0, 0), sent0, 3, 4))
+    assert weight == eta2
+    close(sent0, expected)
+    close(alg.state()["vhat"], [1, 4, 0.25])
+    assert alg.state()["version"] == 2 and alg.state()["dispatched"] == [2, 1, 1]
+
+
+def test_fadas_delay_step_at_larger_delays() -> None:
+    # eta = 2, tau_c = 0: at tau_max = 2 the paper's min(2, 1/2) = .5, AFL-Lib's 2/2 = 1; plain FADAS 2
+    assert delay_adapted(2.0, 0, 2, "inverse") == 0.5
+    assert delay_adapted(2.0, 0, 2, "scaled") == 1.0
+    assert delay_adapted(2.0, None, 2, "inverse") == 2.0
+    # eta = .01: the paper's cap acts only once tau_max > 1/eta = 100; the scaled rate at every delay above tau_c
+    assert delay_adapted(0.01, 1, 50, "inverse") == 0.01 and delay_adapted(0.01, 1, 200, "inverse") == 1 / 200
+    assert delay_adapted(0.01, 1, 50, "scaled") == pytest.approx(0.01 / 50)
+
+
+def test_fadas_late_joiner_counts_its_delay_from_its_join() -> None:
+    alg = FADAS(FADASConfig(buffer=2), make_setup(linear_layout(), [0, 0, 0], 3))
+    w0 = alg.initial_weights(0)
+    alg.on_arrival(arrival(0, vec(1, 0, 0), w0, 1, 1))
+    alg.on_arrival(arrival(1, vec(0, 1, 0), w0, 2, 2))  # the first flush: version 1
+    start = alg.on_join(2)  # client 2 joins now: dispatched version 1, not the time-0 version 0
+    alg.on_arrival(arrival(2, start + vec(0, 0, 1), start, 1, 3))
+    assert alg.state()["count"] == 1 and alg.state()["max_delay"] == 0  # delay 1 - 1, not 1 - 0
+
+
+@pytest.mark.parametrize("bad", [{"buffer": 0}, {"server_lr": 0.0}, {"beta1": 1.0}, {"eps": 0.0},
+                                 {"delay_threshold": -1}, {"delay_step": "half"}])
+def test_fadas_config_rejects_bad_values(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        FADASConfig(**bad)  # type: ignore[arg-type]
