@@ -766,9 +766,12 @@ def one_line(text: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``simfl`` command; returns the exit code."""
+    from simfl import outdir
+
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args: argparse.Namespace | None = None
+    held = len(outdir.HELD)  # the output folders this command takes are those held from here on
     try:
         args = parser.parse_args(argv)
         with allowing_imports(bool(getattr(args, "allow_imports", False))), _sigterm_as_interrupt():
@@ -797,11 +800,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(one_line(f"simfl: {exc}; what finished is kept: {_again(args)} runs the rest"), file=sys.stderr)
         return 1
     except Terminated:
-        print("simfl: terminated by SIGTERM; what finished is in the .partial folder (see its INCOMPLETE file)",
-              file=sys.stderr)
+        print(one_line(_interrupted("terminated by SIGTERM", args, outdir.HELD[held:])), file=sys.stderr)
         return 143
     except KeyboardInterrupt:
-        print("simfl: interrupted; what finished is in the .partial folder (see its INCOMPLETE file)", file=sys.stderr)
+        print(one_line(_interrupted("interrupted", args, outdir.HELD[held:])), file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader of stdout left (e.g. `| head`); the files are written by then
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
@@ -821,6 +823,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except Exception as exc:  # the last resort: a bug, reported in one line with a crash file
         return _crash(exc, argv, args)
+
+
+def _interrupted(how: str, args: argparse.Namespace | None, held: Sequence[Path]) -> str:
+    """The line after Ctrl-C or SIGTERM: where what finished is, only where the command left it (``held``: the output
+    folders it took): a run's staging folder, or the folder a sweep or tune writes into; else that no results were
+    written (``simfl validate``, or a launch stopped before its folder was made)."""
+    for out in reversed(held):
+        stage = out.with_name(out.name + ".partial")
+        if stage.is_dir():
+            see = " (see its INCOMPLETE file)" if (stage / "INCOMPLETE").is_file() else ""
+            return f"simfl: {how}; what finished is in the .partial folder{see}"
+        if args is not None and getattr(args, "func", None) in (cmd_sweep, cmd_tune) and out.is_dir():
+            return f"simfl: {how}; what finished is in {out}: {_again(args)} continues"
+    return f"simfl: {how}; no results were written"
 
 
 @contextlib.contextmanager

@@ -380,13 +380,19 @@ def _holder_line() -> str:
     return f"pid {os.getpid()}, `{command[:200]}`, since {since}"
 
 
+HELD: list[Path] = []
+"""Every output folder this process took (:func:`hold`), in order: what an interrupted command tells of
+(:func:`simfl.cli.main` reads those its command took)."""
+
+
 @contextlib.contextmanager
 def hold(out: Path) -> Iterator[None]:
     """Own the output folder ``out`` for the block: a second command on it is refused in one line.
 
     An exclusive ``flock`` on ``<out>.lock`` (created beside ``out``, with its parents), holding
     the holder's pid, command and start time. The OS drops the lock when the process ends, so
-    after a crash the next command takes it over; the file is removed on release.
+    after a crash the next command takes it over; the file is removed on release. ``out`` is added to
+    :data:`HELD` once the lock is taken.
     """
     check_path(out)
     path = lock_path(out)
@@ -398,6 +404,7 @@ def hold(out: Path) -> Iterator[None]:
         raise InputError(str(out), f"cannot create the folder that holds it ({exc.strerror or exc})") from None
     try:
         with _locked(path, out):
+            HELD.append(out)
             yield
     finally:
         for folder in made:  # deepest first: the folders made for the lock alone go again

@@ -8,12 +8,15 @@ number is a number, and an interrupted command says only what exists.
   nor replaced (one line on stderr names it); an entry of impossible figures is ignored.
 - ``cached estimate``: a wall-time refusal that rests on cached speeds names the cache and how to measure again.
 - ``numbers``: ``eval.target: 8e-1`` (text to YAML 1.1) is the accuracy 0.8, as ``train.lr: 5e-2`` is a number.
+- ``interrupted``: SIGTERM or Ctrl-C points to a .partial folder (or the sweep's or tune's) only where the command
+  left one; else it says no results were written.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -234,3 +237,76 @@ def test_what_is_no_accuracy_is_one_line(written: str, says: str, tmp_path: Path
     path.write_text(_with_target(written))
     _, err = cli(capsys, ["validate", path], "numbers", expect=2)
     assert says in err, err
+
+
+# -- interrupted -----------------------------------------------------------------------------------------------------
+
+
+def _signalled(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, how: str) -> None:
+    """Make ``module.name`` stop the command on its first call: SIGTERM sent to this process (the CLI's handler
+    raises there, as for a ``kill``), or Ctrl-C."""
+    real = getattr(module, name)
+
+    def stop(*args: Any, **kwargs: Any) -> Any:
+        if how == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs at the next bytecode of the main thread
+                pass
+            raise AssertionError("SIGTERM was not raised")
+        raise KeyboardInterrupt
+
+    assert callable(real)
+    monkeypatch.setattr(module, name, stop)
+
+
+def _stopped(capsys: pytest.CaptureFixture[str], argv: list[Any], how: str) -> str:
+    from simfl.cli import main
+
+    with bounded(60):
+        code = main([str(a) for a in argv])
+    err = capsys.readouterr().err.strip()
+    assert code == (143 if how == "sigterm" else 130), (code, err)
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_validate_interrupted_says_nothing_was_written(how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """It said "what finished is in the .partial folder (see its INCOMPLETE file)": validate writes none."""
+    from simfl.schema import limits
+
+    _signalled(monkeypatch, limits, "check_cells", how)
+    said = "terminated by SIGTERM" if how == "sigterm" else "interrupted"
+    assert _stopped(capsys, ["validate", _plain(tmp_path)], how) == f"simfl: {said}; no results were written"
+    assert [p.name for p in tmp_path.iterdir()] == ["s.yaml"]
+
+
+def test_a_tune_stopped_before_its_folder_exists_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("optuna")
+    from simfl.schema import limits
+
+    raw = tiny_scenario(tune={"trials": 2, "params": {"train.lr": [0.01, 0.1]}})
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(raw))
+    _signalled(monkeypatch, limits, "check", "sigterm")
+    err = _stopped(capsys, ["tune", tmp_path / "t.yaml", "--out", tmp_path / "tuned", "--quiet"], "sigterm")
+    assert err == "simfl: terminated by SIGTERM; no results were written" and not (tmp_path / "tuned").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_launch_stopped_with_its_folder_points_to_it(command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Stopped in its first run: the run's staging folder, with its INCOMPLETE file, as before; the sweep's folder."""
+    from simfl.launch import units
+
+    _signalled(monkeypatch, units, "run_one", "sigterm")
+    path, out = _plain(tmp_path), tmp_path / "o"
+    extra = ["--set", "sweep={train.lr: [0.1]}"] if command == "sweep" else []
+    err = _stopped(capsys, [command, path, "--out", out, "--quiet", "--workers", "1", *extra], "sigterm")
+    if command == "run":
+        assert err == "simfl: terminated by SIGTERM; what finished is in the .partial folder (see its INCOMPLETE file)"
+        assert (tmp_path / "o.partial" / "INCOMPLETE").is_file()
+    else:
+        assert err == f"simfl: terminated by SIGTERM; what finished is in {out}: the same `simfl sweep` command continues"
+        assert out.is_dir()
