@@ -2,14 +2,16 @@
 
 ``simfl report`` (:func:`write_report`) reads result folders and, per scenario ("dataset") and method,
 reports accuracy mean ± std over seeds at the fixed time budget and the time to target relative to a
-baseline (its mean over the seeds that reached it over the baseline's: the paper's Table 2), as CSV,
-markdown and LaTeX, with a Figure-5-like accuracy-vs-time figure; and each group's comparison
-(:mod:`simfl.output.comparison`: 95% intervals over seeds, the paired time ratio, the verdict) as
-comparison.csv and comparison.md. The target and the time to target are the comparison's: 95% of the
-lowest mean accuracy at the budget among the compared methods (paper, section 4.1) unless the
-scenarios' ``eval.target`` says otherwise; the baseline is ``--baseline``, else the scenarios'
-``eval.baseline``, else the first synchronous method in the table's row order (the paper's, FedAvg first),
-else the first method.
+baseline, in the layout of the paper's Table 2, as CSV, markdown and LaTeX, with a Figure-5-like
+accuracy-vs-time figure; and each group's comparison (:mod:`simfl.output.comparison`: 95% intervals over
+seeds, the paired time ratio, the verdict) as comparison.csv and comparison.md. The table reads the
+comparison and computes no answer of its own: the target, the baseline, the mean accuracy, the time ratio
+(comparison.csv's ``ratio``, paired by seed; the paper divides mean times instead) and the bold (every
+method at the best value, comparison.csv's ``fastest`` and ``most_accurate``) are the comparison's. The
+target is 95% of the lowest mean accuracy at the budget among the compared methods (paper, section 4.1)
+unless the scenarios' ``eval.target`` says otherwise; the baseline is ``--baseline`` (in a group that has
+it), else the scenarios' ``eval.baseline``, else the comparison's default: the first synchronous method in
+the folders' own order of entries (as ``simfl run`` and ``simfl sweep`` chose it), else the first method.
 """
 
 from __future__ import annotations
@@ -70,8 +72,11 @@ def display_name(label: str, tex: bool = False) -> str:
 
 TABLE_COLUMNS = [
     "dataset", "algorithm", "seeds", "budget_time", "target", "accuracy_mean", "accuracy_std",
-    "time_to_target", "reached", "relative_time",
+    "time_to_target", "reached", "relative_time", "relative_bound",
 ]
+"""table.csv's columns: ``accuracy_mean`` is comparison.csv's ``final_accuracy`` (``accuracy_std`` the population std
+over seeds, the paper's); ``time_to_target`` the mean over the seeds that reached the target (seconds);
+``relative_time`` and ``relative_bound`` comparison.csv's ``ratio`` and ``ratio_bound``."""
 
 
 @dataclass
@@ -88,6 +93,9 @@ class RunGroup:
     """The scenarios' ``eval.target`` (the same in every folder pooled)."""
     baseline: str | None = None
     """The scenarios' ``eval.baseline``."""
+    listed: set[tuple[str, ...]] = field(default_factory=set)
+    """Each folder's entries as its scenario lists them: one list when every folder of the group lists the same (a run,
+    a sweep's grid point), several when folders of different entries are pooled (none: no scenario lists them)."""
     looks: Looks | None = None
     """The plan of sequential seeds of the group's one folder (None for a list of seeds, or folders pooled: their
     seeds then follow no one plan, and the intervals are the fixed ones)."""
@@ -95,6 +103,9 @@ class RunGroup:
     def note(self, scenario: Mapping[str, Any], where: Path) -> None:
         """Take the entry kinds, target, baseline and plan of sequential seeds a folder's scenario states."""
         self.synchronous |= synchronous_entries(scenario)
+        listed = listed_entries(scenario)
+        if listed:
+            self.listed.add(listed)
         self.looks = looks_of(scenario.get("seeds"), where) if len(self.folders) == 1 else None
         found = scenario.get("eval")
         evaluation: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
@@ -131,6 +142,12 @@ def looks_of(seeds: Any, where: Path) -> Looks | None:
         return Looks(first, most, int(seeds.get("step") or first), None if width is None else float(width))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(str(where), f"seeds: not a plan of sequential seeds ({exc})") from None
+
+
+def listed_entries(scenario: Mapping[str, Any]) -> tuple[str, ...]:
+    """The run names of a scenario's entries in its order (empty when it lists none)."""
+    entries = [e for e in scenario.get("algorithms") or [] if isinstance(e, Mapping)]
+    return tuple(dict.fromkeys(str(e.get("label") or short_name(str(e.get("name")))) for e in entries))
 
 
 def synchronous_entries(scenario: Mapping[str, Any]) -> set[str]:
@@ -293,52 +310,52 @@ def method_order(algorithms: Sequence[str]) -> list[str]:
 
 def group_comparison(group: RunGroup, baseline: str | None = None, target: TargetSpec = None) -> Comparison:
     """The comparison of a group's methods (rows in the table's order): ``baseline`` when the group has it, else
-    its scenarios' ``eval.baseline``, else the default; ``target`` in place of its scenarios' own."""
+    its scenarios' ``eval.baseline``, else the comparison's default, read in the order the group's folders list their
+    entries (as their own comparison chose it) when they all list the same, else in the paper's order (folders of
+    different entries pooled); ``target`` in place of its scenarios' own."""
     entries = method_order(entries_of(group.metrics))
     chosen = baseline if baseline in entries else group.baseline if group.baseline in entries else None
+    (listed,) = group.listed if len(group.listed) == 1 else [()]
+    order = [e for e in listed if e in entries] + [e for e in entries if e not in listed]
     return compare(group.metrics, group.synchronous, group.target if target is None else target, chosen, group.name,
-                   entries, group.looks)
+                   entries, group.looks, order)
 
 
 def group_table(group: RunGroup, baseline: str | None = None, target: float | None = None,
                 base_time: float | None = None) -> pd.DataFrame:
-    """One row per method of ``group``: accuracy mean/std over seeds at the fixed time budget, time to target.
+    """One row per method of ``group``, read from its comparison (:func:`group_comparison`): accuracy at the fixed
+    time budget (the comparison's horizon and mean final accuracy, with the population std over seeds), the mean time
+    to target over the seeds that reached it, and the time ratio to the baseline (the comparison's, paired by seed).
 
-    The time budget is the latest virtual time every run of the group reached (the
-    scenario's time budget when it was the stopping rule); the target is the comparison's
-    (:func:`group_comparison`: 95% of the lowest mean accuracy there among the methods, the paper's
-    section 4.1, unless the scenarios set ``eval.target``), or ``target``; a run's time to
-    target is its first evaluation at or above it; ``relative_time`` divides a method's
-    mean time (over the seeds that reached the target) by the baseline's (or by ``base_time``).
-    A ``baseline`` the group lacks leaves times in seconds. ``table.attrs["baseline"]`` names the baseline.
+    ``baseline`` and ``target`` are passed to the comparison. With ``base_time`` (a report across one setting whose
+    times are all relative to one cell's baseline) ``relative_time`` is instead the mean time over ``base_time``,
+    a ratio of means across cells that no seed pairing within one cell gives. ``table.attrs`` holds the
+    ``baseline``, the ``comparison`` and how ``relative_time`` was computed (``ratio``: ``paired`` or ``means``).
     """
     comparison = group_comparison(group, baseline, target)
     budget, target = comparison.horizon, comparison.target
-    baseline = baseline if baseline is not None else comparison.baseline
-    rows = []
-    for (algo, seed), df in group.metrics.items():
-        rows.append({"algorithm": algo, "seed": seed, "final_accuracy": accuracy_at(df, budget)})
-    at_budget = pd.DataFrame(rows)
+    rows = comparison.table.set_index("entry")
     out = []
-    for algo in method_order(list(at_budget["algorithm"])):
-        mine = at_budget[at_budget["algorithm"] == algo]
-        times = [time_to_target(group.metrics[(algo, int(s))], target) for s in mine["seed"]]
+    for algo in method_order(list(rows.index)):
+        seeds = sorted(s for a, s in group.metrics if a == algo)
+        finals = [accuracy_at(group.metrics[(algo, s)], budget) for s in seeds]
+        times = [time_to_target(group.metrics[(algo, s)], target) for s in seeds]
         reached = [t for t in times if t is not None]
+        row = rows.loc[algo]
+        paired = base_time is None
         out.append({
-            "dataset": group.name, "algorithm": algo, "seeds": len(mine), "budget_time": budget, "target": target,
-            "accuracy_mean": float(mine["final_accuracy"].mean()),
-            "accuracy_std": float(mine["final_accuracy"].std(ddof=0)) if len(mine) > 1 else 0.0,
+            "dataset": group.name, "algorithm": algo, "seeds": len(seeds), "budget_time": budget, "target": target,
+            "accuracy_mean": float(row["final_accuracy"]),
+            "accuracy_std": float(pd.Series(finals).std(ddof=0)) if len(finals) > 1 else 0.0,
             "time_to_target": sum(reached) / len(reached) if reached else None, "reached": len(reached),
+            "relative_time": (None if is_missing(row["ratio"]) else float(row["ratio"])) if paired else
+            (None if not reached or not base_time else sum(reached) / len(reached) / float(base_time)),
+            "relative_bound": str(row["ratio_bound"]) if paired else "",
         })
     table = pd.DataFrame(out, columns=TABLE_COLUMNS)
-    if base_time is None:
-        base = table.loc[table["algorithm"] == baseline, "time_to_target"]
-        base_time = base.iloc[0] if len(base) else None
-    table["relative_time"] = [
-        None if is_missing(t) or is_missing(base_time) or not base_time else float(t) / float(base_time)
-        for t in table["time_to_target"]
-    ]
-    table.attrs["baseline"] = baseline
+    table.attrs["baseline"] = comparison.baseline if base_time is None else baseline
+    table.attrs["comparison"] = comparison
+    table.attrs["ratio"] = "paired" if base_time is None else "means"
     table.attrs["loss_notes"] = loss_notes(group)
     return table
 
@@ -359,30 +376,30 @@ def loss_notes(group: RunGroup) -> list[str]:
 
 
 def _cells(row: Mapping[str, Any], latex: bool, baseline: str | None) -> tuple[str, str]:
-    """The (accuracy, time) cells of one table row, as the paper prints them."""
+    """The (accuracy, time) cells of one table row, as the paper prints them; a ratio that is a bound (a seed where
+    the method, or the baseline, missed the target) marked ``≥`` (``≤``)."""
     pm = r"$\pm$" if latex else "±"
     times = r"$\times$" if latex else "×"
+    marks = {"lower": r"$\geq$" if latex else "≥", "upper": r"$\leq$" if latex else "≤"}
     acc = f"{100 * row['accuracy_mean']:.1f}{pm}{100 * row['accuracy_std']:.1f}"
     if not row["reached"]:
         return acc, "n/r"
     if is_missing(row["relative_time"]):
-        when = f"{row['time_to_target']:.0f} s"
+        when = "n/a" if row.get("relative_bound") == "mixed" else f"{row['time_to_target']:.0f} s"
     else:
         rel = float(row["relative_time"])
-        when = f"1{times}" if row["algorithm"] == baseline and rel == 1.0 else f"{rel:.2f}{times}"
+        mark = marks.get(str(row.get("relative_bound") or ""), "")
+        when = f"1{times}" if row["algorithm"] == baseline and rel == 1.0 else f"{mark}{rel:.2f}{times}"
     if row["reached"] < row["seeds"]:
         when += f" ({row['reached']}/{row['seeds']})"
     return acc, when
 
 
 def _best(table: pd.DataFrame) -> tuple[set[str], set[str]]:
-    """Methods with the best accuracy and the shortest time to target (bold in the tables)."""
-    acc = table["accuracy_mean"]
-    best_acc = set(table.loc[acc == acc.max(), "algorithm"]) if len(table) else set()
-    t = pd.to_numeric(table["time_to_target"], errors="coerce")
-    full = t.where(table["reached"] == table["seeds"])
-    best_t = set(table.loc[full == full.min(), "algorithm"]) if full.notna().any() else set()
-    return best_acc, best_t
+    """Methods in bold: the comparison's ``most_accurate`` and ``fastest`` marks (every method at the best value;
+    comparison.md says whether a lead is clear)."""
+    marks = table.attrs["comparison"].table
+    return set(marks.loc[marks["most_accurate"], "entry"]), set(marks.loc[marks["fastest"], "entry"])
 
 
 def _layout(tables: Sequence[pd.DataFrame]) -> tuple[list[str], list[str]]:
@@ -402,9 +419,16 @@ def _note(tables: Sequence[pd.DataFrame], rule: str | None = None) -> list[str]:
     label = f"{display_name(shared)} (1×)" if shared is not None else \
         "each group's baseline (1×, named below)"
     rule = rule or "95% of the lowest accuracy among the compared methods"
-    lines = [f"Accuracy (%): mean ± std over seeds at the fixed time budget. Time: time to reach the target "
-             f"accuracy ({rule}) relative to {label}; "
-             "'n/r': not reached; (k/n): reached by k of n seeds, mean over those; 's': no baseline, seconds."]
+    paired = all(t.attrs.get("ratio", "paired") == "paired" for t in tables)
+    how = ("paired by seed as comparison.csv's ratio: the geometric mean of the per-seed ratios, where a seed that "
+           "missed the target counts with its end time (≥: the method missed it in a seed, ≤: the baseline did; "
+           "the paper divides mean times)" if paired else "the mean time over the seeds that reached it over the "
+           "baseline's")
+    lines = [(f"Accuracy (%): mean ± std over seeds at the fixed time budget. Time: time to reach the target "
+              f"accuracy ({rule}) relative to {label}, {how}; "
+              "'n/r': not reached; (k/n): reached by k of n seeds; 'n/a': each missed it in some seed; 's': no "
+              "baseline, seconds. Bold: the best value, every method at it (comparison.md says whether a lead is "
+              "clear).")]
     for t in tables:
         first = t.iloc[0]
         base = "" if shared is not None else f", baseline {baseline_of(t)}"
@@ -491,7 +515,7 @@ def write_report(dirs: Sequence[Path], out: Path, baseline: str | None = None, f
     groups = load_groups(find_result_folders(dirs), apart)
     check_baseline(groups, baseline)
     tables = [group_table(g, baseline) for g in groups]
-    comparisons = [({"dataset": g.name}, group_comparison(g, baseline)) for g in groups]
+    comparisons = [({"dataset": g.name}, t.attrs["comparison"]) for g, t in zip(groups, tables, strict=True)]
     return publish(groups, tables, comparisons, out, force)
 
 

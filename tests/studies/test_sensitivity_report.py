@@ -123,19 +123,20 @@ def latency_runs(root: Path) -> list[Path]:
 
 def test_a_list_value_and_a_whole_section_group_runs(tmp_path: Path) -> None:
     # orthofl reaches 0.95 * 0.7 = 0.665 at 10 s, fedasync at 20 s; without FedAvg the baseline is the first entry in
-    # the table's order, FedAsync: OrthoFL 0.50x in every cell
+    # the order the folders list them (as their own comparison.csv has it), OrthoFL: FedAsync 2.00x in every cell
     a, b, c = latency_runs(tmp_path)
     out = tmp_path / "rep"
     assert main(["report", str(a), str(b), "--by", "latency.seconds", "--out", str(out)]) == 0
     md = (out / "table.md").read_text().splitlines()
     assert md[0].startswith("| Method | latency.seconds=[1, 2] Accuracy | latency.seconds=[1, 2] Time | "
                             "latency.seconds=[1, 5] Accuracy |")
-    assert md[3] == "| OrthoFL | **90.0±0.0** | **0.50×** | **90.0±0.0** | **0.50×** |"
+    assert md[2:4] == ["| FedAsync | 70.0±0.0 | 2.00× | 70.0±0.0 | 2.00× |",
+                       "| OrthoFL | **90.0±0.0** | **1×** | **90.0±0.0** | **1×** |"]
     assert pd.read_csv(out / "comparison.csv")["latency.seconds"].tolist() == ["[1, 2]", "[1, 2]", "[1, 5]", "[1, 5]"]
     assert main(["report", str(tmp_path), "--by", "latency", "--out", str(out), "--force"]) == 0
     md = (out / "table.md").read_text().splitlines()
     assert md[0].count("Accuracy") == 3 and "latency={high: 2, low: 1, model: uniform} Time" in md[0]
-    assert md[3] == "| OrthoFL | **90.0±0.0** | **0.50×** | **90.0±0.0** | **0.50×** | **90.0±0.0** | **0.50×** |"
+    assert md[3] == "| OrthoFL | **90.0±0.0** | **1×** | **90.0±0.0** | **1×** | **90.0±0.0** | **1×** |"
 
 
 def test_time_bars_without_fedavg_are_drawn(tmp_path: Path) -> None:
@@ -145,9 +146,9 @@ def test_time_bars_without_fedavg_are_drawn(tmp_path: Path) -> None:
     cells, setting = load_cells(latency_runs(tmp_path)[:2], setting)
     fig = sensitivity_figure(cell_tables(cells, setting), setting)
     bottom = fig.axes[1]
-    assert sorted(round(p.get_height(), 6) for p in bottom.patches) == [0.5, 0.5, 1.0, 1.0]
+    assert sorted(round(p.get_height(), 6) for p in bottom.patches) == [1.0, 1.0, 2.0, 2.0]
     assert not [t for t in bottom.texts if t.get_text() in ("n/r", "n/a")]
-    assert bottom.get_ylabel() == "time to target / FedAsync"
+    assert bottom.get_ylabel() == "time to target / OrthoFL"
 
 
 @pytest.mark.parametrize("by", [None, "beta"])
