@@ -27,9 +27,10 @@ is the readable index of every cell: its folder, scenario name, seed and swept v
 The answer: once every cell is finished, each grid point's seeds are compared
 (:mod:`simfl.output.comparison`, the target and baseline of the scenario's ``eval``) and
 ``<out>/comparison.csv`` (one row per grid point and entry, the swept keys and the point's scenario
-name as the first columns), ``<out>/comparison.md`` and ``<out>/sweep.png`` (per grid point, each
-entry's time to target over the baseline's and its final accuracy, with intervals, and the fastest
-entry) are written.
+name as the first columns), ``<out>/comparison.md`` and ``<out>/sweep.png`` (per grid point and its target, each
+entry's time to target over the baseline's and its final accuracy, with intervals, and what the point's
+comparison names fastest: the entry, ``level`` or ``not clear``, by :mod:`simfl.output.comparison`'s
+one rule) are written.
 
 Every (cell, entry, seed) run is one unit (:mod:`simfl.launch.units`): units run one after
 another in this process, in ``workers`` spawned processes, or as Ray tasks on a local
@@ -366,6 +367,18 @@ def write_comparison(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -
     comparing.write(out, items)
     key = keys[0] if len(keys) == 1 else ", ".join(keys) if keys else "seeds"
     question = f"where does each rule reach the target first? ({key})" if keys else "which rule reaches the target first?"
-    write_sweep_figure(list(zip(labels, (c for _, c in items), strict=True)), key, f"{raw['name']}: {question}",
+    axis = "; ".join(key_words(k) for k in keys) if keys else "the scenario (no swept key)"
+    write_sweep_figure(list(zip(labels, (c for _, c in items), strict=True)), axis, f"{raw['name']}: {question}",
                        outdir.writable(out, FIGURE_FILE))
     return items
+
+
+def key_words(key: str) -> str:
+    """A swept key as an axis names it: the key in words, then the key itself (``train.epochs`` -> ``train epochs
+    (train.epochs)``, ``algorithms[0].beta`` -> ``beta of entry 0 (algorithms[0].beta)``)."""
+    parts = [p.replace("_", " ") for p in scenario_mod.parse_path(key)]
+    if len(parts) >= 3 and parts[0] == "algorithms":
+        words = f"{' '.join(parts[2:])} of entry {parts[1]}"
+    else:
+        words = " ".join(parts)
+    return key if words == key else f"{words} ({key})"

@@ -10,11 +10,13 @@ dashed line with its value, and a legend title naming the band (the mean over se
 
 :func:`accuracy_vs_time` draws one scenario; :func:`accuracy_panels` draws one panel per scenario side by
 side, like the paper's Figure 4; :func:`sweep_figure` draws, per swept value, each entry's time to target
-relative to the baseline and its final accuracy, with intervals, and marks the winner of each value.
+relative to the baseline and its final accuracy, with intervals, and what each value's comparison names fastest
+(read from it: the comparison's one rule of a winner, :class:`~simfl.output.comparison.Lead`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +27,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, PercentFormatter
 
 from simfl import outdir
 from simfl.output.comparison import Comparison, t_half
@@ -124,18 +126,60 @@ def accuracy_panels(groups: Sequence[tuple[str, Metrics]], out: Path, columns: i
 # -- a sweep: where each rule wins ----------------------------------------------------------------------------------
 
 _BOUND_MARKERS = {"": "o", "upper": "v", "lower": "^"}
+WINNER_EDGE = "black"
+"""The edge of the marker of the entry a grid point's comparison names fastest."""
+
+
+def lead_title(comparison: Comparison) -> str:
+    """What a grid point's comparison says of who reaches the target first, in a few words: the entry it names
+    (:class:`~simfl.output.comparison.Lead`'s rule), the entries that are level, ``not clear``, or ``none``."""
+    lead = comparison.speed
+    if not lead.best:
+        return "fastest: none"
+    if lead.level:
+        return f"level: {', '.join(lead.best)}"
+    return f"fastest: {lead.named}" if lead.clear else "fastest: not clear"
+
+
+_TICK_STEPS = ((1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0), tuple(float(m) for m in range(1, 10)),
+               (1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.8, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0))
+"""The multiples of each power of ten a log axis may label, coarsest first."""
+
+
+def plain_log_ticks(ax: Axes) -> None:
+    """Plain tick labels (0.5, 1, 2) on ``ax``'s log y axis, never ``2x10^0``: the coarsest of :data:`_TICK_STEPS`
+    whose values in view are at least three and leave no gap of more than 40% of the axis (0.8, 0.9, 1, 1.1, 1.2 on
+    a narrow one)."""
+    low, high = ax.get_ylim()
+    if not 0 < low < high:
+        return
+    decades = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+    span = math.log(high / low)
+    ticks: list[float] = []
+    for steps in _TICK_STEPS:
+        ticks = sorted(m * 10.0 ** d for d in decades for m in steps if low <= m * 10.0 ** d <= high)
+        edges = [low, *ticks, high]
+        if len(ticks) >= 3 and max(math.log(b / a) for a, b in itertools.pairwise(edges)) <= 0.4 * span:
+            break
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.3g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(low, high)
 
 
 def sweep_figure(points: Sequence[tuple[str, Comparison]], key: str, title: str) -> Figure:
     """Per swept value (``points``: its label and comparison): each entry's time to target over the baseline's
-    (log scale) above its final accuracy, both with 95% intervals, the fastest entry of each value named on top."""
+    (log scale) above its final accuracy, both with 95% intervals; on top, what the value's comparison names fastest
+    (the entry, ``level``, ``not clear``), and that entry's marker edged in black; each value's target in its tick
+    label (the ratios of two values refer to two targets). ``key``: the swept key's axis name."""
     entries = list(dict.fromkeys(e for _, c in points for e in c.table["entry"]))
     cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = {e: cycle[i % len(cycle)] for i, e in enumerate(entries)}
     width = 0.7 / max(1, len(entries))
-    ncol = min(len(entries) + 2, 6)
-    fig = Figure(figsize=(max(5.0, 1.3 * len(points) + 2.5, 1.6 * ncol), 6.2), dpi=120)
+    ncol = min(len(entries) + 4, 6)
+    fig = Figure(figsize=(max(5.0, 1.3 * len(points) + 2.5, 1.6 * ncol), 6.4), dpi=120)
     top, bottom = fig.subplots(2, 1, sharex=True)
+    missing = False
     for i, entry in enumerate(entries):
         offset = (i - (len(entries) - 1) / 2) * width
         for j, (_, c) in enumerate(points):
@@ -148,34 +192,42 @@ def sweep_figure(points: Sequence[tuple[str, Comparison]], key: str, title: str)
                    colors[entry], "o")
             if row["ratio_bound"] in _BOUND_MARKERS and not math.isnan(row["ratio"]):
                 _point(top, x, row["ratio"], row["ratio_low"], row["ratio_high"], colors[entry],
-                       _BOUND_MARKERS[row["ratio_bound"]], edge="black" if row["fastest"] else None)
+                       _BOUND_MARKERS[row["ratio_bound"]], edge=WINNER_EDGE if entry == c.fastest else None)
             else:
+                missing = True
                 top.annotate("n/a", (x, 0.0), xycoords=("data", "axes fraction"), ha="center", va="bottom", fontsize=7,
                              rotation=90, color=colors[entry])
     for j, (_, c) in enumerate(points):
-        top.annotate(f"fastest: {c.fastest or 'none'}", (j, 1.0), xycoords=("data", "axes fraction"), ha="center",
-                     va="bottom", fontsize=8, fontweight="bold")
+        top.annotate(lead_title(c), (j, 1.0), xycoords=("data", "axes fraction"), ha="center", va="bottom", fontsize=8,
+                     fontweight="bold")
     top.set_yscale("log")
     top.axhline(1.0, color="0.35", linestyle="--", linewidth=0.8)
+    plain_log_ticks(top)
     baselines = {c.baseline for _, c in points}
-    top.set_ylabel(f"time to target / {baselines.pop() if len(baselines) == 1 else 'baseline'}")
+    shown = baselines.pop() if len(baselines) == 1 else "the baseline"
+    top.set_ylabel(f"time to target over {shown}'s\n(log scale)")
     bottom.set_ylabel("final accuracy")
     bottom.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
-    bottom.set_xticks(range(len(points)), [label for label, _ in points], fontsize=8)
+    bottom.set_xticks(range(len(points)), [f"{label}\ntarget {percent(c.target)}" for label, c in points], fontsize=8)
     bottom.set_xlabel(key)
     seeds = max((c.seeds for _, c in points), default=0)
     handles = [Line2D([], [], color=colors[e], marker="o", linestyle="") for e in entries]
     labels = list(entries)
     handles += [Line2D([], [], color="0.4", marker=m, linestyle="") for m in ("^", "v")]
     labels += ["at least (a seed missed the target)", "at most (the baseline missed it)"]
-    fig.legend(handles, labels, loc="lower center", ncol=ncol, frameon=False, fontsize=8,
-               title=f"{seeds} seed{'s' if seeds != 1 else ''} per value; "
-               + ("bars: 95% interval" if seeds > 1 else "one seed: no interval"), title_fontsize=8)
+    handles += [Line2D([], [], color="0.4", marker="o", linestyle="", markeredgecolor=WINNER_EDGE, markeredgewidth=1.4),
+                Line2D([], [], color="0.35", linestyle="--", linewidth=0.8)]
+    labels += ["black edge: named fastest (its interval against the next excludes 1x)", f"1x: {shown}'s time"]
+    notes = ["bars: 95% interval" if seeds > 1 else "one seed: no interval, no entry named"]
+    if missing:
+        notes.append("n/a: no ratio (each missed the target in some seed)")
+    fig.legend(handles, labels, loc="lower center", ncol=min(ncol, 3), frameon=False, fontsize=8,
+               title=f"{seeds} seed{'s' if seeds != 1 else ''} per value; " + "; ".join(notes), title_fontsize=8)
     for ax in (top, bottom):
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title, fontsize=10)
-    rows = math.ceil(len(labels) / ncol)
-    fig.tight_layout(rect=(0, (0.3 + 0.2 * rows) / 6.2, 1, 1))
+    rows = math.ceil(len(labels) / min(ncol, 3))
+    fig.tight_layout(rect=(0, (0.35 + 0.2 * rows) / 6.4, 1, 1))
     return fig
 
 
