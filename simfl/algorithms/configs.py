@@ -297,6 +297,18 @@ class FADASConfig(AlgorithmConfig):
     bn_stats: BnStats = bn_stats_field()
 
 
+class AsyncFedEDConfig(AlgorithmConfig):
+    """Parameters of AsyncFedED (Wang et al., 2022): each arrival's step from its relative Euclidean staleness."""
+
+    arrival_passes: ClassVar[float | None] = 9.0
+
+    name: Literal["asyncfeded"] = Field("asyncfeded", description="Algorithm name.")
+    lam: PositiveFloat = Field(1.0, description="lambda > 0: the step is lambda / (gamma + eps), gamma = ||W - W_start|| "
+                               "/ ||W_i - W_start|| (the paper's staleness).")
+    eps: PositiveFloat = Field(1.0, description="epsilon > 0 of the step; a fresh update (gamma = 0) is added with step "
+                               "lambda / epsilon.")
+
+
 class OrthoFLConfig(AlgorithmConfig):
     """Parameters of OrthoFL."""
 
@@ -608,6 +620,7 @@ BUILTINS: dict[str, Builtin] = {
     "fedbuff": _builtin(FedBuffConfig, "fedbuff:FedBuff"),
     "ca2fl": _builtin(CA2FLConfig, "ca2fl:CA2FL"),
     "fadas": _builtin(FADASConfig, "fadas:FADAS"),
+    "asyncfeded": _builtin(AsyncFedEDConfig, "asyncfeded:AsyncFedED"),
     "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
     "fedadam": _builtin(FedAdamConfig, "fedadam:FedAdam"),

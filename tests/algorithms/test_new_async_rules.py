@@ -1,11 +1,15 @@
 """The asynchronous rules of the recent literature against cases worked out by hand (tiny vectors, every number in
-the comments): FADAS."""
+the comments): FADAS, AsyncFedED."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+import torch
 from pydantic import ValidationError
 
+from simfl.algorithms.asyncfeded import AsyncFedED, AsyncFedEDConfig, relative_staleness
 from simfl.algorithms.fadas import FADAS, FADASConfig, delay_adapted
 from tests.algorithms.algo_helpers import arrival, close, linear_layout, make_setup, vec
 
@@ -78,3 +82,41 @@ def test_fadas_late_joiner_counts_its_delay_from_its_join() -> None:
 def test_fadas_config_rejects_bad_values(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         FADASConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_asyncfeded_three_arrivals() -> None:
+    """lam = .5, eps = .5 (a fresh update's step lam / eps = 1), W0 = 0, two clients."""
+    alg = AsyncFedED(AsyncFedEDConfig(lam=0.5, eps=0.5), make_setup(linear_layout(), [0, 0, 0], 2))
+    w0 = alg.initial_weights(0)
+    # t=1 client 0 from W0: Delta = [3,4,0] (norm 5); W - W_start = 0: gamma = 0, eta = .5 / .5 = 1
+    #   W1 = [3,4,0]
+    sent0, eta = alg.on_arrival(arrival(0, vec(3, 4, 0), w0, 1, 1))
+    assert eta == 1.0
+    close(sent0, [3, 4, 0])
+    # t=2 client 1 from W0: Delta = [0,0,2.5]; ||W1 - W0|| = 5, gamma = 5 / 2.5 = 2, eta = .5 / 2.5 = .2
+    #   W2 = [3, 4, .5]
+    sent1, eta = alg.on_arrival(arrival(1, vec(0, 0, 2.5), w0, 2, 2))
+    assert eta == pytest.approx(0.2)
+    close(sent1, [3, 4, 0.5])
+    # t=3 client 0 from W1: Delta = [.3,.4,0] (norm .5); ||W2 - W1|| = .5, gamma = 1, eta = .5 / 1.5 = 1/3
+    #   W3 = [3 + .1, 4 + .4/3, .5]
+    sent0, eta = alg.on_arrival(arrival(0, sent0 + vec(0.3, 0.4, 0), sent0, 2, 3))
+    assert eta == pytest.approx(1 / 3)
+    close(sent0, [3.1, 4 + 0.4 / 3, 0.5])
+    # t=4 client 1 from W2 sends it back untrained: ||Delta|| = 0 while W moved: gamma infinite, eta = 0
+    _, eta = alg.on_arrival(arrival(1, sent1.clone(), sent1, 2, 4))
+    assert eta == 0.0
+    close(alg.global_weights(), [3.1, 4 + 0.4 / 3, 0.5])
+
+
+def test_asyncfeded_relative_staleness_edges() -> None:
+    zero = torch.zeros(3)
+    assert relative_staleness(zero, zero) == 0.0  # nothing moved, nothing trained: a fresh (empty) update
+    assert relative_staleness(vec(1, 0, 0), zero) == math.inf
+    assert relative_staleness(vec(0, 3, 4), vec(0, 0, 10)) == 0.5
+
+
+@pytest.mark.parametrize("bad", [{"lam": 0.0}, {"eps": 0.0}, {"eps": -1.0}])
+def test_asyncfeded_config_rejects_bad_values(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        AsyncFedEDConfig(**bad)  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("fedadam", {"clients_per_round": 2}),
     ("scaffold", {"clients_per_round": 2}),
     ("fadas", {"buffer": 3, "delay_threshold": 0, "bn_stats": "mean"}),
+    ("asyncfeded", {"lam": 0.5, "eps": 0.5}),
 ]
 
 

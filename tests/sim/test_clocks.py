@@ -30,7 +30,7 @@ ASYNC: list[dict[str, Any]] = [
     {"name": "fedasync", "alpha": 0.5}, {"name": "fedbuff", "buffer": 2}, {"name": "ca2fl", "buffer": 3},
     {"name": "orthofl_no_calib"}, {"name": "orthofl_no_ma"}, {"name": "orthofl_pairwise"},
     {"name": "fadas", "buffer": 2, "delay_threshold": 0, "delay_step": "scaled"}, {"name": "fadas", "buffer": 3},
-    {"name": "fadas", "buffer": 2, "delay_threshold": 1, "bn_stats": "mean"},
+    {"name": "fadas", "buffer": 2, "delay_threshold": 1, "bn_stats": "mean"}, {"name": "asyncfeded"},
 ]
 SYNC: list[dict[str, Any]] = [
     {"name": "fedavg", "clients_per_round": 2}, {"name": "fedprox", "clients_per_round": 2, "mu": 0.1},
