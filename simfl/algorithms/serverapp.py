@@ -42,8 +42,12 @@ from its client's and message's stream, so Flower's node sampling, an app's ``Ne
 Bounded and loud: a turn of the app (from the grid's answer to its next call, or to ``main``'s end) may last
 ``timeout`` wall-clock seconds; a turn still running then ends the run in one line with the app's stack in
 ``crash.txt``. Only the thread that runs ``main`` may send: a thread of the app's own calling ``push_messages``,
-``pull_messages`` or ``send_and_receive`` ends the run in one line (its ``get_node_ids`` is answered, as
-``DefaultWorkflow``'s node-registration thread asks). Flower's log lines from the app's thread (its ``[ROUND 1/3]``,
+``pull_messages`` or ``send_and_receive`` ends the run in one line, its thread ended without a traceback (its
+``get_node_ids`` is answered, as ``DefaultWorkflow``'s node-registration thread asks). ``main`` has ended when it
+returned and the threads it started without ``daemon=True`` ended (Python's own end waits for them; the wait is part
+of its last turn), so such a thread sending once ``main`` returned ends the run in that line too; an exception ending
+a thread ``main`` started is one line naming the app and the thread, its traceback in ``crash.txt``, not printed
+(:func:`_app_threads_hook`). Flower's log lines from the app's thread (its ``[ROUND 1/3]``,
 aggregation and final summary lines) are said with the virtual time (:attr:`Setup.say`, not under ``--quiet``).
 
 A ``pull_messages`` returns when the round of its messages closed (the replies of the clients that delivered by
@@ -64,6 +68,8 @@ import json
 import queue
 import sys
 import threading
+import traceback
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -94,6 +100,10 @@ MAX_POLLS = 5
 costs the app's own wait between asks: Flower's sample_nodes sleeps 1 s)."""
 APP_THREAD = "simfl-serverapp"
 """The name of the thread that runs an app's ``main``."""
+_THREAD_INIT = threading.Thread.__init__.__code__
+"""What :class:`Watch` sees the app make a thread by."""
+_DAEMON_SET = threading.Thread.daemon.fset.__code__  # type: ignore[attr-defined]  # a property, typed as bool
+"""What :class:`Watch` sees the app make a thread a daemon by (``thread.daemon = True``, ``setDaemon``)."""
 
 
 class _Ended(SystemExit):
@@ -102,7 +112,53 @@ class _Ended(SystemExit):
 
 
 class _Refused(SystemExit):
-    """Ends a thread of the app's own that called the grid (the run ends in one line, in the simulation's thread)."""
+    """Ends a thread of the app's own that called the grid (the run ends in one line, in the simulation's thread).
+    Python's own ``threading.excepthook`` stays silent only for SystemExit itself, so :func:`_app_threads_hook` keeps
+    this one from printing a traceback."""
+
+
+_LIVE: weakref.WeakSet[Handoff] = weakref.WeakSet()
+"""Every app whose threads the process may still run (a Handoff lives as long as its algorithm or its threads)."""
+_CHAINED: list[Callable[[threading.ExceptHookArgs], object]] = []
+"""The ``threading.excepthook`` that was there before :func:`_app_threads_hook` (the one it hands other threads to)."""
+_IN_HOOK = threading.local()
+
+
+def _app_threads_hook(args: threading.ExceptHookArgs) -> None:
+    """``threading.excepthook`` while simfl runs ServerApps: a refusal (:class:`_Refused`, whose one line is already
+    on its way to the run) ends its thread silently, as ``sys.exit()`` does any thread; an exception ending a thread
+    an app's ``main`` started ends that app's run in one line (:meth:`Handoff.thread_failed`) rather than printing a
+    traceback; any other thread's goes to the hook that was there before."""
+    if args.exc_type is SystemExit or (args.exc_type is not None and issubclass(args.exc_type, _Refused | _Ended)):
+        return  # SystemExit itself ends a thread silently, as Python's own hook has it
+    for handoff in list(_LIVE):
+        if args.thread is not None and handoff.owns(args.thread):
+            handoff.thread_failed(args)
+            return
+    if getattr(_IN_HOOK, "on", False) or not _CHAINED:  # a hook installed after ours that calls ours back
+        threading.__excepthook__(args)
+        return
+    _IN_HOOK.on = True
+    try:
+        _CHAINED[-1](args)
+    finally:
+        _IN_HOOK.on = False
+
+
+def _hook_app_threads() -> None:
+    """Put :func:`_app_threads_hook` in front of the process's ``threading.excepthook`` (once: it stays, since an
+    app's threads may outlive its run; it changes nothing for other threads)."""
+    if threading.excepthook is not _app_threads_hook:
+        _CHAINED[:] = [threading.excepthook]
+        threading.excepthook = _app_threads_hook
+
+
+def _pool_worker(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is a worker of a ``concurrent.futures.ThreadPoolExecutor`` (idle until its pool shuts down,
+    which Python's own exit does for it)."""
+    from concurrent.futures import thread as pool
+
+    return getattr(thread, "_target", None) is pool._worker
 
 
 # -- what the app's main does, seen from its thread --------------------------------------------------------------
@@ -127,6 +183,12 @@ class Watch:
         """The legacy strategy of the ``DefaultWorkflow`` the app ran last (its ``evaluate`` scores a model)."""
         self.final: Any = None
         """The parameters (an ArrayRecord) the ``DefaultWorkflow`` the app ran last ended with."""
+        self.threads: dict[threading.Thread, None] = {}
+        """The threads ``main`` started (``Thread.start`` called in its thread, a pool's workers too), in order."""
+        self.lasting: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        """The threads ``main`` made without ``daemon=True`` (nor made daemons later): under Flower, whose ``main``
+        runs in the main thread, they are not daemons and the app's process waits for them (here they would inherit
+        the daemon flag of the thread that runs ``main``)."""
         self._strategy, self._result = Strategy, Result
         self._workflow: type | None = None
         try:
@@ -151,6 +213,16 @@ class Watch:
                 if "evaluate_fn" in frame.f_locals:
                     self.evaluate_fn = frame.f_locals["evaluate_fn"]
                 return self._returning(frame, local, self._started)
+            if isinstance(owner, threading.Thread):
+                self.threads[owner] = None
+        elif name == "__init__" and frame.f_code is _THREAD_INIT:
+            made = frame.f_locals.get("self")
+            if isinstance(made, threading.Thread) and frame.f_locals.get("daemon") is not True:
+                self.lasting.add(made)
+        elif name == "daemon" and frame.f_code is _DAEMON_SET:
+            made = frame.f_locals.get("self")
+            if isinstance(made, threading.Thread) and frame.f_locals.get("daemonic"):
+                self.lasting.discard(made)
         elif name == "__call__" and self._workflow is not None:
             if isinstance(frame.f_locals.get("self"), self._workflow):
                 self.legacy = getattr(frame.f_locals.get("context"), "strategy", None)
@@ -239,10 +311,18 @@ class Handoff:
         self.to_sim: queue.Queue[_Turn] = queue.Queue()
         self.to_app: queue.Queue[Any] = queue.Queue()
         self.ended = False
+        """The run is over (or gave up on the app): nothing the app does reaches it any more."""
+        self.returned = False
+        """``main`` returned."""
+        self.failure: BaseException | None = None
+        """The first failure of the app's threads (a refusal, an exception ending one), also handed to the run as a
+        ``failed`` turn while the run waits for the app."""
         self.watch = Watch()
         self.heard = threading.Event()
         """Set once the app's log lines have somewhere to go: ``main`` starts only then, so none is lost."""
         self.thread = threading.Thread(target=self._run, args=(main,), name=APP_THREAD, daemon=True)
+        _LIVE.add(self)
+        _hook_app_threads()
 
     def _run(self, main: Callable[[], Any]) -> None:
         self.heard.wait()
@@ -255,7 +335,41 @@ class Handoff:
             return
         finally:
             sys.settrace(None)
+        self.returned = True
+        self._wait_threads()
         self.to_sim.put(_Turn("done"))
+
+    def _wait_threads(self) -> None:
+        """``main`` returned: wait for the threads it started that are not daemons (made without ``daemon=True``; a
+        pool's idle workers aside), as Python's own end waits for them, so that whatever they do to the grid belongs
+        to this run (a refusal then reaches it before ``main``'s end). The wait is part of the app's last turn, bounded
+        by its limit."""
+        for started in self.watch.threads:
+            if started in self.watch.lasting and started is not threading.current_thread() \
+                    and not _pool_worker(started):
+                started.join()
+
+    def owns(self, thread: threading.Thread) -> bool:
+        """Whether ``thread`` is one that this app's ``main`` started."""
+        return thread in self.watch.threads
+
+    def _fail(self, error: BaseException) -> None:
+        """The app's threads failed with ``error``: kept (the first only) and, while the run lasts, handed to it."""
+        if self.failure is not None:
+            return
+        self.failure = error
+        if not self.ended:
+            self.to_sim.put(_Turn("failed", error=error))
+
+    def thread_failed(self, args: threading.ExceptHookArgs) -> None:
+        """An exception ended ``args.thread``, a thread of the app's ``main``: the run ends in one line naming the app
+        and the thread, the traceback in ``crash.txt`` (nothing printed)."""
+        name = args.thread.name if args.thread is not None else "?"
+        kind = args.exc_type.__name__ if args.exc_type is not None else "an exception"
+        text = " ".join(str(args.exc_value).split()) if args.exc_value is not None else ""
+        details = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
+        self._fail(UserCodeFailed(WHERE, f"{self.what}'s thread {name!r} raised {kind}{': ' + text if text else ''}",
+                                  details))
 
     def in_app(self) -> bool:
         """Whether the calling thread runs the app's ``main``."""
@@ -270,12 +384,13 @@ class Handoff:
         return answer  # type: ignore[no-any-return]
 
     def refuse(self, method: str) -> None:
-        """A thread of the app's own called the grid's ``method``: the run ends in one line, that thread here."""
+        """A thread of the app's own called the grid's ``method``: the run ends in one line, that thread here (it ends
+        without a traceback, :func:`_app_threads_hook`)."""
         name = threading.current_thread().name
-        if not self.ended:
-            self.to_sim.put(_Turn("failed", error=InputError(
-                WHERE, f"{self.what} called grid.{method} from a thread of its own ({name!r}); simfl delivers the "
-                "messages of the thread that runs main: send them from there")))
+        after = " after main returned" if self.returned else ""
+        self._fail(InputError(WHERE, f"{self.what} called grid.{method} from a thread of its own ({name!r}){after}; "
+                              "simfl delivers the messages of the thread that runs main, while it runs: send them "
+                              "from there"))
         raise _Refused()
 
     def turn(self, answer: list[Any] | None, say: Callable[[str], None] | None = None) -> _Turn:
@@ -297,9 +412,10 @@ class Handoff:
             raise error from None
 
     def end(self) -> None:
-        """Unwind an app still waiting on the grid (its thread raises :class:`_Ended` there)."""
-        if self.thread.is_alive() and not self.ended:
-            self.ended = True
+        """The run is over: unwind an app still waiting on the grid (its thread raises :class:`_Ended` there)."""
+        waiting = self.thread.is_alive() and not self.ended
+        self.ended = True
+        if waiting:
             self.to_app.put(_Ended)
             self.thread.join(10.0)
 
@@ -660,7 +776,12 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         return self.w
 
     def close(self) -> None:
+        """Unwind the app; a run that ended well (``main`` returned) after which a thread of the app's failed (a
+        daemon sending once ``main`` returned) is refused here, before its files are published."""
         self.handoff.end()
+        failure = self.handoff.failure
+        if self.finished and failure is not None and sys.exc_info()[1] is None:  # not while another error unwinds
+            raise failure
 
     def state(self) -> dict[str, Any]:
         raise InputError("--checkpoint-every", f"a run of {self.what} cannot be checkpointed: the app's main is "

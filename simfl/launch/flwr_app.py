@@ -22,9 +22,13 @@ Without a ``model:`` section the model is the app's (``{name: flower_app}``: the
 relays its messages; simfl's own algorithms take the arrays it sends first, :mod:`simfl.models.arrays`); without
 ``data:`` the data are the ClientApp's own (``{dataset: flower_app}``, :mod:`simfl.data.app`), ``num-supernodes``
 clients (the default federation's, else Flower's default, 2). A ``data:`` section (simfl's partition, which
-``simfl.train.flower.client_data`` hands an app that asks) takes ``num-supernodes`` as its client count. A run of
-the ServerApp ends when its ``main`` returns, so the budget defaults to one no app reaches (100,000 periods of
-``eval.every``, whose default is 60 virtual seconds).
+``simfl.train.flower.client_data`` hands an app that asks) takes ``num-supernodes`` as its client count.
+
+Without a ``budget:`` section (a budget the scenario or ``--set`` gives always wins), a run of the ServerApp ends when
+its ``main`` returns, so the budget is one no app reaches (100,000 periods of ``eval.every``, whose default is 60
+virtual seconds). simfl's own rules over the app have no ``main`` to end them: their budget is the app's rounds (the
+run config's ``num-server-rounds``, with ``--run-config`` applied by Flower's parser) as client updates,
+:func:`own_budget`, and without that key they are refused in one line naming ``budget.updates``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ def flower_default(name: str, fallback: int) -> int:
     return int(value) if isinstance(value, int | float) and value >= 1 else fallback
 OPEN_PERIODS = 100_000
 """The default budget, in evaluation periods: a ServerApp's run ends when its main returns, long before."""
+ROUNDS_KEY = "num-server-rounds"
+"""The run-config key of an app's rounds (Flower's app templates'; what ``ServerAppConfig.max_rounds`` reads)."""
 DEFAULT_EVAL = 60.0
 """Virtual seconds between simfl's evaluations of the model the app sent last, unless the scenario says."""
 
@@ -212,8 +218,6 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
     raw.setdefault("algorithms", [{"name": "serverapp", "app": app.serverapp, "run_config": config}])
     raw.setdefault("eval", {"every": DEFAULT_EVAL})
     every = raw["eval"].get("every", DEFAULT_EVAL) if isinstance(raw["eval"], Mapping) else DEFAULT_EVAL
-    if isinstance(every, int | float) and every > 0:
-        raw.setdefault("budget", {"time": float(every) * OPEN_PERIODS})
     nodes = _whole(options["num-supernodes"], "--federation-config: num-supernodes") if "num-supernodes" in options \
         else None
     raw.setdefault("latency", dict(DEFAULT_LATENCY))
@@ -229,6 +233,10 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
         partition["clients"] = nodes
         data["partition"] = partition
         raw["data"] = data
+    if "budget" not in raw and isinstance(every, int | float) and not isinstance(every, bool) and every > 0:
+        open_ended = {"time": float(every) * OPEN_PERIODS}
+        budget = own_budget(raw["algorithms"], config, _clients(raw["data"]))
+        raw["budget"] = open_ended if budget is None else {**budget, **open_ended}
     raw.setdefault("model", {"name": "flower_app", "app": app.serverapp, "run_config": config})
     cpus = options.get("backend.client-resources.num-cpus", flower_default("client_resources_num_cpus", DEFAULT_CPUS))
     executor = dict(raw.get("executor", {}))
@@ -241,6 +249,65 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
             executor.update({"kind": "process", "workers": side})
     raw["executor"] = executor
     return raw
+
+
+def _clients(data: Any) -> int | None:
+    """The client count a scenario's ``data:`` section gives (its partition's ``clients``); None: it gives none."""
+    partition = data.get("partition") if isinstance(data, Mapping) else None
+    clients = partition.get("clients") if isinstance(partition, Mapping) else None
+    return clients if isinstance(clients, int) and not isinstance(clients, bool) and clients >= 1 else None
+
+
+def _round_size(entry: Any, clients: int) -> int | None:
+    """The clients whose updates a round of the synchronous rule ``entry`` (a raw ``algorithms`` item) waits for on
+    ``clients`` clients (its config's ``round_clients``: ``clients_per_round``, a Flower strategy's sample size);
+    None for an asynchronous rule, and for an entry its validation refuses (which the scenario's then says)."""
+    from simfl.schema import plugins
+
+    name = entry.get("name") if isinstance(entry, Mapping) else None
+    if not isinstance(name, str):
+        return None
+    try:
+        builtin = plugins.KINDS["algorithm"].configs()
+        config_class = builtin[name] if name in builtin else plugins.plugin_config("algorithm", name)
+        if not getattr(config_class, "synchronous", False):
+            return None
+        size = config_class.model_validate(dict(entry)).round_clients(clients)  # type: ignore[attr-defined]
+    except Exception:  # an entry that is not valid: the scenario's validation names it, in one line
+        return None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size >= 1 else None
+
+
+def own_budget(algorithms: Any, run_config: Mapping[str, Any], clients: int | None) -> dict[str, int] | None:
+    """The budget of simfl's own rules over an app that the user gave none: ``{updates: R * K}``, with R the app's
+    rounds (its run config's ``num-server-rounds``) and K the clients of a round: the largest round of the
+    synchronous rules among ``algorithms`` (so each runs R rounds when its rounds deliver all their updates, a
+    smaller one more), else, with asynchronous rules only, every one of the ``clients`` (a round of every node, as
+    Flower's FedAvg samples by default): as many client updates as R rounds of K clients. None when every entry is
+    the app's ServerApp (``main`` ends its run). One line naming ``budget`` when no R can be read, and when the
+    ServerApp runs beside simfl's own rules (its every message counts as an update, so one budget cannot be both)."""
+    entries = list(algorithms) if isinstance(algorithms, list) else []
+    own = [e for e in entries if not (isinstance(e, Mapping) and e.get("name") == "serverapp")]
+    if not own:
+        return None
+    how = ("set one, e.g. --set budget.updates=N (client updates; a synchronous round of K clients makes K) or "
+           "--set budget.time=SECONDS (virtual seconds)")
+    if len(own) < len(entries):
+        raise InputError("budget", "is needed when simfl's own rules run beside the app's ServerApp: the ServerApp's "
+                         "run ends when its main returns, theirs at the budget, and every message the ServerApp sends "
+                         f"counts as an update, so no budget is taken from the app's rounds; {how}")
+    rounds = run_config.get(ROUNDS_KEY)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        found = "has none" if rounds is None else f"gives {_kind(rounds)}, not a whole number of at least 1"
+        raise InputError("budget", f"is needed by simfl's own rules over the app, which would otherwise run without "
+                         f"end: it is taken from the app's rounds, its run config's {ROUNDS_KEY} (pyproject.toml's "
+                         f"[tool.flwr.app.config] or --run-config), which {found}; {how}")
+    sizes = [k for k in (_round_size(e, clients) for e in own) if k is not None] if clients is not None else []
+    per_round = max(sizes, default=clients)
+    if per_round is None:
+        raise InputError("budget", f"is needed by simfl's own rules over the app: its {ROUNDS_KEY} ({rounds}) gives "
+                         f"rounds, but the scenario's data.partition gives no client count to make them updates; {how}")
+    return {"updates": rounds * per_round}
 
 
 def importable(folder: Path) -> None:
