@@ -28,11 +28,12 @@ class Builtin:
 
     def load(self) -> Any:
         """The implementation (imports its module)."""
-        return _load(self.target)
+        return load(self.target)
 
 
-def _load(target: str) -> Any:
-    """The attribute ``module:Attribute`` names (imports the module)."""
+def load(target: str) -> Any:
+    """The attribute ``module:Attribute`` names (imports the module): a built-in's implementation, imported on first
+    use (the executors by ``executor.kind``, :data:`simfl.train.configs.EXECUTORS`, are listed by such targets)."""
     module, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
@@ -59,7 +60,7 @@ def lazy(namespace: dict[str, Any], registry: str, builtins: Mapping[str, Builti
         if name == registry:
             value = implementations(builtins)
         elif others is not None and name in others:
-            value = _load(others[name])
+            value = load(others[name])
         else:
             raise AttributeError(f"module {namespace['__name__']!r} has no attribute {name!r}")
         namespace[name] = value

@@ -42,8 +42,7 @@ from simfl.sim.verify import RunStopped
 from simfl.train.client_eval import ClientEvaluator
 from simfl.train.configs import DEFAULT_TIMEOUT, ClientConfig, EntryTrainConfig, TrainConfig
 from simfl.train.evaluate import Evaluator, Scores
-from simfl.train.executor import Executor, InlineExecutor, NullExecutor
-from simfl.train.trainers import make_trainer
+from simfl.train.executor import Executor, Training, build
 
 if TYPE_CHECKING:
     from simfl.algorithms.serverapp import AppStart
@@ -176,39 +175,15 @@ def entry_train(scenario: Scenario, algo_index: int) -> TrainConfig:
 
 
 def make_executor(scenario: Scenario, fed: Federation, train: TrainConfig | None = None) -> Executor:
-    """The executor the scenario asks for, training on a private copy of the model (with ``train``, default the
-    scenario's ``train:``).
+    """The executor the scenario asks for (``executor.kind``, by name: :data:`simfl.train.configs.EXECUTORS`),
+    training on private copies of the model (with ``train``, default the scenario's ``train:``).
 
     CPU executors train with ``scenario.executor.train_threads()`` torch
     threads, so ``inline``, ``process`` and ``ray`` give bit-identical results.
     """
-    config = scenario.executor
-    train = scenario.train if train is None else train
-    if config.kind == "none":
-        return NullExecutor(fed.layout.size, fed.seed, config.update_scale)
-    if config.kind == "process":
-        from simfl.train.pool import ProcessExecutor
-
-        return ProcessExecutor(
-            fed.model, fed.layout, fed.shards, train, fed.seed,
-            workers=config.pool_size(), threads=config.train_threads(), start_method=config.start_method,
-            client=fed.client(scenario),
-        )
-    if config.kind == "ray":
-        from simfl.train.ray_executor import RayExecutor
-
-        return RayExecutor(
-            fed.model, fed.layout, fed.shards, train, fed.seed,
-            workers=config.pool_size(), threads=config.train_threads(), address=config.address,
-            client=fed.client(scenario),
-        )
-    if config.kind == "cuda":
-        from simfl.train.cuda import CudaExecutor
-
-        return CudaExecutor(fed.model, fed.layout, fed.shards, train, fed.seed, streams=config.pool_size(),
-                            client=fed.client(scenario))
-    trainer = make_trainer(copy.deepcopy(fed.model), fed.layout, fed.shards, train, fed.seed, fed.client(scenario))
-    return InlineExecutor(trainer, threads=config.train_threads())
+    training = Training(fed.model, fed.layout, fed.shards, scenario.train if train is None else train, fed.seed,
+                        fed.client(scenario))
+    return build(scenario.executor, training)
 
 
 def no_evaluation(weights: torch.Tensor) -> Scores:
@@ -272,7 +247,7 @@ def run_one(
     progress, verify, checkpointing, resume, engine = (opts.progress, opts.verify, opts.checkpointing, opts.resume,
                                                        opts.engine)
     config = scenario.algorithms[algo_index]
-    null = scenario.executor.kind == "none"
+    null = not scenario.executor.trains
     sim: Simulation  # built below; the callbacks read it once it runs
     clients = ClientEvaluator(fed.model, fed.layout, fed.shards, fed.seed, fed.client(scenario),
                               lambda m: sim.state.clients[m].memory)  # what m keeps, once the simulation is built

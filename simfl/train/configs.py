@@ -62,6 +62,15 @@ class EntryTrainConfig(Section):
 
 ExecutorKind = Literal["inline", "process", "ray", "cuda", "none"]
 """Where local training runs (``executor.kind``; :mod:`simfl.train.executor`)."""
+EXECUTORS: dict[str, str] = {
+    "inline": "simfl.train.executor:InlineExecutor",
+    "process": "simfl.train.pool:ProcessExecutor",
+    "ray": "simfl.train.ray_executor:RayExecutor",
+    "cuda": "simfl.train.cuda:CudaExecutor",
+    "none": "simfl.train.executor:NullExecutor",
+}
+"""Each ``executor.kind``'s class (``module:Class``), imported when a run builds one (:func:`simfl.train.executor.build`:
+the class's ``of`` reads the ``executor:`` section), as the other components list their built-ins by name."""
 
 
 def cores() -> int:

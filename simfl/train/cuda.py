@@ -27,8 +27,8 @@ from torch import nn
 
 from simfl.errors import InputError
 from simfl.models.flat import Layout
-from simfl.train.configs import ClientConfig, TrainConfig
-from simfl.train.executor import Executor
+from simfl.train.configs import ClientConfig, ExecutorConfig, TrainConfig
+from simfl.train.executor import Executor, Training
 from simfl.train.local import Job
 from simfl.train.message import Reply
 from simfl.train.trainers import Trainer, make_trainer
@@ -36,6 +36,12 @@ from simfl.train.trainers import Trainer, make_trainer
 
 class CudaExecutor(Executor):
     """``streams`` model replicas on one GPU, each training one job at a time on its own stream."""
+
+    @classmethod
+    def of(cls, config: ExecutorConfig, training: Training) -> CudaExecutor:
+        """The section's streams (its workers)."""
+        t = training
+        return cls(t.model, t.layout, t.shards, t.train, t.seed, streams=config.pool_size(), client=t.client)
 
     def __init__(
         self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],

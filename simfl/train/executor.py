@@ -29,20 +29,26 @@ matters.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
+from torch import nn
 
-from simfl import rng
+from simfl import registry, rng
+from simfl.data.base import Shards
+from simfl.models.flat import Layout
+from simfl.train.configs import EXECUTORS, ClientConfig, TrainConfig
 
 # ExecutorConfig and cores stay importable from here (simfl.launch, tests and benchmarks import them from this module).
 from simfl.train.configs import ExecutorConfig as ExecutorConfig
 from simfl.train.configs import cores as cores
 from simfl.train.local import Job
 from simfl.train.message import Reply
-from simfl.train.trainers import Trainer
+from simfl.train.trainers import Trainer, make_trainer
 
 
 @contextmanager
@@ -58,8 +64,35 @@ def torch_threads(n: int) -> Iterator[None]:
             torch.set_num_threads(before)
 
 
+@dataclass(frozen=True)
+class Training:
+    """What an executor trains from: the model (each trainer trains a private copy), its layout, the clients' shards,
+    the local training (``train:``, with the entry's own options), the seed, and who trains (``client:``; None:
+    simfl's own SGD)."""
+
+    model: nn.Module
+    layout: Layout
+    shards: Shards
+    train: TrainConfig
+    seed: int
+    client: ClientConfig | None = None
+
+
+def build(config: ExecutorConfig, training: Training) -> Executor:
+    """The executor ``config.kind`` names (its class from :data:`~simfl.train.configs.EXECUTORS`, imported now),
+    built by its :meth:`Executor.of` from ``config`` and ``training``."""
+    kind: type[Executor] = registry.load(EXECUTORS[config.kind])
+    return kind.of(config, training)
+
+
 class Executor(ABC):
     """Runs jobs; a handle is the integer :meth:`submit` returns."""
+
+    @classmethod
+    def of(cls, config: ExecutorConfig, training: Training) -> Executor:
+        """The executor the ``executor:`` section ``config`` asks for, training from ``training`` (each kind of
+        :data:`~simfl.train.configs.EXECUTORS` says how it reads the section)."""
+        raise NotImplementedError(f"{cls.__name__} is not built from an executor: section")
 
     @abstractmethod
     def submit(self, job: Job, due: float | None = None) -> int:
@@ -119,6 +152,13 @@ class InlineExecutor(LazyExecutor):
         self.trainer = trainer
         self.threads = threads
 
+    @classmethod
+    def of(cls, config: ExecutorConfig, training: Training) -> InlineExecutor:
+        """One trainer on a private copy of the model, at the section's threads per job."""
+        t = training
+        return cls(make_trainer(copy.deepcopy(t.model), t.layout, t.shards, t.train, t.seed, t.client),
+                   threads=config.train_threads())
+
     def compute(self, job: Job) -> Reply:
         if self.threads is None:
             return self.trainer.run(job)
@@ -142,6 +182,11 @@ class NullExecutor(LazyExecutor):
         super().__init__()
         gen = rng.torch_generator(seed, "null")
         self.directions = list((torch.randn(self.DIRECTIONS, size, generator=gen) * scale).unbind())
+
+    @classmethod
+    def of(cls, config: ExecutorConfig, training: Training) -> NullExecutor:
+        """Pseudo-updates of the model's size at the section's ``update_scale``."""
+        return cls(training.layout.size, training.seed, config.update_scale)
 
     def compute(self, job: Job) -> Reply:
         return Reply(torch.add(job.start, self.directions[(job.client + job.round) % self.DIRECTIONS]))

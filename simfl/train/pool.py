@@ -35,8 +35,8 @@ from simfl import numerics
 from simfl.data.base import Shards
 from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
-from simfl.train.configs import ClientConfig, TrainConfig
-from simfl.train.executor import Executor
+from simfl.train.configs import ClientConfig, ExecutorConfig, TrainConfig
+from simfl.train.executor import Executor, Training
 from simfl.train.local import Job
 from simfl.train.message import Message, Reply, from_numpy, to_numpy
 from simfl.train.trainers import make_trainer
@@ -84,6 +84,13 @@ def _worker(
 
 class ProcessExecutor(Executor):
     """A pool of ``workers`` processes, each training one job at a time with ``threads`` torch threads."""
+
+    @classmethod
+    def of(cls, config: ExecutorConfig, training: Training) -> ProcessExecutor:
+        """The section's pool: its workers, threads per job and start method."""
+        t = training
+        return cls(t.model, t.layout, t.shards, t.train, t.seed, workers=config.pool_size(),
+                   threads=config.train_threads(), start_method=config.start_method, client=t.client)
 
     def __init__(
         self, model: nn.Module, layout: Layout, shards: Shards,

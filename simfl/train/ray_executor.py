@@ -30,8 +30,8 @@ from torch import nn
 from simfl import network, numerics
 from simfl.errors import InputError, UserCodeFailed
 from simfl.models.flat import Layout
-from simfl.train.configs import ClientConfig, TrainConfig
-from simfl.train.executor import Executor
+from simfl.train.configs import ClientConfig, ExecutorConfig, TrainConfig
+from simfl.train.executor import Executor, Training
 from simfl.train.local import Job
 from simfl.train.message import Message, Reply, from_numpy, to_numpy
 from simfl.train.trainers import make_trainer
@@ -148,6 +148,13 @@ class _Trainer:
 
 class RayExecutor(Executor):
     """``workers`` Ray actors, each training one job at a time."""
+
+    @classmethod
+    def of(cls, config: ExecutorConfig, training: Training) -> RayExecutor:
+        """The section's actors: its workers, threads per job and cluster address."""
+        t = training
+        return cls(t.model, t.layout, t.shards, t.train, t.seed, workers=config.pool_size(),
+                   threads=config.train_threads(), address=config.address, client=t.client)
 
     def __init__(
         self, model: nn.Module, layout: Layout, shards: Sequence[tuple[torch.Tensor, torch.Tensor]],
