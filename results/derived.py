@@ -266,9 +266,9 @@ def halving_replays() -> None:
 
 def differs(search: Path, replay: object) -> None:
     """``halving_replay_differs`` lines of one search's replay (module docstring)."""
-    from simfl.launch.tune import Replay
+    from simfl.launch.tune import HalvingReplay
 
-    assert isinstance(replay, Replay)
+    assert isinstance(replay, HalvingReplay)
     plan = replay.plan
     for full, halved in replay.best:
         if full.number == halved.number:

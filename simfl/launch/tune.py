@@ -1122,7 +1122,7 @@ def finished_tune(out: Path) -> tuple[Plan, list[Trial]]:
     return plan, trials
 
 
-def replay_halving(out: Path, halving: HalvingConfig | None = None) -> Replay:
+def replay_halving(out: Path, halving: HalvingConfig | None = None) -> HalvingReplay:
     """What halving (``halving``, default eta 3 over 3 rungs) would have chosen in the finished tune ``out``, run
     without it: runs are deterministic and a rung's run is the full trial up to the rung, so each trial's own
     curve gives its score at every rung and the halving's choices follow without training again (:func:`kept`, the
@@ -1156,14 +1156,14 @@ def replay_halving(out: Path, halving: HalvingConfig | None = None) -> Replay:
     walls = {(t.entry.name, t.number): _walls(out / t.folder) for t in trials}
     whole = len(trials) * plan.rungs[-1] * len(seeds)
     chosen, best = best_trials(halved), best_trials(trials)
-    return Replay(plan, [(best[e.name], chosen[e.name]) for e in plan.entries], reached,
+    return HalvingReplay(plan, [(best[e.name], chosen[e.name]) for e in plan.entries], reached,
                   sum(not t.full for t in halved), len(trials), sum(trial_cost(plan, t) for t in halved) / whole,
                   sum(walls[(t.entry.name, t.number)] * trial_cost(plan, t) / (plan.rungs[-1] * len(seeds))
                       for t in halved), sum(walls.values()))
 
 
 @dataclass(frozen=True)
-class Replay:
+class HalvingReplay:
     """What halving would have chosen in a finished search (:func:`replay_halving`)."""
 
     plan: Plan

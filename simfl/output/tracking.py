@@ -147,7 +147,7 @@ Point = tuple[str, float, int]
 """One logged value: (name, value, step)."""
 
 
-class Backend(Protocol):
+class Tracker(Protocol):
     """One tracker run: created with its name and parameters, then fed values and files, then finished."""
 
     def log(self, points: list[Point]) -> None:
@@ -400,7 +400,7 @@ class RunFeed:
     not kept).
     """
 
-    backends: list[Backend]
+    backends: list[Tracker]
     prior_wall: float = 0.0
     history: int = 0
     seen_events: int = 0
@@ -506,11 +506,11 @@ class Tracking:
             backend.finish({"verdict": comparison.verdict, "fastest": comparison.fastest,
                             "most_accurate": comparison.most_accurate})
 
-    def _backends(self, name: str, folder: Path, params: Mapping[str, Any], tags: Mapping[str, str]) -> list[Backend]:
+    def _backends(self, name: str, folder: Path, params: Mapping[str, Any], tags: Mapping[str, str]) -> list[Tracker]:
         """Open one tracker run called ``name`` (TensorBoard: in ``folder`` under its directory) in every tracker,
         with its parameters and the scenario."""
         paths = self.paths()
-        backends: list[Backend] = []
+        backends: list[Tracker] = []
         if "tensorboard" in paths:
             backends.append(TensorBoardBackend(Path(paths["tensorboard"]) / folder, params))
         if self.config.mlflow is not None:
