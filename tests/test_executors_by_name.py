@@ -15,10 +15,10 @@ from simfl.train.configs import EXECUTORS, ExecutorKind
 from simfl.train.executor import Executor
 
 PACKAGE = Path(__file__).resolve().parents[1] / "simfl"
-PENDING = {"simfl/launch/runner.py", "simfl/launch/tune.py", "simfl/launch/units.py", "simfl/schema/scenario.py"}
-"""Modules outside ``train/`` that still compare an executor's kind (its threads for Ray, a tune refusing pure
-latency, the workers a unit counts, a Flower app's data), to be asked of ``ExecutorConfig`` instead where their
-files are next changed. The test fails once one no longer does, so that it leaves this list too."""
+PENDING = {"simfl/schema/scenario.py"}
+"""Modules outside ``train/`` that still compare an executor's kind (a Flower app's data), to be asked of
+``ExecutorConfig`` instead where their files are next changed. The test fails once one no longer does, so that it
+leaves this list too."""
 
 pytestmark = pytest.mark.fast
 

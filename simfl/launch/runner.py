@@ -227,7 +227,7 @@ def _check_tracking_on_cluster(scenarios: Sequence[Scenario]) -> None:
 
 def ray_task_cpus(scn: Scenario) -> int:
     """Cores a unit's Ray task is declared with: what it uses, less the executor's Ray actors (which hold their own)."""
-    return scn.executor.train_threads() if scn.executor.kind == "ray" else unit_cpus(scn)
+    return scn.executor.train_threads() if scn.executor.in_actors() else unit_cpus(scn)
 
 
 def run_targets(targets: Sequence[Target], launch: Launch,

@@ -361,7 +361,7 @@ def plan_of(scn: Scenario, where: str = "scenario", resume: bool = False) -> Pla
     config = scn.tune
     if config is None:
         raise InputError(where, "has no tune: section saying what to search (see docs/fair-comparisons.md)")
-    if scn.executor.kind == "none":
+    if not scn.executor.trains:
         raise InputError(f"{where}: executor.kind", "none trains nothing and records no accuracy to score a trial "
                          "on; tune with a training executor (inline, process, ray, cuda)")
     if getattr(scn.data, "validation", None) is not None:

@@ -170,8 +170,7 @@ def unit_threads(scn: Scenario) -> int:
 
 def pinned_workers(scn: Scenario) -> int | None:
     """The executor's workers as they will run (process and Ray pools default to the planning machine's cores)."""
-    executor = scn.executor
-    return executor.pool_size() if executor.kind in ("process", "ray") else executor.workers
+    return scn.executor.planned_workers()
 
 
 # -- running one unit -------------------------------------------------------------------------------

@@ -157,6 +157,15 @@ class ExecutorConfig(Section):
         when it is collected."""
         return self.kind in ("process", "ray", "cuda")
 
+    def in_actors(self) -> bool:
+        """Whether jobs run in Ray actors, which hold their own cores (a unit's Ray task is declared without them)."""
+        return self.kind == "ray"
+
+    def planned_workers(self) -> int | None:
+        """The workers as a plan fixes them: a process or Ray pool's size (its default, the planning machine's
+        cores), else ``workers`` as given."""
+        return self.pool_size() if self.kind in ("process", "ray") else self.workers
+
     def processes(self) -> int:
         """Processes beside the simulating one, each holding the runtime and a model (process workers, Ray
         actors)."""
