@@ -35,7 +35,7 @@ from simfl.models.cost import exchanged_bytes, training_flops_per_sample
 from simfl.output.recording import LayerRecorder
 from simfl.schema import costs, plugins
 from simfl.schema.scenario import Scenario
-from simfl.sim.engine import Budget, Checkpointing, Concurrency, Progress, RoundRules, Simulation
+from simfl.sim.engine import Budget, Checkpointing, Concurrency, Phased, Progress, RoundRules, Simulation
 from simfl.sim.pulse import Pulse
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
@@ -258,8 +258,13 @@ def run_one(
                   say, data_held=fed.dataset.name != "flower_app")
     algorithm = plugins.lookup("algorithm", config.name)(config, setup)
     latency_cls = plugins.lookup("latency", scenario.latency.model)
+    network, latency_config, fleet = scenario.network, scenario.latency, None
+    read = getattr(latency_cls, "read", None)  # a fleet trace's devices
+    if network is not None and read is not None:  # in phases a fleet's draw is its compute: the network transfers
+        latency_config = latency_config.model_copy(update={"transfers": 0})
+        fleet = tuple(d.bandwidth for d in read(latency_config))
     with collector.paused():  # the clients' streams and absences, built at once (simfl/collector.py)
-        latency = stragglers.over(latency_cls(scenario.latency, len(fed.shards), fed.seed, fed.workload),
+        latency = stragglers.over(latency_cls(latency_config, len(fed.shards), fed.seed, fed.workload),
                                   scenario.stragglers, fed.seed)
         trace = latency.absences()
         availability = None if scenario.availability is None and trace is None else Availability(
@@ -284,6 +289,7 @@ def run_one(
         verify=verify, checkpointing=checkpointing, resume=resume,
         clock="heap" if engine == "heap" or (engine == "auto" and null) else "simpy",
         observers=() if opts.pulse is None else (Pulse(opts.pulse),),
+        phased=None if network is None else Phased(network, fed.workload.model_bytes, fleet),
     )
     start = time.perf_counter()
     try:

@@ -36,7 +36,7 @@ from simfl.output.target import TargetConfig, target_config
 from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins, tuning
 from simfl.schema.tuning import TuneConfig
-from simfl.sim.configs import Selection
+from simfl.sim.configs import NetworkConfig, Selection
 from simfl.train.configs import ClientConfig, ExecutorConfig, TrainConfig
 from simfl.yamlsafe import short_value as short_value  # re-exported: sweeps and messages show values with it
 
@@ -281,6 +281,11 @@ class Scenario(Section):
         "of the clients (drawn per seed) ten times slower in every round; {clients: [0, 3], slowdown: 10} names them "
         "(default: every client as the latency model draws it)."
     )
+    network: NetworkConfig | None = Field(
+        None, description="A round as download, compute and upload: the compute lasts the latency model's draw, "
+        "each transfer moves the model's exchanged bytes over the client's link and the server's, shared by the "
+        "transfers in progress (docs/contention.md). Default: a round is the latency model's one draw."
+    )
     record: RecordConfig | None = Field(None, description="Extra per-run recordings (default: none).")
     tracking: TrackingConfig | None = Field(
         None, description="Live trackers (TensorBoard, MLflow, W&B) fed while each run goes (default: none). "
@@ -489,6 +494,9 @@ class Scenario(Section):
             raise unknown_flops(use)
         if self.stragglers is not None:
             self.stragglers.check(num_clients)
+        if self.network is not None and self.network.fleet() and not hasattr(latency, "read"):
+            raise InputError("network", f"bandwidth 'fleet' reads a fleet trace's bandwidth column, but latency.model "
+                             f"{self.latency.model} has no fleet trace: give a number of bytes/s or {{mean, std}}")
         if self.availability is not None:
             trace = latency.absences_of(self.latency, num_clients) if self.availability.departures else None
             Availability.check(self.availability, num_clients, trace, latency.absence_source(self.latency))

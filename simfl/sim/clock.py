@@ -46,16 +46,20 @@ EVAL = NORMAL + 1
 STOP = NORMAL + 2
 CHECKPOINT = NORMAL + 3
 
-WakeKind = Literal["deliver", "leave", "rejoin", "return", "server", "deadline", "eval", "stop", "checkpoint", "save"]
+WakeKind = Literal["deliver", "leave", "rejoin", "return", "server", "deadline", "eval", "stop", "checkpoint", "save",
+                   "link", "compute"]
 """``deliver``: a client's round ends at its arrival time; ``leave``: the client departs before that;
 ``rejoin``: an async client restarts after a failed round; ``return``: an absent client comes back;
 ``server``: the server's busy time (``server_time``) ends; ``deadline``: a synchronous round's deadline;
 ``eval``: a point of the evaluation grid; ``stop``: the time budget; ``checkpoint``: a timed checkpoint;
-``save``: an update-count checkpoint due at this instant."""
+``save``: an update-count checkpoint due at this instant; with a round in phases (:mod:`simfl.sim.phases`),
+``link``: the next end of a transfer over the server's links (its target: the generation that scheduled it) and
+``compute``: a client's compute phase ends."""
 
 PRIORITY: dict[WakeKind, int] = {
     "deliver": ARRIVAL, "leave": ARRIVAL, "rejoin": ARRIVAL, "return": ARRIVAL, "server": ARRIVAL,
-    "deadline": ARRIVAL, "eval": EVAL, "stop": STOP, "checkpoint": CHECKPOINT, "save": CHECKPOINT,
+    "deadline": ARRIVAL, "link": ARRIVAL, "compute": ARRIVAL, "eval": EVAL, "stop": STOP, "checkpoint": CHECKPOINT,
+    "save": CHECKPOINT,
 }
 
 

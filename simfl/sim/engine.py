@@ -28,6 +28,7 @@ from simfl.latency.availability import Availability
 from simfl.latency.base import Latencies
 from simfl.sim.checkpoints import Checkpoints
 from simfl.sim.clock import ClockKind
+from simfl.sim.phases import Network, Phased
 from simfl.sim.population import population_for
 from simfl.sim.schedulers import scheduler_for
 from simfl.sim.selection import Concurrency
@@ -37,7 +38,7 @@ from simfl.sim.world import Budget, Checkpointing, Observer, Progress, Watching,
 from simfl.train.evaluate import Scores
 from simfl.train.executor import Executor, NullExecutor
 
-__all__ = ["Budget", "Checkpointing", "Concurrency", "Progress", "RoundRules", "Simulation"]
+__all__ = ["Budget", "Checkpointing", "Concurrency", "Phased", "Progress", "RoundRules", "Simulation"]
 
 _DAMAGE = (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError, AssertionError)
 
@@ -77,6 +78,7 @@ class Simulation:
         resume: dict[str, Any] | None = None,
         clock: ClockKind = "simpy",
         observers: Sequence[Observer] = (),
+        phased: Phased | None = None,
     ) -> None:
         if budget.time is None and budget.updates is None:
             raise ValueError("a run needs a time or an update budget")
@@ -101,11 +103,16 @@ class Simulation:
             Watching(progress, on_update, eval_each_update), self.data, resumed=resume is not None, clock=clock,
         )
         self.world.recorder.last = last_eval
+        if resume is not None and (state.network is None) != (phased is None):
+            raise InputError("checkpoint", "its run's rounds and this scenario's differ in phases (network:)")
+        if phased is not None:
+            self.world.network = Network(self.world, phased, seed)
         rules = rounds or RoundRules()
         population = population_for(self.world, seed, concurrency)
         watchers: list[Observer] = []
         if verify:
-            watchers.append(Verifier(population, None if availability is None else availability.present))
+            watchers.append(Verifier(population, None if availability is None else availability.present,
+                                     phased=phased is not None))
         if checkpointing is not None:
             watchers.append(Checkpoints(checkpointing))
         self.world.attach(scheduler_for(self.world, algorithm, population, server_time, rules.deadline,

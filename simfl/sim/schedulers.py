@@ -114,6 +114,8 @@ class AsyncServer:
         client.tau = arrival.update
         st.events.append(_new_event(Event, (now, arrival.update, index, arrival.staleness, client.latency,
                                             client.dispatch_time, weight, "arrival")))
+        if w.network is not None:
+            w.network.stamp(client, True)
         if w.updated(index):
             self.population.release(client, weights)
             return
@@ -324,7 +326,9 @@ class SyncRounds:
             w.cancel(self.deadline_wake)
             self.deadline_wake = None
         members = [st.clients[i] for i in st.round_members]
-        delivered = sorted((c for c in members if c.outcome), key=lambda c: (c.arrival_time, c.seq))
+        network = w.network
+        ended = (lambda c: c.arrival_time) if network is None else network.ended  # with phases: the upload's end
+        delivered = sorted((c for c in members if c.outcome), key=lambda c: (ended(c), c.seq))
         st.server_phase = "server"
         st.round_members = []
         for c in members:
@@ -335,7 +339,9 @@ class SyncRounds:
             c.outcome = None
             arrival = w.arrival(c, 1)
             c.tau = arrival.update
-            st.events.append(Event(c.arrival_time, arrival.update, c.index, 1, c.latency, c.dispatch_time, None))
+            st.events.append(Event(ended(c), arrival.update, c.index, 1, c.latency, c.dispatch_time, None))
+            if network is not None:
+                network.stamp(c, True)
             arrivals.append(arrival)
         if arrivals:
             self.algorithm.aggregate(arrivals)

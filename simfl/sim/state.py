@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from simfl.sim.clock import Wake, wake_of
+from simfl.sim.link import PHASE_COLUMNS, NetState
 from simfl.train.message import Message
 
 if TYPE_CHECKING:  # annotations only: the state is plain data and loads without torch
@@ -147,10 +148,27 @@ class SimState:
     """Cross-device serving (scenario ``server:``): draws taken from the selection stream so far."""
     dry: int = 0
     """Client rounds ended without an update (failed, lost, late) since the last update."""
+    network: NetState | None = None
+    """Rounds in phases (scenario ``network:``): the transfers over the server's links and each round's phases
+    (:mod:`simfl.sim.link`); None: a round is one draw."""
+    phases: list[tuple[float | None, ...]] | None = None
+    """Rounds in phases: per row of :attr:`events`, when each phase of its round began and ended
+    (:data:`~simfl.sim.link.PHASE_COLUMNS`; None where a phase did not happen). None: a round is one draw."""
 
     def in_flight(self) -> int:
         """Clients with a round under way."""
         return sum(1 for c in self.clients if c.phase == "round")
+
+    def event_columns(self) -> list[str]:
+        """events.csv's columns: :meth:`Event.columns`, and the phases' when rounds run in phases."""
+        return Event.columns() if self.phases is None else [*Event.columns(), *PHASE_COLUMNS]
+
+    def event_rows(self, start: int = 0) -> list[tuple[Any, ...]]:
+        """events.csv's rows from row ``start``, in :meth:`event_columns`' order."""
+        events = self.events[start:]
+        if self.phases is None:
+            return events  # type: ignore[return-value]  # each row is its values
+        return [(*e, *p) for e, p in zip(events, self.phases[start:], strict=True)]
 
     def to_data(self) -> dict[str, Any]:
         """Plain data for a checkpoint: numbers, strings, lists, dicts and tensors only (no handles)."""
@@ -160,6 +178,8 @@ class SimState:
         data["events"] = [tuple(e) for e in self.events]
         data["metrics"] = [asdict(m) for m in self.metrics]
         data["pending"] = [(w.kind, w.order, w.time, w.target) for w in sorted(self.pending.values(), key=lambda w: w.order)]
+        data["network"] = None if self.network is None else self.network.to_data()
+        data["phases"] = None if self.phases is None else list(self.phases)
         return data
 
     @staticmethod
@@ -171,6 +191,10 @@ class SimState:
         values["metrics"] = [Metric(**m) for m in data["metrics"]]
         wakes = [wake_of(*w) for w in data["pending"]]
         values["pending"] = {w.order: w for w in wakes}
+        network = data.get("network")
+        values["network"] = None if network is None else NetState.from_data(network)
+        phases = data.get("phases")
+        values["phases"] = None if phases is None else [tuple(p) for p in phases]
         return SimState(**values)
 
 

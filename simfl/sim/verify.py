@@ -46,8 +46,11 @@ class Verifier(Observer):
     hears = frozenset({"resumed", "dispatching", "delivering", "collected", "merged", "recorded"})
     world: World
 
-    def __init__(self, population: Population, present: Callable[[int, float], bool] | None = None) -> None:
+    def __init__(self, population: Population, present: Callable[[int, float], bool] | None = None,
+                 phased: bool = False) -> None:
         self.population = population
+        self.phased = phased
+        """Rounds run in phases: a round ends when its upload does (or its compute, failed), not at a drawn time."""
         """The population served: how many clients may be in flight."""
         self.present = present
         """Whether a client is there at a time (the scenario's availability; None: always)."""
@@ -81,8 +84,13 @@ class Verifier(Observer):
             raise InvariantError(f"{in_flight + 1} clients in flight at {now!r}, more than {self.population.bound}")
 
     def delivering(self, client: ClientState, now: float) -> None:
-        """A round ends exactly at its dispatch time plus its latency."""
+        """A round ends exactly at its dispatch time plus its latency (in phases: not before its dispatch)."""
         self.time(now)
+        if self.phased:
+            if now < client.dispatch_time:
+                raise InvariantError(f"client {client.index} round {client.rounds - 1}: ended at {now!r}, before its "
+                                     f"dispatch at {client.dispatch_time!r}")
+            return
         expected = client.dispatch_time + client.latency
         if now != expected:
             raise InvariantError(

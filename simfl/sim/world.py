@@ -29,7 +29,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -121,6 +121,22 @@ class Watching:
     """Record a metric after every aggregation as well as on the time grid."""
 
 
+class Phasing(Protocol):
+    """What the world and its schedulers ask of rounds in phases (:class:`simfl.sim.phases.Network`)."""
+
+    def begin(self, client: ClientState, leave: float | None) -> None:
+        """``client``'s round starts now (its departure during the round at ``leave``, if any)."""
+
+    def drop(self, client: ClientState) -> None:
+        """``client`` departs during its round."""
+
+    def stamp(self, client: ClientState, timed: bool) -> None:
+        """The phase times of the event row just written for ``client`` (``timed``: the row ends its round)."""
+
+    def ended(self, client: ClientState) -> float:
+        """When ``client``'s upload ended."""
+
+
 class Observer:
     """Hears the world's events at defined points, without being asked for by the rules: verification and
     checkpoints (:class:`~simfl.sim.verify.Verifier`, :class:`~simfl.sim.checkpoints.Checkpoints`) hook in here.
@@ -175,6 +191,9 @@ class World:
 
     scheduler: Scheduler
     """The server side, attached once after construction (:meth:`attach`)."""
+    network: Phasing | None = None
+    """Rounds in phases (download, compute, upload over shared links: :mod:`simfl.sim.phases`), set once after
+    construction; None: a round is one draw."""
 
     def __init__(
         self,
@@ -318,15 +337,21 @@ class World:
         client.outcome = None
         st.seq += 1
         leave = None if availability is None else availability.next_leave(index, now)
+        if self.network is not None:  # the round's end comes from its phases
+            self.network.begin(client, leave)
+            return
         if leave is not None and leave <= arrival:
             self.wake("leave", leave, index)
         else:
             self.wake("deliver", arrival, index)
 
     def _deliver(self, wake: Wake) -> None:
-        """A round ends at its arrival time: the update is delivered to the scheduler, or the round failed."""
+        """A round ends at its arrival time (:meth:`end_round`)."""
         assert wake.target is not None
-        client = self.state.clients[wake.target]
+        self.end_round(self.state.clients[wake.target])
+
+    def end_round(self, client: ClientState) -> None:
+        """``client``'s round ends now: the update is delivered to the scheduler, or the round failed."""
         if self._delivering:
             for hear in self._delivering:
                 hear(client, self.clock.now)
@@ -343,6 +368,8 @@ class World:
         """The client departs during its round: the round is lost."""
         assert wake.target is not None
         client = self.state.clients[wake.target]
+        if self.network is not None:
+            self.network.drop(client)
         self.note(client, "leave")
         self.discard(client)
         client.fails = False
@@ -423,6 +450,8 @@ class World:
             Event(self.clock.now, None, client.index, None, client.latency if timed else None,
                   client.dispatch_time if timed else None, None, kind)
         )
+        if self.network is not None:
+            self.network.stamp(client, timed)
         if timed:
             st.dry += 1
             if st.dry >= self.dry_limit and self.stalled is None:

@@ -109,6 +109,34 @@ def test_a_serving_run_resumed_from_its_checkpoints_is_the_same_run(case: int) -
         raise AssertionError(f"case {case} ({raw['algorithms'][0]}, {raw['server']}, {raw['latency']}): {exc}") from None
 
 
+PHASED = 3
+"""Cases with rounds in phases over shared links: the transfers in progress, their queue and the rounds' phases are
+part of the state a checkpoint saves."""
+
+
+def phased_scenario(case: int) -> dict[str, Any]:
+    """A serving scenario whose rounds download, compute and upload its 92 bytes over shared links (a connection
+    limit in some cases, departures in one)."""
+    raw = serving_scenario(case)
+    gen = rng.stream(case, "resume-differential", "network")
+    raw["network"] = {"download": {"bandwidth": {"mean": 300.0, "std": 100.0}}, "upload": {"bandwidth": 150.0},
+                      "server": {"ingress": 200.0, "egress": 400.0, "connections": None if case == 0 else 2}}
+    raw["budget"] = {"updates": int(gen.integers(70, 80)) * raw["data"]["partition"]["clients"]}
+    if case == 2:
+        raw["availability"] = {"p": 0.2, "rejoin_delay": 0.3, "departures": [
+            {"client": 0, "leave": 3.3, "rejoin": 9.1}, {"client": 1, "leave": 20.05, "rejoin": 31.7}]}
+    return raw
+
+
+@pytest.mark.parametrize("case", range(PHASED))
+def test_a_run_in_phases_resumed_from_its_checkpoints_is_the_same_run(case: int) -> None:
+    raw = phased_scenario(case)
+    try:
+        assert check_resumes(raw) > 50
+    except AssertionError as exc:
+        raise AssertionError(f"phased case {case} ({raw['algorithms'][0]}, {raw['network']}): {exc}") from None
+
+
 def test_the_cases_cover_serving() -> None:
     raws = [serving_scenario(case) for case in range(CASES)]
     assert {r["server"]["selection"] for r in raws} == {"by_data", "uniform"}

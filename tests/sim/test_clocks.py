@@ -1,7 +1,8 @@
 """One set of rules on two clocks: random scenarios give the same events and whole final state on both.
 
 The rules of a run (dispatch, arrival, rounds, serving, failures, departures, windows, deadlines,
-over-selection, server time) live once, in :mod:`simfl.sim.world` and :mod:`simfl.sim.schedulers`;
+over-selection, server time, rounds in phases over shared links) live once, in :mod:`simfl.sim.world` and
+:mod:`simfl.sim.schedulers`;
 :mod:`simfl.sim.clock` has two clocks with the same (time, priority, creation order) keys. Each
 generated scenario runs on both and every field of the final ``SimState.to_data()`` (events, metrics,
 clients, counters, pending wake-ups), the algorithm's own tables and its state must be equal.
@@ -112,7 +113,30 @@ def random_scenario(case: int, folder: Path) -> dict[str, Any]:
                          "selection": "uniform" if gen.random() < 0.5 else "by_data"}
     if gen.random() < 0.25:  # drawn last: the features above are each case's as before
         raw["stragglers"] = {"share": float(gen.choice([0.2, 0.5])), "slowdown": decimal(gen, 1.5, 6.0)}
+    if gen.random() < 0.3:  # after the stragglers, for the same reason: rounds in phases over shared links
+        raw["network"] = network_section(gen, fleet)
+        raw["budget"].setdefault("time", decimal(gen, 4.0, 14.0))  # transfers may make every round late
     return raw
+
+
+def network_section(gen: np.random.Generator, fleet: bool) -> dict[str, Any]:
+    """Phases over the server's links (the model moves 92 bytes): client links constant, drawn or the fleet's;
+    shared ingress and egress; sometimes a connection limit."""
+    def link() -> dict[str, Any]:
+        kind = gen.random()
+        if fleet and kind < 0.4:
+            return {"bandwidth": "fleet"}
+        return {"bandwidth": decimal(gen, 40.0, 400.0) if kind < 0.7 else
+                {"mean": decimal(gen, 50.0, 300.0), "std": decimal(gen, 0.0, 100.0)}}
+
+    server: dict[str, Any] = {"ingress": decimal(gen, 60.0, 600.0), "egress": decimal(gen, 60.0, 600.0)}
+    if gen.random() < 0.4:
+        server["connections"] = int(gen.integers(1, 4))
+    network: dict[str, Any] = {"server": server}
+    for name in ("download", "upload"):
+        if gen.random() < 0.7:
+            network[name] = link()
+    return network
 
 
 def run_both(raw: dict[str, Any]) -> None:
@@ -132,7 +156,7 @@ def test_random_scenarios_are_equal_on_both_clocks(block: int, tmp_path: Path) -
     features: set[str] = set()
     for case in range(block * 20, block * 20 + 20):
         raw = random_scenario(case, tmp_path)
-        features |= {k for k in ("availability", "server_time", "rounds", "server", "stragglers") if k in raw}
+        features |= {k for k in ("availability", "server_time", "rounds", "server", "stragglers", "network") if k in raw}
         try:
             run_both(raw)
         except AssertionError as exc:
@@ -151,6 +175,11 @@ def test_the_generator_covers_every_feature(tmp_path: Path) -> None:
     assert any(r["latency"]["model"] == "fleet_csv" for r in raws)
     assert any(a.get("p") for a in (r.get("availability", {}) for r in raws))
     assert any("stragglers" in r for r in raws)
+    networks = [r["network"] for r in raws if "network" in r]
+    assert any("connections" in n["server"] for n in networks)
+    assert any(n.get("download", {}).get("bandwidth") == "fleet" for n in networks)
+    assert any(isinstance(n.get("upload", {}).get("bandwidth"), dict) for n in networks)
+    assert any("network" in r and r.get("availability", {}).get("departures") for r in raws)
 
 
 @settings(max_examples=40, deadline=None)
