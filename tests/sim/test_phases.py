@@ -8,10 +8,13 @@ server's ingress moves B bytes/s, so a lone upload takes 1 s and uploads in prog
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from simfl.cli import main
 from simfl.errors import InputError
 from simfl.launch.experiment import Engine, federation, load_dataset, run_one
 from simfl.schema import scenario as scenario_mod
@@ -171,3 +174,22 @@ def test_bad_sections_are_one_line() -> None:
     with pytest.raises(InputError, match="bandwidth 'fleet' reads a fleet trace"):
         scn = scenario_mod.validate(phased({"download": {"bandwidth": "fleet"}, "server": {"ingress": B}}, [1.0]))
         scn.check_clients(1)
+
+
+def test_verification_holds_in_phases() -> None:
+    """--verify's invariants (time order, staleness, concurrency) over phases, failures and departures."""
+    raw = phased({**DOWN, "server": {"ingress": B, "egress": 3 * B, "connections": 2}}, [1.0, 0.7, 1.3],
+                 budget={"time": 30.0}, availability={"p": 0.3, "rejoin_delay": 0.2, "departures": [
+                     {"client": 2, "leave": 4.05, "rejoin": 9.5}]})
+    scn = scenario_mod.validate(raw)
+    fed = federation(scn, load_dataset(scn), 0)
+    state = run_one(scn, fed, 0, verify=True).state
+    kinds = {e.event for e in state.events}
+    assert {"arrival", "failure", "leave", "join"} <= kinds
+    assert len(state.phases or []) == len(state.events)
+
+
+def test_validate_accepts_the_section(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(phased(DOWN, [1.0, 1.0])))
+    assert main(["validate", str(path)]) == 0
