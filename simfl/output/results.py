@@ -39,7 +39,7 @@ import pandas as pd
 from simfl import outdir
 from simfl.errors import InputError
 from simfl.output.recording import LAYER_CHANGES, LayerRecorder
-from simfl.sim.state import Event, SimState
+from simfl.sim.state import SimState
 
 SUMMARY_COLUMNS = [
     "algorithm", "seed", "final_accuracy", "best_accuracy", "updates", "virtual_time", "wall_seconds",
@@ -176,7 +176,7 @@ class GrowingRun:
             self._grow("metrics", len(metrics), lambda start, header: csv_text(
                 columns, (m.row() for m in metrics[start:]), header))
         self._grow("events", len(events), lambda start, header: csv_values_text(
-            Event.columns(), events[start:], header))
+            state.event_columns(), state.event_rows(start), header))
 
     def _grow(self, name: str, count: int, text: Callable[[int, bool], str]) -> None:
         """Hand on rows ``start`` to ``count`` of file ``name`` (``text(start, header)``: them as CSV text)."""
@@ -219,7 +219,7 @@ def run_files(state: SimState, tables: Mapping[str, Sequence[dict[str, Any]]] | 
         metric_rows = [m.row() for m in state.metrics]
         files["metrics.csv"] = csv_text(metric_columns(metric_rows), metric_rows).encode()
     if "events.csv" not in files:
-        files["events.csv"] = csv_values_text(Event.columns(), state.events).encode()
+        files["events.csv"] = csv_values_text(state.event_columns(), state.event_rows()).encode()
     for name, rows in (tables or {}).items():
         if rows:
             columns = list(dict.fromkeys(key for row in rows for key in row))

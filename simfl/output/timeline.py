@@ -5,7 +5,8 @@ and every failure, departure, return and late update (:class:`simfl.sim.state.Ev
 rows into intervals, one state each:
 
 - ``compute``: a round from its dispatch to ``dispatch + latency`` (the client computing and transferring; the
-  one-draw latency models do not tell the two apart);
+  one-draw latency models do not tell the two apart); with ``network:`` (rounds in phases, docs/contention.md) the
+  round's ``download``, ``compute`` and ``upload`` apart, and ``queued`` where a transfer waited for a connection;
 - ``waiting``: from the end of a round to the time its update was processed, where that is later (a busy server,
   ``server_time``; zero-length otherwise, and then not listed);
 - ``late``: a round whose update came after its synchronous round had closed (discarded);
@@ -35,10 +36,10 @@ from simfl.errors import InputError
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-STATES = ("compute", "waiting", "late", "failed", "cut", "absent")
+STATES = ("download", "compute", "upload", "queued", "waiting", "late", "failed", "cut", "absent")
 """The states of :func:`spans`, in the legend's order."""
-COLORS = {"compute": "#4c72b0", "waiting": "#dd8452", "late": "#8172b3", "failed": "#c44e52", "cut": "#937860",
-          "absent": "#c7c7c7"}
+COLORS = {"download": "#64b5cd", "compute": "#4c72b0", "upload": "#55a868", "queued": "#ccb974",
+          "waiting": "#dd8452", "late": "#8172b3", "failed": "#c44e52", "cut": "#937860", "absent": "#c7c7c7"}
 ROWS = 100
 """Clients drawn one row each at most; a larger population is drawn as counts of clients per state."""
 
@@ -54,10 +55,15 @@ def spans(events: pd.DataFrame, end: float | None = None,
     horizon = (float(events["time"].max()) if len(events) else 0.0) if end is None else float(end)
     rows: list[tuple[int, str, float, float]] = []
     away: dict[int, float] = {}
-    for kind, time, client, latency, dispatch in zip(events["event"], events["time"], events["client"],
-                                                     events["latency"], events["dispatch_time"], strict=True):
+    phased = all(c in events.columns for c in PHASE_COLUMNS)
+    phases = events[list(PHASE_COLUMNS)].to_numpy(dtype=float) if phased else np.full((len(events), 6), np.nan)
+    for kind, time, client, latency, dispatch, marks in zip(events["event"], events["time"], events["client"],
+                                                            events["latency"], events["dispatch_time"], phases,
+                                                            strict=True):
         m, t = int(client), float(time)
-        if kind in ("arrival", "late", "failure"):
+        if kind in ("arrival", "late", "failure") and not np.isnan(marks[0]):
+            rows.extend(_phases(m, kind, float(dispatch), t, marks))
+        elif kind in ("arrival", "late", "failure"):
             done = float(dispatch) + float(latency)
             state = {"arrival": "compute", "late": "late", "failure": "failed"}[kind]
             rows.append((m, state, float(dispatch), min(done, t)))
@@ -77,6 +83,24 @@ def spans(events: pd.DataFrame, end: float | None = None,
                     for m, client_absences in enumerate(absences) for leave, back in client_absences if leave < horizon)
     table = pd.DataFrame(rows, columns=["client", "state", "start", "end"])
     return table.sort_values(["client", "start", "state"], kind="stable", ignore_index=True)
+
+
+PHASE_COLUMNS = ("download_start", "download_end", "compute_start", "compute_end", "upload_start", "upload_end")
+"""The columns events.csv has when rounds run in phases (docs/contention.md)."""
+
+
+def _phases(client: int, kind: str, dispatch: float, time: float, marks: np.ndarray) -> list[tuple[int, str, float,
+                                                                                                    float]]:
+    """The intervals of one round run in phases: a wait for a connection, the download, the compute (failed or late
+    where the round was), a wait for a connection, the upload, and the wait in the server's queue."""
+    down0, down1, comp0, comp1, up0, up1 = marks.tolist()
+    compute = {"arrival": "compute", "late": "late", "failure": "failed"}[kind]
+    spans = [("queued", dispatch, down0), ("download", down0, down1), (compute, comp0, comp1)]
+    if not np.isnan(up0):
+        spans += [("queued", comp1, up0), ("upload", up0, up1)]
+        if kind == "arrival":
+            spans.append(("waiting", up1, time))
+    return [(client, state, a, b) for state, a, b in spans if b > a]
 
 
 @dataclass(frozen=True)

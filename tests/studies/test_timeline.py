@@ -64,3 +64,28 @@ def test_the_command_draws_a_run_and_refuses_in_one_line(tmp_path: Path, capsys:
     assert main(["timeline", str(tmp_path / "run"), "--entry", "fedavg"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "events.csv: is damaged" in err[0] and "Traceback" not in err[0]
+
+
+def test_rounds_in_phases_are_drawn_phase_by_phase(tmp_path: Path) -> None:
+    """With network: events.csv has the six phase columns, and the timeline shows each round's waits, download,
+    compute and upload: a round dispatched at 0, waiting for a connection to 0.5, downloading to 1, computing to 3,
+    waiting to 3.5, uploading to 4, taken by the server at 4.25."""
+    row = (4.25, 1, 0, 1, 4.0, 0.0, 1.0, "arrival", 0.5, 1.0, 1.0, 3.0, 3.5, 4.0)
+    frame = pd.DataFrame([row], columns=["time", "update", "client", "staleness", "latency", "dispatch_time",
+                                         "weight", "event", "download_start", "download_end", "compute_start",
+                                         "compute_end", "upload_start", "upload_end"])
+    assert [tuple(r) for r in spans(frame).itertuples(index=False)] == [
+        (0, "queued", 0.0, 0.5), (0, "download", 0.5, 1.0), (0, "compute", 1.0, 3.0), (0, "queued", 3.0, 3.5),
+        (0, "upload", 3.5, 4.0), (0, "waiting", 4.0, 4.25)]
+    from simfl.launch.api import run
+
+    raw = tiny_scenario(executor={"kind": "none"}, network={"download": {"bandwidth": 2000}, "upload": {"bandwidth":
+                        1000}, "server": {"ingress": 1500, "connections": 2}})
+    res = run(raw, out=tmp_path / "run", quiet=True)
+    header = (tmp_path / "run" / "fedasync" / "seed0" / "events.csv").read_text().splitlines()[0]
+    assert header.endswith(",event,download_start,download_end,compute_start,compute_end,upload_start,upload_end")
+    assert {"download", "compute", "upload"} <= set(res.timeline()["state"])
+    plain = run(tiny_scenario(executor={"kind": "none"}), out=tmp_path / "plain", quiet=True)
+    assert (tmp_path / "plain" / "fedasync" / "seed0" / "events.csv").read_text().splitlines()[0] == (
+        "time,update,client,staleness,latency,dispatch_time,weight,event")
+    assert set(plain.timeline()["state"]) == {"compute"}
