@@ -460,6 +460,15 @@ class ScaffoldConfig(AlgorithmConfig):
     )
 
 
+class FedNovaConfig(FedAvgConfig):
+    """Parameters of FedNova: FedAvg's; it is FedAvg when every client takes the same steps (data.partition.sizes: equal).
+
+    Each client's steps are those its training took. An arrival without training costs FedAvg's (a reply without a
+    step count weighs one step: FedAvg's mean)."""
+
+    name: Literal["fednova"] = Field("fednova", description="Algorithm name.")  # type: ignore[assignment]
+
+
 class FlowerConfig(AlgorithmConfig):
     """A Flower strategy (flwr.serverapp.strategy or the legacy flwr.server.strategy) in virtual time.
 
@@ -623,6 +632,7 @@ BUILTINS: dict[str, Builtin] = {
     "asyncfeded": _builtin(AsyncFedEDConfig, "asyncfeded:AsyncFedED"),
     "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
+    "fednova": _builtin(FedNovaConfig, "fednova:FedNova"),
     "fedadam": _builtin(FedAdamConfig, "fedadam:FedAdam"),
     "scaffold": _builtin(ScaffoldConfig, "scaffold:Scaffold"),
     "flower": _builtin(FlowerConfig, "flower:FlowerStrategy"),

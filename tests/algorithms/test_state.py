@@ -28,6 +28,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("fedprox", {"clients_per_round": 2, "mu": 0.1}),
     ("fedadam", {"clients_per_round": 2}),
     ("scaffold", {"clients_per_round": 2}),
+    ("fednova", {"clients_per_round": 2}),
     ("fadas", {"buffer": 3, "delay_threshold": 0, "bn_stats": "mean"}),
     ("asyncfeded", {"lam": 0.5, "eps": 0.5}),
 ]
@@ -65,6 +66,7 @@ def _sync_round(alg: SyncAlgorithm, gen: torch.Generator, r: int) -> torch.Tenso
     for c in picked:
         a = arrival(c, w + 0.1 * torch.randn(w.shape, generator=gen), w, 1, r, n=c + 1)
         a.arrays = {"c_i": torch.randn(w.shape, generator=gen)}  # what SCAFFOLD's clients send back; others ignore it
+        a.metrics = {"steps": float(c + 1), "loss": 0.0}  # unequal local steps (FedNova reads them)
         arrivals.append(a)
     alg.aggregate(arrivals)
     return alg.global_weights()
