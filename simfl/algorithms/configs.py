@@ -469,6 +469,32 @@ class FedNovaConfig(FedAvgConfig):
     name: Literal["fednova"] = Field("fednova", description="Algorithm name.")  # type: ignore[assignment]
 
 
+class FedDynConfig(AlgorithmConfig):
+    """Parameters of FedDyn (the server keeps each client's gradient state g_k)."""
+
+    synchronous: ClassVar[bool] = True
+
+    client_vectors: ClassVar[int] = 1
+    arrival_passes: ClassVar[float | None] = 8.0
+
+    name: Literal["feddyn"] = Field("feddyn", description="Algorithm name.")
+    clients_per_round: PositiveInt = Field(
+        10, description="|P_t| clients sampled per round; must not exceed the number of clients."
+    )
+    alpha: PositiveFloat = Field(
+        0.01, description="alpha > 0 of the devices' regulariser -<g_k, theta> + alpha/2 ||theta - theta_server||^2 "
+        "and of the server's h (0.01: the authors' CIFAR-10 example, example_cifar_10.py)."
+    )
+    alpha_scaling: Literal["none", "samples"] = Field(
+        "none", description="none: every device's alpha is alpha (Algorithm 1); samples: alpha / (n_k / mean n) for "
+        "device k, as the authors' code adapts it (the same with equal shards)."
+    )
+    evaluated: Literal["server", "active_mean"] = Field(
+        "server", description="The model scored: server, theta^t, the model the devices train from (Algorithm 1); "
+        "active_mean, the plain mean of the round's device models, which the authors' code scores beside it."
+    )
+
+
 class FlowerConfig(AlgorithmConfig):
     """A Flower strategy (flwr.serverapp.strategy or the legacy flwr.server.strategy) in virtual time.
 
@@ -633,6 +659,7 @@ BUILTINS: dict[str, Builtin] = {
     "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
     "fednova": _builtin(FedNovaConfig, "fednova:FedNova"),
+    "feddyn": _builtin(FedDynConfig, "feddyn:FedDyn"),
     "fedadam": _builtin(FedAdamConfig, "fedadam:FedAdam"),
     "scaffold": _builtin(ScaffoldConfig, "scaffold:Scaffold"),
     "flower": _builtin(FlowerConfig, "flower:FlowerStrategy"),

@@ -12,11 +12,12 @@ hook key, :func:`hook` finds what implements it, and the trainer builds it once 
 - a plain function ``hook(params, value)`` returns a penalty, a term added to every
   batch's loss (the original, smaller seam, kept for plugins written against it).
 
-Built in: FedProx's proximal term (``prox_mu``) and SCAFFOLD's control-variate correction
-(``control_variate``). An algorithm that changes local training adds its hook here, or
-names a plugin's by import path ``package.module:name`` (worker processes and Ray actors
-import it too, so the module must be importable there), and touches no executor
-(docs/architecture.md, "Adding an algorithm").
+Built in: FedProx's proximal term (``prox_mu``), SCAFFOLD's control-variate correction
+(``control_variate``) and a linear term ``<v, w>`` with ``v`` sent in the message (``linear_term``,
+FedDyn's). An algorithm that changes local training adds its hook here, or names a plugin's
+by import path ``package.module:name`` (worker processes and Ray actors import it too, so the
+module must be importable there), and touches no executor (docs/architecture.md, "Adding an
+algorithm").
 """
 
 from __future__ import annotations
@@ -135,7 +136,28 @@ class ControlVariate(LocalHook):
         return {"c_i": new.cpu()}
 
 
-HOOKS: dict[str, Hook | type[LocalHook]] = {"prox_mu": proximal, "control_variate": ControlVariate}
+class LinearTerm(LocalHook):
+    """A linear term ``<v, w>`` in each batch's loss over the trainable parameters, ``v`` the message's array named by
+    the hook's value (flat, laid out like the weights; its buffer entries are not read). Its gradient is ``v`` whatever
+    the batch, so it is added to the gradients after the backward pass (momentum and weight decay then act on the sum,
+    as on any loss term's gradient); the round's reported loss leaves it out, as it leaves out every hook's term.
+    FedDyn's ``-<grad L_k(theta_k^(t-1)), theta>`` is ``v = -grad L_k(theta_k^(t-1))``."""
+
+    def __init__(self, round: Round, value: Any) -> None:
+        super().__init__(round, value)
+        v = round.message.arrays[str(value)]
+        self.views = [x.to(p.device) for x, p in zip(round.param_views(v), round.params, strict=True)]
+
+    def correct(self) -> None:
+        for p, v in zip(self.round.params, self.views, strict=True):
+            if p.grad is None:  # a parameter the batch's loss does not reach: the term's gradient alone
+                p.grad = v.clone()
+            else:
+                p.grad.add_(v)
+
+
+HOOKS: dict[str, Hook | type[LocalHook]] = {"prox_mu": proximal, "control_variate": ControlVariate,
+                                            "linear_term": LinearTerm}
 
 
 @functools.cache
