@@ -495,6 +495,34 @@ class FedDynConfig(AlgorithmConfig):
     )
 
 
+class MIFAConfig(AlgorithmConfig):
+    """Parameters of MIFA (the server keeps each client's latest update)."""
+
+    synchronous: ClassVar[bool] = True
+
+    client_vectors: ClassVar[int] = 1
+    arrival_passes: ClassVar[float | None] = 9.0
+
+    name: Literal["mifa"] = Field("mifa", description="Algorithm name.")
+    clients_per_round: PositiveInt | None = Field(
+        None, description="Clients per round; null: every free, present client (the paper's active devices, which "
+        "availability: decides); a number samples that many, at most the number of clients."
+    )
+    start: Literal["wait", "zero"] = Field(
+        "wait", description="wait: the model stays at W^(0) until every client has delivered once (the authors' "
+        "experiments, fdu.py); zero: the rule from the first round, a client not heard from counting a zero update "
+        "(their fdu_no_wait.py)."
+    )
+    weighting: Literal["uniform", "samples"] = Field(
+        "uniform", description="uniform: the mean of every client's latest update, 1/N each (the paper); samples: "
+        "weighted by the clients' sample counts over all clients."
+    )
+
+    def round_clients(self, num_clients: int) -> int:
+        """``clients_per_round``, or every client with ``null`` (each round takes all the free, present ones)."""
+        return num_clients if self.clients_per_round is None else self.clients_per_round
+
+
 class FlowerConfig(AlgorithmConfig):
     """A Flower strategy (flwr.serverapp.strategy or the legacy flwr.server.strategy) in virtual time.
 
@@ -660,6 +688,7 @@ BUILTINS: dict[str, Builtin] = {
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
     "fednova": _builtin(FedNovaConfig, "fednova:FedNova"),
     "feddyn": _builtin(FedDynConfig, "feddyn:FedDyn"),
+    "mifa": _builtin(MIFAConfig, "mifa:MIFA"),
     "fedadam": _builtin(FedAdamConfig, "fedadam:FedAdam"),
     "scaffold": _builtin(ScaffoldConfig, "scaffold:Scaffold"),
     "flower": _builtin(FlowerConfig, "flower:FlowerStrategy"),

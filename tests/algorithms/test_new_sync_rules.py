@@ -1,4 +1,4 @@
-"""FedNova and FedDyn against hand-computed rounds (every number worked out below), per reading.
+"""FedNova, FedDyn and MIFA against hand-computed rounds (every number worked out below), per reading.
 
 Layouts (tests/algorithms/algo_helpers.py): ``linear`` is Linear(2, 1), a 3-vector of parameters; ``bn`` is
 Linear(2, 1) + BatchNorm1d(1), ``[w0, w1, b, bn.weight, bn.bias | running_mean, running_var]`` (the last two are
@@ -14,10 +14,11 @@ import torch
 from torch import nn
 
 from simfl.algorithms.base import Arrival
-from simfl.algorithms.configs import FedDynConfig, FedNovaConfig
+from simfl.algorithms.configs import FedDynConfig, FedNovaConfig, MIFAConfig
 from simfl.algorithms.fedavg import FedAvg, FedAvgConfig
 from simfl.algorithms.feddyn import LINEAR, FedDyn
 from simfl.algorithms.fednova import FedNova
+from simfl.algorithms.mifa import MIFA
 from simfl.launch.experiment import federation, load_dataset, run_one
 from simfl.models.flat import Layout
 from simfl.schema.scenario import validate
@@ -216,4 +217,80 @@ def test_feddyn_states_its_costs() -> None:
     {"name": "feddyn", "clients_per_round": 2, "alpha_scaling": "samples", "evaluated": "active_mean"},
 ])
 def test_feddyn_trained_runs_keep_the_invariants(algorithm: dict[str, Any]) -> None:
+    trained_run_keeps_the_invariants(algorithm)
+
+
+# -- MIFA ---------------------------------------------------------------------------------------------------------
+
+
+def _mifa_rounds(alg: MIFA) -> list[torch.Tensor]:
+    """Three rounds on 3 clients: {0, 1}, {1, 2}, {0}, each arrival ``start + Delta``; the model after each."""
+    out = []
+    for round_deltas in ({0: vec(3, 0, -3), 1: vec(0, 6, 3)}, {1: vec(3, 3, 0), 2: vec(-3, 0, 9)}, {0: vec(0, -3, 3)}):
+        w = alg.round_weights()
+        alg.aggregate([arrival(c, w + d, w, 1, 1, n=(1, 2, 3)[c]) for c, d in round_deltas.items()])
+        out.append(alg.global_weights().clone())
+    return out
+
+
+def test_mifa_waits_for_every_client_then_averages_the_latest_updates() -> None:
+    alg = MIFA(MIFAConfig(), make_setup(linear_layout(), [0, 0, 0], 3, sizes=(1, 2, 3)))
+    assert alg.clients_per_round == 3 and alg.message(0, 0).hooks == {}  # null: every free, present client
+    w1, w2, w3 = _mifa_rounds(alg)
+    # round 1: memory {0: [3, 0, -3], 1: [0, 6, 3]}; client 2 not heard from: the model stays at W^(0)
+    close(w1, [0, 0, 0])
+    # round 2: client 1's update replaced by [3, 3, 0], client 2's [-3, 0, 9] in: the memory is full
+    #   w = 0 + ([3, 0, -3] + [3, 3, 0] + [-3, 0, 9]) / 3 = [3, 3, 6] / 3 = [1, 1, 2]
+    close(w2, [1, 1, 2])
+    # round 3: only client 0, its update now [0, -3, 3]; the others' stand in for clients 1 and 2
+    #   w = [1, 1, 2] + ([0, -3, 3] + [3, 3, 0] + [-3, 0, 9]) / 3 = [1, 1, 2] + [0, 0, 4] = [1, 1, 6]
+    close(w3, [1, 1, 6])
+    close(alg.deltas.get(0), [0, -3, 3])  # type: ignore[arg-type]
+
+
+def test_mifa_from_zero_and_weighted_by_samples() -> None:
+    zero = MIFA(MIFAConfig(start="zero"), make_setup(linear_layout(), [0, 0, 0], 3, sizes=(1, 2, 3)))
+    w1, w2, w3 = _mifa_rounds(zero)
+    # round 1: client 2 counts a zero update: w = ([3, 0, -3] + [0, 6, 3] + 0) / 3 = [1, 2, 0]
+    # round 2: w = [1, 2, 0] + [3, 3, 6] / 3 = [2, 3, 2];  round 3: w = [2, 3, 2] + [0, 0, 12] / 3 = [2, 3, 6]
+    close(w1, [1, 2, 0])
+    close(w2, [2, 3, 2])
+    close(w3, [2, 3, 6])
+    by_size = MIFA(MIFAConfig(start="zero", weighting="samples"),
+                   make_setup(linear_layout(), [0, 0, 0], 3, sizes=(1, 2, 3)))
+    w1, w2, w3 = _mifa_rounds(by_size)
+    # weights n_i / 6 = [1/6, 2/6, 3/6] over all three clients
+    # round 1: (1 [3, 0, -3] + 2 [0, 6, 3]) / 6 = [3, 12, 3] / 6 = [.5, 2, .5]
+    # round 2: (1 [3, 0, -3] + 2 [3, 3, 0] + 3 [-3, 0, 9]) / 6 = [0, 6, 24] / 6 = [0, 1, 4]: w = [.5, 3, 4.5]
+    # round 3: (1 [0, -3, 3] + 2 [3, 3, 0] + 3 [-3, 0, 9]) / 6 = [-3, 3, 30] / 6 = [-.5, .5, 5]: w = [0, 3.5, 9.5]
+    close(w1, [0.5, 2, 0.5])
+    close(w2, [0.5, 3, 4.5])
+    close(w3, [0, 3.5, 9.5])
+
+
+def test_mifa_batch_norm_statistics_take_the_rounds_mean() -> None:
+    alg = MIFA(MIFAConfig(start="zero"), make_setup(bn_layout(), [0, 0, 0, 1, 0, 0, 1], 2))
+    w0 = alg.round_weights()
+    # round 1: parameters w + ([2, 0, 0, 0, 0] + [0, 2, 0, 0, 0]) / 2 = [1, 1, 0, 1, 0];
+    #   buffers: the arrivals' own, [1, 2] and [3, .5]: mean [2, 1.25]
+    alg.aggregate([arrival(0, w0 + vec(2, 0, 0, 0, 0, 1, 1), w0, 1, 1), arrival(1, w0 + vec(0, 2, 0, 0, 0, 3, -0.5), w0, 1, 2)])
+    close(alg.global_weights(), [1, 1, 0, 1, 0, 2, 1.25])
+    w1 = alg.round_weights()
+    # round 2: client 0 alone, parameters unmoved: w + (0 + [0, 2, 0, 0, 0]) / 2 = [1, 2, 0, 1, 0]; buffers its own
+    #   [2 - 1, 1.25 + 1] = [1, 2.25] (client 1's stale statistics are not added)
+    alg.aggregate([arrival(0, w1 + vec(0, 0, 0, 0, 0, -1, 1), w1, 1, 3)])
+    close(alg.global_weights(), [1, 2, 0, 1, 0, 1, 2.25])
+
+
+def test_mifa_states_its_costs() -> None:
+    config = MIFAConfig()
+    assert config.synchronous and config.vectors_kept() == 1  # Delta_i per client
+    assert config.round_clients(37) == 37 and MIFAConfig(clients_per_round=5).round_clients(37) == 5
+    assert config.arrival_work(10) == config.arrival_passes == 9.0
+
+
+@pytest.mark.parametrize("algorithm", [
+    {"name": "mifa"}, {"name": "mifa", "clients_per_round": 2, "start": "zero", "weighting": "samples"},
+])
+def test_mifa_trained_runs_keep_the_invariants(algorithm: dict[str, Any]) -> None:
     trained_run_keeps_the_invariants(algorithm)

@@ -31,6 +31,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("fednova", {"clients_per_round": 2}),
     ("feddyn", {"clients_per_round": 2}),
     ("feddyn", {"clients_per_round": 2, "alpha_scaling": "samples", "evaluated": "active_mean"}),
+    ("mifa", {}),
+    ("mifa", {"clients_per_round": 2, "start": "zero", "weighting": "samples"}),
     ("fadas", {"buffer": 3, "delay_threshold": 0, "bn_stats": "mean"}),
     ("asyncfeded", {"lam": 0.5, "eps": 0.5}),
 ]
