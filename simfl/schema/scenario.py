@@ -313,7 +313,11 @@ class Scenario(Section):
             return tune
         if isinstance(info.data.get("seeds"), SeedPlan):
             raise ValueError("simfl tune needs a list of seeds; a plan {first: ..., most: ...} is for simfl run")
-        spaces = tuning.entry_spaces(tune, algorithms)
+        try:
+            spaces = tuning.entry_spaces(tune, algorithms)
+        except ValueError as exc:  # entries replaced (--set algorithms=...) leave a search of entries no longer there
+            raise ValueError(f"{exc}; the tune: section must fit the entries even for simfl run, which ignores it: "
+                             "fix it, or drop it with --set tune=null") from None
         if tune.sampler == "grid" and not all(s.grid for entry in spaces for s in entry.values()):
             raise ValueError("sampler grid needs every key's values as a list; ranges need tpe or random")
         return tune

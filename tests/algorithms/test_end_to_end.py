@@ -22,7 +22,7 @@ def test_algorithm_runs_in_quickstart(name: str) -> None:
              "flower": ", strategy: FedAvg, options: {fraction_train: 0.4}"}.get(name, "")
     if name == "flower":
         pytest.importorskip("flwr")
-    scn = scenario_mod.load(QUICKSTART, ["budget.time=60", "seeds=[0]", "train.epochs=1",
+    scn = scenario_mod.load(QUICKSTART, ["budget.time=60", "seeds=[0]", "train.epochs=1", "tune=null",
                                          f"algorithms=[{{name: {name}{extra}}}]"])
     fed = federation(scn, load_dataset(scn), 0)
     state = run_one(scn, fed, 0).state
