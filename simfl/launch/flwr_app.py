@@ -278,6 +278,23 @@ def _round_size(entry: Any, clients: int) -> int | None:
     return size if isinstance(size, int) and not isinstance(size, bool) and size >= 1 else None
 
 
+def _known(entry: Any) -> bool:
+    """Whether ``entry`` (a raw ``algorithms`` item) is a valid config of a rule that can be read now (a built-in, or
+    a plugin the user allowed); the rest are refused by the scenario's validation, whose line comes first."""
+    from simfl.schema import plugins
+
+    name = entry.get("name") if isinstance(entry, Mapping) else None
+    if not isinstance(name, str):
+        return False
+    try:
+        builtin = plugins.KINDS["algorithm"].configs()
+        config_class = builtin[name] if name in builtin else plugins.plugin_config("algorithm", name)
+        config_class.model_validate(dict(entry))  # e.g. a Flower strategy by an import path not allowed
+    except Exception:  # refused or broken: validation says which, in one line
+        return False
+    return True
+
+
 def own_budget(algorithms: Any, run_config: Mapping[str, Any], clients: int | None) -> dict[str, int] | None:
     """The budget of simfl's own rules over an app that the user gave none: ``{updates: R * K}``, with R the app's
     rounds (its run config's ``num-server-rounds``) and K the clients of a round: the largest round of the
@@ -296,6 +313,8 @@ def own_budget(algorithms: Any, run_config: Mapping[str, Any], clients: int | No
         raise InputError("budget", "is needed when simfl's own rules run beside the app's ServerApp: the ServerApp's "
                          "run ends when its main returns, theirs at the budget, and every message the ServerApp sends "
                          f"counts as an update, so no budget is taken from the app's rounds; {how}")
+    if not all(_known(e) for e in own):  # the scenario's validation names the entry (an import path not allowed)
+        return None
     rounds = run_config.get(ROUNDS_KEY)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         found = "has none" if rounds is None else f"gives {_kind(rounds)}, not a whole number of at least 1"
