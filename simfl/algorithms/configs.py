@@ -309,6 +309,32 @@ class AsyncFedEDConfig(AlgorithmConfig):
                                "lambda / epsilon.")
 
 
+class DelayAdaptiveConfig(AlgorithmConfig):
+    """Parameters of asynchronous SGD with delay-adaptive steps (Mishchenko et al.; Koloskova et al., NeurIPS 2022)."""
+
+    arrival_passes: ClassVar[float | None] = 5.0
+
+    name: Literal["delay_adaptive"] = Field("delay_adaptive", description="Algorithm name.")
+    form: Literal["mishchenko", "koloskova"] = Field(
+        "mishchenko", description="The step of an update of delay tau (server updates since its dispatch): "
+        "'mishchenko' eta min(1, M / tau) (Mishchenko, Bach, Even, Woodworth); 'koloskova' eta while tau <= tau_C, "
+        "else min(eta, c / tau) (Koloskova, Stich, Jaggi)."
+    )
+    server_lr: PositiveFloat = Field(1.0, description="eta > 0: the step of an undelayed update (the client's update "
+                                     "is added times eta).")
+    workers: PositiveInt | None = Field(
+        None, description="M of form mishchenko: the workers computing at once; null: the number of clients (every "
+        "client in flight; set the server's concurrency C under server:)."
+    )
+    delay_threshold: NonNegInt | None = Field(
+        None, description="tau_C of form koloskova: delays up to it take the full step; null: the number of clients."
+    )
+    delay_scale: PositiveFloat | None = Field(
+        None, description="c of form koloskova: above tau_C the step is min(eta, c / tau); null: eta * tau_C (the "
+        "full step at tau_C, then the Mishchenko shape with tau_C for M)."
+    )
+
+
 class OrthoFLConfig(AlgorithmConfig):
     """Parameters of OrthoFL."""
 
@@ -684,6 +710,7 @@ BUILTINS: dict[str, Builtin] = {
     "ca2fl": _builtin(CA2FLConfig, "ca2fl:CA2FL"),
     "fadas": _builtin(FADASConfig, "fadas:FADAS"),
     "asyncfeded": _builtin(AsyncFedEDConfig, "asyncfeded:AsyncFedED"),
+    "delay_adaptive": _builtin(DelayAdaptiveConfig, "delay_adaptive:DelayAdaptive"),
     "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
     "fednova": _builtin(FedNovaConfig, "fednova:FedNova"),

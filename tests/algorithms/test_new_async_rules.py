@@ -1,5 +1,5 @@
 """The asynchronous rules of the recent literature against cases worked out by hand (tiny vectors, every number in
-the comments): FADAS, AsyncFedED."""
+the comments): FADAS, AsyncFedED, delay-adaptive asynchronous SGD."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 from pydantic import ValidationError
 
 from simfl.algorithms.asyncfeded import AsyncFedED, AsyncFedEDConfig, relative_staleness
+from simfl.algorithms.delay_adaptive import DelayAdaptive, DelayAdaptiveConfig, delay_step
 from simfl.algorithms.fadas import FADAS, FADASConfig, delay_adapted
 from tests.algorithms.algo_helpers import arrival, close, linear_layout, make_setup, vec
 
@@ -120,3 +121,57 @@ def test_asyncfeded_relative_staleness_edges() -> None:
 def test_asyncfeded_config_rejects_bad_values(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         AsyncFedEDConfig(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "steps", "final"),
+    [
+        # Mishchenko et al., M = 2: eta min(1, 2 / tau) = 1, 1, 1, 1, 2/3 for tau = 0, 1, 2, 1, 3
+        ({"workers": 2}, [1, 1, 1, 1, 2 / 3], [1 + 2, 2, 0]),
+        # Koloskova et al., tau_C = 1, c = .5: 1 up to tau = 1, then min(1, .5 / tau) = .25 (tau 2), 1/6 (tau 3)
+        ({"form": "koloskova", "delay_threshold": 1, "delay_scale": 0.5}, [1, 1, 0.25, 1, 1 / 6], [1.5, 2, -2.25]),
+        # Koloskova et al., tau_C = 1, c = eta tau_C = 1 (null): min(1, 1 / tau) = .5 (tau 2), 1/3 (tau 3)
+        ({"form": "koloskova", "delay_threshold": 1}, [1, 1, 0.5, 1, 1 / 3], [2, 2, -1.5]),
+    ],
+)
+def test_delay_adaptive_five_arrivals(options: dict[str, object], steps: list[float], final: list[float]) -> None:
+    """eta = 1, W0 = 0, three clients; tau = s - 1 (server updates between dispatch and arrival)."""
+    alg = DelayAdaptive(DelayAdaptiveConfig(**options), make_setup(linear_layout(), [0, 0, 0], 3))  # type: ignore[arg-type]
+    w0 = alg.initial_weights(0)
+    got = []
+    # t=1 client 0 from W0, s=1 (tau 0): delta [1,0,0];  W1 = step * [1,0,0] (step 1 in every form)
+    w1, step = alg.on_arrival(arrival(0, vec(1, 0, 0), w0, 1, 1))
+    got.append(step)
+    w1 = w1.clone()
+    # t=2 client 1 from W0, s=2 (tau 1): delta [0,2,0]; W2 = [1,2,0] (step 1 in every form)
+    w2, step = alg.on_arrival(arrival(1, vec(0, 2, 0), w0, 2, 2))
+    got.append(step)
+    w2 = w2.clone()
+    close(w2, [1, 2, 0])
+    # t=3 client 2 from W0, s=3 (tau 2): delta [0,0,3]; W3 = [1, 2, 3 step]
+    _, step = alg.on_arrival(arrival(2, vec(0, 0, 3), w0, 3, 3))
+    got.append(step)
+    close(alg.global_weights(), [1, 2, 3 * steps[2]])
+    # t=4 client 1 from W2, s=2 (tau 1): delta [0,0,-3], step 1; W4 = [1, 2, 3 step_3 - 3]
+    _, step = alg.on_arrival(arrival(1, w2 + vec(0, 0, -3), w2, 2, 4))
+    got.append(step)
+    # t=5 client 0 from W1, s=4 (tau 3): delta [3,0,0]; W5 = [1 + 3 step, 2, 3 step_3 - 3]
+    #   Mishchenko: [1 + 2, 2, 3 - 3]; Koloskova c = .5: [1 + .5, 2, .75 - 3]; c = 1: [1 + 1, 2, 1.5 - 3]
+    sent, step = alg.on_arrival(arrival(0, w1 + vec(3, 0, 0), w1, 4, 5))
+    got.append(step)
+    assert got == pytest.approx(steps)
+    close(sent, final)
+
+
+def test_delay_adaptive_defaults_take_the_number_of_clients() -> None:
+    # workers and tau_C null: the number of clients (10); eta = .5
+    mishchenko, koloskova = DelayAdaptiveConfig(server_lr=0.5), DelayAdaptiveConfig(server_lr=0.5, form="koloskova")
+    assert delay_step(mishchenko, 10, 10) == 0.5 and delay_step(mishchenko, 20, 10) == 0.25  # .5 * 10 / 20
+    assert delay_step(koloskova, 10, 10) == 0.5 and delay_step(koloskova, 20, 10) == 0.25  # min(.5, .5 * 10 / 20)
+
+
+@pytest.mark.parametrize("bad", [{"server_lr": 0.0}, {"workers": 0}, {"delay_threshold": -1}, {"delay_scale": 0.0},
+                                 {"form": "both"}])
+def test_delay_adaptive_config_rejects_bad_values(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        DelayAdaptiveConfig(**bad)  # type: ignore[arg-type]

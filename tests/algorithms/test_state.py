@@ -35,6 +35,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("mifa", {"clients_per_round": 2, "start": "zero", "weighting": "samples"}),
     ("fadas", {"buffer": 3, "delay_threshold": 0, "bn_stats": "mean"}),
     ("asyncfeded", {"lam": 0.5, "eps": 0.5}),
+    ("delay_adaptive", {"workers": 2}),
+    ("delay_adaptive", {"form": "koloskova", "delay_threshold": 1, "delay_scale": 0.5}),
 ]
 
 

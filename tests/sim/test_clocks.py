@@ -32,6 +32,9 @@ ASYNC: list[dict[str, Any]] = [
     {"name": "orthofl_no_calib"}, {"name": "orthofl_no_ma"}, {"name": "orthofl_pairwise"},
     {"name": "fadas", "buffer": 2, "delay_threshold": 0, "delay_step": "scaled"}, {"name": "fadas", "buffer": 3},
     {"name": "fadas", "buffer": 2, "delay_threshold": 1, "bn_stats": "mean"}, {"name": "asyncfeded"},
+    {"name": "delay_adaptive", "workers": 2},
+    {"name": "delay_adaptive", "form": "koloskova", "delay_threshold": 1, "delay_scale": 0.5},
+    {"name": "delay_adaptive", "form": "koloskova"},
 ]
 SYNC: list[dict[str, Any]] = [
     {"name": "fedavg", "clients_per_round": 2}, {"name": "fedprox", "clients_per_round": 2, "mu": 0.1},
