@@ -132,12 +132,17 @@ def _raw(scenario: ScenarioLike) -> tuple[dict[str, Any], Path, str]:
 
 def _prepared(scenario: ScenarioLike, overrides: Iterable[str], seeds: Sequence[int] | None) -> tuple[dict[str, Any], Path]:
     raw, base, _ = _raw(scenario)
+    return _overridden(raw, overrides, seeds), base
+
+
+def _overridden(raw: dict[str, Any], overrides: Iterable[str], seeds: Sequence[int] | None) -> dict[str, Any]:
+    """``raw`` with plugin classes as import paths, the overrides and the seeds applied."""
     raw = plugins.normalize(raw)  # component classes given as objects become import paths
     for text in overrides:
         scenario_mod.apply_override(raw, text)
     if seeds is not None:
         raw["seeds"] = list(seeds)
-    return raw, base
+    return raw
 
 
 def _out(out: str | Path | None, name: str) -> Path:
@@ -211,14 +216,15 @@ def _run(scenario: ScenarioLike, out: str | Path | None, seeds: Sequence[int] | 
          force: bool, workers: int | None, ray: str | None, quiet: bool, wall: float | None, clock: Engine) -> Results:
     from simfl.launch.runner import Launch, fresh_target, run_targets, workers_for
 
-    raw, base = _prepared(scenario, overrides, seeds)
+    raw, base, name = _raw(scenario)  # a file's mistakes name the file, as `simfl run` does
+    raw = _overridden(raw, overrides, seeds)
     raw.pop("sweep", None)
-    scn = scenario_mod.resolve_paths(scenario_mod.validate(raw), base)
+    scn = scenario_mod.resolve_paths(scenario_mod.validate(raw, name), base)
     est = estimate.estimate(scn)
-    limits.check(est, limits.default_max_memory(), "scenario: estimate")  # as `simfl run`
+    limits.check(est, limits.default_max_memory(), f"{name}: estimate")  # as `simfl run`
     count = workers_for(workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=ray is not None)
     limits.check_disk(est, Path(out) if out is not None else Path(tempfile.gettempdir()) / scn.name,
-                        "scenario: estimate", count)  # before a temporary folder is made
+                        f"{name}: estimate", count)  # before a temporary folder is made
     where = _out(out, scn.name)
     with outdir.hold(where):
         target = fresh_target(scn, where, force=force, wall=wall)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import matplotlib
 import pandas as pd
+import pytest
 import yaml
 
 import simfl
@@ -97,3 +98,19 @@ def test_importing_simfl_changes_no_matplotlib_state() -> None:
             "assert 'matplotlib.pyplot' not in __import__('sys').modules")
     subprocess.run([sys.executable, "-c", code], check=True, env={"MPLBACKEND": "svg", "PATH": ""})
     assert matplotlib  # imported in this process for the plot test
+
+
+def test_a_scenario_files_mistake_names_the_file(tmp_path: Path) -> None:
+    """simfl.run of a file names the file in its one line, as `simfl run` does (a plugin that does not import, in a
+    notebook), and a mapping stays "scenario"."""
+    from simfl.errors import InputError
+
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(tiny_scenario(algorithms=[{"name": "nosuchmodule:Algo"}])))
+    with pytest.raises(InputError) as info:
+        simfl.run(path, allow_imports=True, quiet=True, out=tmp_path / "o")
+    assert str(info.value).startswith(f"{path}: algorithms[0].name: cannot import module 'nosuchmodule'")
+    with pytest.raises(InputError, match=r"^scenario: algorithms\[0\].name"):
+        simfl.run(tiny_scenario(algorithms=[{"name": "nosuchmodule:Algo"}]), allow_imports=True, quiet=True,
+                  out=tmp_path / "o")
+    assert not (tmp_path / "o").exists()
