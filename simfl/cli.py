@@ -185,7 +185,7 @@ def _baseline_override(args: argparse.Namespace) -> list[str]:
 
 def _parallel(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
-                        help="runs (algorithm entry x seed x sweep cell) side by side in N worker processes "
+                        help="runs (algorithm entry x seed x grid point of a sweep) side by side in N worker processes "
                         "(default: $SIMFL_WORKERS, else as many as the cores hold given each run's executor threads "
                         "and workers; 1: one after another in this process). The numbers do not depend on it")
     parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",

@@ -246,7 +246,7 @@ class Estimate:
             f"#   runtime:       {bytes_text(self.runtime_bytes)} (Python, PyTorch and simfl loaded)",
             f"#   memory:        {bytes_text(self.memory)} in all per run (--max-memory)",
         ]
-        cells = f" x {self.cells} sweep cells" if self.cells > 1 else ""
+        cells = f" x {self.cells} grid points" if self.cells > 1 else ""
         records = f"; records {bytes_text(self.record_disk_bytes * self.cells)}" if self.record_disk_bytes else ""
         disk = (f"#   disk:          {bytes_text(self.results_bytes * self.cells)} of results ({runs_text(self.runs)}"
                 f"{cells}{records})")
@@ -268,7 +268,7 @@ class Estimate:
                 f"{r.name} {count_text(r.extent.arrivals)} updates" + (
                     f", {duration_text(r.wall_seconds)}" if r.wall_seconds is not None else "")
                 for r in self.entries if r.extent is not None))
-        out.append(f"#   runs:          {self.runs} (algorithms x seeds)" + (f", {self.cells} sweep cells"
+        out.append(f"#   runs:          {self.runs} (algorithms x seeds)" + (f", {self.cells} grid points of the sweep"
                                                                             if self.cells > 1 else ""))
         total = self.wall_total
         if total is not None:
