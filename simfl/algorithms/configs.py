@@ -335,6 +335,26 @@ class DelayAdaptiveConfig(AlgorithmConfig):
     )
 
 
+class FedStaleWeightConfig(AlgorithmConfig):
+    """Parameters of FedStaleWeight (Ma et al., 2024): buffered aggregation weighted by average staleness."""
+
+    arrival_passes: ClassVar[float | None] = 4.0
+
+    name: Literal["fedstaleweight"] = Field("fedstaleweight", description="Algorithm name.")
+    buffer: PositiveInt = Field(5, description="K >= 1: arrivals aggregated per global update (the authors' "
+                                "experiment scripts: 5).")
+    server_lr: PositiveFloat = Field(1.0, description="Server learning rate applied to the buffer's weighted mean.")
+    window: PositiveInt | None = Field(
+        None, description="A client's average staleness over its latest `window` updates; null: over all of them "
+        "(the authors' test bench: 5)."
+    )
+    offset: NonNegInt = Field(
+        0, description="Added to each update's staleness (global versions since its dispatch): 0 counts a fresh "
+        "update as 0, weight 0 (the authors' test bench); 1 gives every update weight."
+    )
+    bn_stats: BnStats = bn_stats_field()
+
+
 class OrthoFLConfig(AlgorithmConfig):
     """Parameters of OrthoFL."""
 
@@ -711,6 +731,7 @@ BUILTINS: dict[str, Builtin] = {
     "fadas": _builtin(FADASConfig, "fadas:FADAS"),
     "asyncfeded": _builtin(AsyncFedEDConfig, "asyncfeded:AsyncFedED"),
     "delay_adaptive": _builtin(DelayAdaptiveConfig, "delay_adaptive:DelayAdaptive"),
+    "fedstaleweight": _builtin(FedStaleWeightConfig, "fedstaleweight:FedStaleWeight"),
     "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
     "fednova": _builtin(FedNovaConfig, "fednova:FedNova"),

@@ -1,5 +1,5 @@
 """The asynchronous rules of the recent literature against cases worked out by hand (tiny vectors, every number in
-the comments): FADAS, AsyncFedED, delay-adaptive asynchronous SGD."""
+the comments): FADAS, AsyncFedED, delay-adaptive asynchronous SGD, FedStaleWeight."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from simfl.algorithms.asyncfeded import AsyncFedED, AsyncFedEDConfig, relative_staleness
 from simfl.algorithms.delay_adaptive import DelayAdaptive, DelayAdaptiveConfig, delay_step
 from simfl.algorithms.fadas import FADAS, FADASConfig, delay_adapted
+from simfl.algorithms.fedstaleweight import FedStaleWeight, FedStaleWeightConfig, StalenessAverages
 from tests.algorithms.algo_helpers import arrival, close, linear_layout, make_setup, vec
 
 
@@ -175,3 +176,57 @@ def test_delay_adaptive_defaults_take_the_number_of_clients() -> None:
 def test_delay_adaptive_config_rejects_bad_values(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         DelayAdaptiveConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_fedstaleweight_three_buffers() -> None:
+    """K = 2, server_lr = 1, offset 0, every update averaged; W0 = 0, three clients."""
+    alg = FedStaleWeight(FedStaleWeightConfig(buffer=2), make_setup(linear_layout(), [0, 0, 0], 3))
+    w0 = alg.initial_weights(0)
+    # t=1 client 0 (version 0, staleness 0): delta [2,0,0]; averages c0 = 0
+    sent0, weight = alg.on_arrival(arrival(0, vec(2, 0, 0), w0, 1, 1))
+    assert weight is None
+    # t=2 client 1 (staleness 0): delta [0,2,0]; c1 = 0. Flush: the weights sum to 0, no step: W1 = W0 (version 1)
+    sent1, _ = alg.on_arrival(arrival(1, vec(0, 2, 0), w0, 2, 2))
+    close(sent1, [0, 0, 0])
+    assert alg.state()["version"] == 1
+    # t=3 client 2 (dispatched version 0, now 1: staleness 1): delta [0,0,4]; c2 = 1
+    alg.on_arrival(arrival(2, vec(0, 0, 4), w0, 3, 3))
+    # t=4 client 0 (re-sent W0 at version 0: staleness 1): delta [2,0,0]; c0 = (0 + 1) / 2 = .5
+    #   flush: total 1 + .5 = 1.5, weights c2 2/3, c0 1/3: W2 = 2/3 [0,0,4] + 1/3 [2,0,0] = [2/3, 0, 8/3]
+    sent0, _ = alg.on_arrival(arrival(0, vec(2, 0, 0), sent0, 3, 4))
+    close(sent0, [2 / 3, 0, 8 / 3])
+    w2 = sent0.clone()
+    # t=5 client 1 (sent W1 at version 1, now 2: staleness 1): delta [0,3,0]; c1 = (0 + 1) / 2 = .5
+    sent1, _ = alg.on_arrival(arrival(1, sent1 + vec(0, 3, 0), sent1, 3, 5))
+    close(sent1, [2 / 3, 0, 8 / 3])  # the buffer holds 1: W2 re-sent
+    # t=6 client 1 again (sent W2 at version 2: staleness 0): delta [0,0,-3]; c1 = (0 + 1 + 0) / 3 = 1/3
+    #   flush: both entries are client 1's, each weighted (1/3) / (2/3) = 1/2 with its average as the buffer ends
+    #   W3 = W2 + 1/2 ([0,3,0] + [0,0,-3]) = [2/3, 1.5, 8/3 - 1.5]
+    sent1, _ = alg.on_arrival(arrival(1, w2 + vec(0, 0, -3), w2, 1, 6))
+    close(sent1, [2 / 3, 1.5, 8 / 3 - 1.5])
+    assert alg.state()["averages"] == {0: [1, 2], 1: [1, 3], 2: [1, 1]}  # [sum, count] per client
+
+
+def test_fedstaleweight_offset_gives_fresh_updates_weight() -> None:
+    # offset 1: the first buffer's fresh updates count 1 each: weights 1/2, W1 = ([2,0,0] + [0,2,0]) / 2
+    alg = FedStaleWeight(FedStaleWeightConfig(buffer=2, offset=1), make_setup(linear_layout(), [0, 0, 0], 2))
+    w0 = alg.initial_weights(0)
+    alg.on_arrival(arrival(0, vec(2, 0, 0), w0, 1, 1))
+    sent, _ = alg.on_arrival(arrival(1, vec(0, 2, 0), w0, 2, 2))
+    close(sent, [1, 1, 0])
+
+
+def test_fedstaleweight_window_averages_the_latest() -> None:
+    every, latest = StalenessAverages(None), StalenessAverages(2)
+    for tau in (0, 1, 0, 4):
+        every.add(7, tau)
+        latest.add(7, tau)
+    assert every.mean(7) == 5 / 4  # (0 + 1 + 0 + 4) / 4
+    assert latest.mean(7) == 2.0  # the latest two: (0 + 4) / 2
+    assert latest.state() == {7: [0, 4]}
+
+
+@pytest.mark.parametrize("bad", [{"buffer": 0}, {"server_lr": 0.0}, {"window": 0}, {"offset": -1}])
+def test_fedstaleweight_config_rejects_bad_values(bad: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        FedStaleWeightConfig(**bad)  # type: ignore[arg-type]

@@ -37,6 +37,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("asyncfeded", {"lam": 0.5, "eps": 0.5}),
     ("delay_adaptive", {"workers": 2}),
     ("delay_adaptive", {"form": "koloskova", "delay_threshold": 1, "delay_scale": 0.5}),
+    ("fedstaleweight", {"buffer": 3, "offset": 1, "bn_stats": "mean"}),
+    ("fedstaleweight", {"buffer": 2, "window": 2}),
 ]
 
 
