@@ -2,7 +2,7 @@
 
 The package in ``examples/plugin`` is installed with ``pip install --no-deps --no-build-isolation
 --no-index --target`` (offline, with the venv's own setuptools); ``simfl`` then runs in a
-subprocess whose PYTHONPATH holds that folder, so the entry point ``fadas`` of the group
+subprocess whose PYTHONPATH holds that folder, so the entry point ``fadas_example`` of the group
 ``simfl.algorithms`` is found as for any installed package.
 """
 
@@ -26,7 +26,7 @@ from tests.conftest import tiny_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "examples" / "plugin"
-ALGORITHMS = ("fedasync", "fadas")
+ALGORITHMS = ("fedasync", "fadas_example")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def simfl_cli(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _scenario(folder: Path) -> Path:
     raw = tiny_scenario(algorithms=[{"name": "fedasync", "alpha": 0.6},
-                                    {"name": "fadas", "buffer": 2, "server_lr": 0.05, "delay_threshold": 1}],
+                                    {"name": "fadas_example", "buffer": 2, "server_lr": 0.05, "delay_threshold": 1}],
                         latency={"model": "exponential", "mean": 1.5}, budget={"time": 12.0})
     path = folder / "s.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -86,20 +86,20 @@ def test_entry_point_plugin_resumes_byte_identical_with_verify(
 
     def save_then_stop(self: Session, algorithm: str, seed: int, blob: bytes, now: float, updates: int) -> None:
         original(self, algorithm, seed, blob, now, updates)
-        if algorithm == "fadas" and updates:
+        if algorithm == "fadas_example" and updates:
             raise KeyboardInterrupt
 
     monkeypatch.setattr(Session, "save_run", save_then_stop)
     assert main(["run", str(scn), "--out", str(out), "--quiet", "--checkpoint-every", "3"]) == 130
     monkeypatch.setattr(Session, "save_run", original)
-    saved: dict[str, Any] = load_run(stage / RUNNING_DIR / "fadas" / "seed0.pt")
-    assert saved["algorithm"] == "fadas" and (stage / INCOMPLETE_FILE).exists() and (stage / CHECKPOINT_FILE).exists()
+    saved: dict[str, Any] = load_run(stage / RUNNING_DIR / "fadas_example" / "seed0.pt")
+    assert saved["algorithm"] == "fadas_example" and (stage / INCOMPLETE_FILE).exists() and (stage / CHECKPOINT_FILE).exists()
     assert {"m", "vhat", "max_delay"} <= set(saved["sim"]["algorithm"])  # the plugin's state, as data
     # ... then resumed by a fresh process with --verify: the same bytes as the uninterrupted run.
     done = simfl_cli(installed, "run", "--resume", str(out), "--verify", "--quiet")
     assert done.returncode == 0, done.stderr
     assert not stage.exists() and _files(out) == _files(ref)
-    assert (out / "scenario.yaml").read_text().count("name: fadas") == 1
+    assert (out / "scenario.yaml").read_text().count("name: fadas_example") == 1
 
 
 def test_reference_lists_the_installed_plugin(site: Path) -> None:
@@ -107,15 +107,15 @@ def test_reference_lists_the_installed_plugin(site: Path) -> None:
     assert done.returncode == 0, done.stderr
     text = done.stdout
     section = text[text.index("## Installed plugins"):]
-    assert "### `algorithms[i].name: fadas` (algorithm, `simfl_fadas:FADAS`)" in section
+    assert "### `algorithms[i].name: fadas_example` (algorithm, `simfl_fadas:FADAS`)" in section
     assert "FADAS (Wang et al., ICML 2024)" in section and "`algorithms[i].delay_threshold`" in section
 
 
 def test_an_unknown_name_lists_the_installed_plugin(installed: Path, tmp_path: Path, capsys: Any) -> None:
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(tiny_scenario(algorithms=[{"name": "fadass"}])))
+    path.write_text(yaml.safe_dump(tiny_scenario(algorithms=[{"name": "fadas_examplee"}])))
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "unknown name 'fadass'; allowed: " in err
-    assert err.endswith(", fedadam, scaffold, flower, serverapp, fadas (installed plugins) or an import path "
+    assert len(err.splitlines()) == 1 and "unknown name 'fadas_examplee'; allowed: " in err
+    assert err.endswith(", fedadam, scaffold, flower, serverapp, fadas_example (installed plugins) or an import path "
                         "package.module:Class")

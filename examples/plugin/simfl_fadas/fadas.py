@@ -52,7 +52,7 @@ from simfl.fields import NonNegFloat, NonNegInt, PositiveFloat, PositiveInt, Uni
 class FADASConfig(AlgorithmConfig):
     """FADAS (Wang et al., ICML 2024): buffered async updates, AMSGrad server step, delay-adaptive rate."""
 
-    name: Literal["fadas"] = Field("fadas", description="Algorithm name.")
+    name: Literal["fadas_example"] = Field("fadas_example", description="Algorithm name.")
     buffer: PositiveInt = Field(10, description="M >= 1: client updates aggregated per global update.")
     server_lr: PositiveFloat = Field(0.01, description="eta: the server learning rate.")
     beta1: UnitOpen = Field(0.9, description="Decay of the first moment m.")
