@@ -68,12 +68,13 @@ def fleet_file(gen: np.random.Generator, clients: int, folder: Path, case: int) 
     return str(path)
 
 
-def random_scenario(case: int, folder: Path) -> dict[str, Any]:
-    """A small scenario mixing every feature a run can have; the algorithm cycles through all built-in ones."""
+def random_scenario(case: int, folder: Path, algorithm: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A small scenario mixing every feature a run can have; the algorithm cycles through all built-in ones (or is
+    ``algorithm``: a case kept for its features whatever the lists' lengths)."""
     gen = rng.stream(case, "clock-differential")
     clients = int(gen.integers(2, 7))
     algorithms = ASYNC + SYNC
-    algorithm = dict(algorithms[case % len(algorithms)])
+    algorithm = dict(algorithms[case % len(algorithms)] if algorithm is None else algorithm)
     sync = algorithm in SYNC
     if "clients_per_round" in algorithm:
         algorithm["clients_per_round"] = min(algorithm["clients_per_round"], clients)
