@@ -42,8 +42,8 @@ This module is the one place of the rules they follow:
   highest mean final accuracy; at it means within a relative 1e-9, :data:`TIE`); two or more there are *level*. An
   entry alone at the best is *named* (``fastest_clear``, ``most_accurate_clear``; :attr:`Comparison.fastest`,
   :attr:`Comparison.most_accurate`) only when its interval against the runner-up (the best entry below it) excludes
-  a tie: its time over the runner-up's, paired by seed as the ratio to the baseline is (with sequential seeds, at the same look's adjusted level), below
-  1x and not only a lower bound (``fastest_by``); its final accuracy minus the runner-up's, the mean of the
+  a tie: its time over the runner-up's, paired by seed as the ratio to the baseline is (with sequential seeds, at
+  the same look's adjusted level), below 1x and not only a lower bound (``fastest_by``); its final accuracy minus the runner-up's, the mean of the
   per-seed differences with its Student-t interval (paired: the seeds share latencies, data and initial model),
   above 0 (``most_accurate_by``). Otherwise the verdict says "not clear" and why; with one seed there is no
   interval, so no entry is named (:func:`leads`).
