@@ -43,10 +43,10 @@ This module is the one place of the rules they follow:
   entry alone at the best is *named* (``fastest_clear``, ``most_accurate_clear``; :attr:`Comparison.fastest`,
   :attr:`Comparison.most_accurate`) only when its interval against the runner-up (the best entry below it) excludes
   a tie: its time over the runner-up's, paired by seed as the ratio to the baseline is (with sequential seeds, at
-  the same look's adjusted level), below 1x and not only a lower bound (``fastest_by``); its final accuracy minus the runner-up's, the mean of the
-  per-seed differences with its Student-t interval (paired: the seeds share latencies, data and initial model),
-  above 0 (``most_accurate_by``). Otherwise the verdict says "not clear" and why; with one seed there is no
-  interval, so no entry is named (:func:`leads`).
+  the same look's adjusted level), below 1x and not only a lower bound (``fastest_by``); its final accuracy minus
+  the runner-up's, the mean of the per-seed differences with its Student-t interval (paired: the seeds share
+  latencies, data and initial model), above 0 (``most_accurate_by``). Otherwise the verdict says "not clear" and
+  why; with one seed there is no interval, so no entry is named (:func:`leads`).
 - **Warnings** in one line each: a target at or below an untrained model's accuracy (the evaluation at time 0),
   and entries that reach it at their first evaluation after the start (the grid cannot tell them apart).
 """
