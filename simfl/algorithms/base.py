@@ -153,6 +153,35 @@ class SingleModel:
         self.w = state["w"]
 
 
+class Versions:
+    """The global models a buffered rule has published and the one each client was dispatched with: its staleness
+    in versions (FedBuff, FADAS, FedStaleWeight). Every client starts on version 0 (the time-0 dispatch)."""
+
+    def __init__(self, num_clients: int) -> None:
+        self.version = 0
+        """Global models published (flushes) so far."""
+        self.dispatched = [0] * num_clients
+        """The version each client was last dispatched with."""
+
+    def staleness(self, client: int) -> int:
+        """Versions published since ``client`` was dispatched."""
+        return self.version - self.dispatched[client]
+
+    def dispatch(self, client: int) -> None:
+        """``client`` leaves with the current version (a re-dispatch, or a late joiner's first)."""
+        self.dispatched[client] = self.version
+
+    def publish(self) -> None:
+        self.version += 1
+
+    def state(self) -> dict[str, Any]:
+        return {"version": self.version, "dispatched": list(self.dispatched)}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        self.version = int(state["version"])
+        self.dispatched = [int(v) for v in state["dispatched"]]
+
+
 class AsyncAlgorithm(Algorithm[ConfigT]):
     """Aggregates each arrival at once and re-dispatches its client."""
 

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, Versions
 from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import FADASConfig
 
@@ -71,29 +71,26 @@ class FADAS(AsyncAlgorithm[FADASConfig]):
         self.count = 0
         self.max_delay = 0
         """The largest delay among the buffered updates."""
-        self.version = 0
-        """Global models published (flushes) so far."""
-        self.dispatched = [0] * setup.num_clients
-        """The version each client was last dispatched with (0 for the time-0 dispatch)."""
+        self.versions = Versions(setup.num_clients)
         self.stats = BufferedStats(setup.layout, config.bn_stats)
 
     def initial_weights(self, client: int) -> torch.Tensor:
         return self.w
 
     def on_join(self, client: int) -> torch.Tensor:
-        self.dispatched[client] = self.version
+        self.versions.dispatch(client)
         return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
         self.acc = self.acc + (arrival.weights - arrival.start)
-        self.max_delay = max(self.max_delay, self.version - self.dispatched[m])
+        self.max_delay = max(self.max_delay, self.versions.staleness(m))
         self.stats.add(arrival.weights)
         self.count += 1
         step: float | None = None
         if self.count == self.config.buffer:
             step = self._flush()
-        self.dispatched[m] = self.version
+        self.versions.dispatch(m)
         return self.w, step
 
     def _flush(self) -> float:
@@ -104,7 +101,7 @@ class FADAS(AsyncAlgorithm[FADASConfig]):
         self.vhat = torch.maximum(self.vhat, self.v)
         step = delay_adapted(cfg.server_lr, cfg.delay_threshold, self.max_delay, cfg.delay_step)
         self.w = self.stats.flush(ops.adam_step(self.w, self.m, self.vhat, step, cfg.eps), self.count)
-        self.version += 1
+        self.versions.publish()
         self.acc = torch.zeros_like(self.w)
         self.count = 0
         self.max_delay = 0
@@ -115,13 +112,11 @@ class FADAS(AsyncAlgorithm[FADASConfig]):
 
     def state(self) -> dict[str, Any]:
         return {"w": self.w, "m": self.m, "v": self.v, "vhat": self.vhat, "acc": self.acc, "count": self.count,
-                "max_delay": self.max_delay, "version": self.version, "dispatched": list(self.dispatched),
-                **self.stats.state()}
+                "max_delay": self.max_delay, **self.versions.state(), **self.stats.state()}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w, self.m, self.v, self.vhat, self.acc = (state[k] for k in ("w", "m", "v", "vhat", "acc"))
         self.count = int(state["count"])
         self.max_delay = int(state["max_delay"])
-        self.version = int(state["version"])
-        self.dispatched = [int(v) for v in state["dispatched"]]
+        self.versions.load_state(state)
         self.stats.load_state(state)

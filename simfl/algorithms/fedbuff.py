@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, Versions
 from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import FedBuffConfig
 
@@ -37,10 +37,7 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
     def __init__(self, config: FedBuffConfig, setup: Setup) -> None:
         super().__init__(config, setup)
         self.w = setup.init.clone()
-        self.version = 0
-        """Number of global models published (flushes) so far."""
-        self.dispatched = [0] * setup.num_clients
-        """Global version each client was last dispatched with (0 for the time-0 dispatch)."""
+        self.versions = Versions(setup.num_clients)
         self.acc = torch.zeros_like(self.w)
         self.count = 0
         self.stats = BufferedStats(setup.layout, config.bn_stats)
@@ -51,21 +48,21 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
 
     def on_join(self, client: int) -> torch.Tensor:
         # a late joiner is dispatched the current version: its staleness counts from here
-        self.dispatched[client] = self.version
+        self.versions.dispatch(client)
         return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
-        weight = 1.0 / math.sqrt(1.0 + (self.version - self.dispatched[m]))
+        weight = 1.0 / math.sqrt(1.0 + self.versions.staleness(m))
         self.acc = self.acc + weight * (arrival.weights - arrival.start)
         self.stats.add(arrival.weights)
         self.count += 1
         if self.count == self.config.buffer:
             self.w = self.stats.flush(self.w + (self.config.server_lr / self.config.buffer) * self.acc, self.count)
-            self.version += 1
+            self.versions.publish()
             self.acc = torch.zeros_like(self.w)
             self.count = 0
-        self.dispatched[m] = self.version
+        self.versions.dispatch(m)
         return self.w, weight
 
     def global_weights(self) -> torch.Tensor:
@@ -74,8 +71,7 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
     def state(self) -> dict[str, Any]:
         return {
             "w": self.w,
-            "version": self.version,
-            "dispatched": list(self.dispatched),
+            **self.versions.state(),
             "acc": self.acc,
             "count": self.count,
             **self.stats.state(),
@@ -83,8 +79,7 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
-        self.version = int(state["version"])
-        self.dispatched = [int(v) for v in state["dispatched"]]
+        self.versions.load_state(state)
         self.acc = state["acc"]
         self.count = int(state["count"])
         self.stats.load_state(state)

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, Versions
 from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import FedStaleWeightConfig
 
@@ -86,10 +86,7 @@ class FedStaleWeight(AsyncAlgorithm[FedStaleWeightConfig]):
     def __init__(self, config: FedStaleWeightConfig, setup: Setup) -> None:
         super().__init__(config, setup)
         self.w = setup.init.clone()
-        self.version = 0
-        """Global models published (flushes) so far."""
-        self.dispatched = [0] * setup.num_clients
-        """The version each client was last dispatched with (0 for the time-0 dispatch)."""
+        self.versions = Versions(setup.num_clients)
         self.averages = StalenessAverages(config.window)
         self.sums: dict[int, torch.Tensor] = {}
         """Per client in the buffer: the sum of its buffered deltas (they share its weight)."""
@@ -101,19 +98,19 @@ class FedStaleWeight(AsyncAlgorithm[FedStaleWeightConfig]):
         return self.w
 
     def on_join(self, client: int) -> torch.Tensor:
-        self.dispatched[client] = self.version
+        self.versions.dispatch(client)
         return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
-        self.averages.add(m, self.version - self.dispatched[m] + self.config.offset)
+        self.averages.add(m, self.versions.staleness(m) + self.config.offset)
         delta = arrival.weights - arrival.start
         self.sums[m] = delta if m not in self.sums else self.sums[m] + delta
         self.entries.append(m)
         self.stats.add(arrival.weights)
         if len(self.entries) == self.config.buffer:
             self._flush()
-        self.dispatched[m] = self.version
+        self.versions.dispatch(m)
         return self.w, None
 
     def _flush(self) -> None:
@@ -126,7 +123,7 @@ class FedStaleWeight(AsyncAlgorithm[FedStaleWeightConfig]):
                 step.add_(delta, alpha=self.averages.mean(c) / total)
             stepped = self.w + self.config.server_lr * step
         self.w = self.stats.flush(stepped, len(self.entries))
-        self.version += 1
+        self.versions.publish()
         self.sums = {}
         self.entries = []
 
@@ -134,14 +131,13 @@ class FedStaleWeight(AsyncAlgorithm[FedStaleWeightConfig]):
         return self.w
 
     def state(self) -> dict[str, Any]:
-        return {"w": self.w, "version": self.version, "dispatched": list(self.dispatched),
+        return {"w": self.w, **self.versions.state(),
                 "averages": self.averages.state(), "sums": dict(self.sums), "entries": list(self.entries),
                 **self.stats.state()}
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.w = state["w"]
-        self.version = int(state["version"])
-        self.dispatched = [int(v) for v in state["dispatched"]]
+        self.versions.load_state(state)
         self.averages.load_state(state["averages"])
         self.sums = {int(c): v for c, v in state["sums"].items()}
         self.entries = [int(c) for c in state["entries"]]
