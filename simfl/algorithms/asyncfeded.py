@@ -36,11 +36,10 @@ counts instead of the distance, and is not this rule.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, SingleModel
 from simfl.algorithms.configs import AsyncFedEDConfig
 
 
@@ -53,7 +52,7 @@ def relative_staleness(drift: torch.Tensor, delta: torch.Tensor) -> float:
     return moved / size
 
 
-class AsyncFedED(AsyncAlgorithm[AsyncFedEDConfig]):
+class AsyncFedED(SingleModel, AsyncAlgorithm[AsyncFedEDConfig]):
     """Each arrival added with a step inversely proportional to its relative Euclidean staleness."""
 
     Config = AsyncFedEDConfig
@@ -72,11 +71,3 @@ class AsyncFedED(AsyncAlgorithm[AsyncFedEDConfig]):
         self.w = self.w + step * delta
         return self.w, step
 
-    def global_weights(self) -> torch.Tensor:
-        return self.w
-
-    def state(self) -> dict[str, Any]:
-        return {"w": self.w}
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        self.w = state["w"]

@@ -38,11 +38,9 @@ Readings:
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, SingleModel
 from simfl.algorithms.configs import DelayAdaptiveConfig
 
 
@@ -59,7 +57,7 @@ def delay_step(config: DelayAdaptiveConfig, delay: int, clients: int) -> float:
     return min(lr, scale / delay)
 
 
-class DelayAdaptive(AsyncAlgorithm[DelayAdaptiveConfig]):
+class DelayAdaptive(SingleModel, AsyncAlgorithm[DelayAdaptiveConfig]):
     """Asynchronous SGD over client updates, each step scaled by its delay."""
 
     Config = DelayAdaptiveConfig
@@ -76,11 +74,3 @@ class DelayAdaptive(AsyncAlgorithm[DelayAdaptiveConfig]):
         self.w = self.w + step * (arrival.weights - arrival.start)
         return self.w, step
 
-    def global_weights(self) -> torch.Tensor:
-        return self.w
-
-    def state(self) -> dict[str, Any]:
-        return {"w": self.w}
-
-    def load_state(self, state: dict[str, Any]) -> None:
-        self.w = state["w"]
