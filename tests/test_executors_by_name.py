@@ -15,10 +15,9 @@ from simfl.train.configs import EXECUTORS, ExecutorKind
 from simfl.train.executor import Executor
 
 PACKAGE = Path(__file__).resolve().parents[1] / "simfl"
-PENDING = {"simfl/schema/scenario.py"}
-"""Modules outside ``train/`` that still compare an executor's kind (a Flower app's data), to be asked of
-``ExecutorConfig`` instead where their files are next changed. The test fails once one no longer does, so that it
-leaves this list too."""
+PENDING: set[str] = set()
+"""Modules outside ``train/`` that still compare an executor's kind (none): one listed here fails the test once it no
+longer does, so that it leaves this list too."""
 
 pytestmark = pytest.mark.fast
 

@@ -262,37 +262,31 @@ def _round_size(entry: Any, clients: int) -> int | None:
     """The clients whose updates a round of the synchronous rule ``entry`` (a raw ``algorithms`` item) waits for on
     ``clients`` clients (its config's ``round_clients``: ``clients_per_round``, a Flower strategy's sample size);
     None for an asynchronous rule, and for an entry its validation refuses (which the scenario's then says)."""
-    from simfl.schema import plugins
-
-    name = entry.get("name") if isinstance(entry, Mapping) else None
-    if not isinstance(name, str):
+    config = _entry_config(entry)
+    if config is None or not getattr(config, "synchronous", False):
         return None
     try:
-        builtin = plugins.KINDS["algorithm"].configs()
-        config_class = builtin[name] if name in builtin else plugins.plugin_config("algorithm", name)
-        if not getattr(config_class, "synchronous", False):
-            return None
-        size = config_class.model_validate(dict(entry)).round_clients(clients)  # type: ignore[attr-defined]
+        size = config.round_clients(clients)  # type: ignore[attr-defined]
     except Exception:  # an entry that is not valid: the scenario's validation names it, in one line
         return None
     return size if isinstance(size, int) and not isinstance(size, bool) and size >= 1 else None
 
 
-def _known(entry: Any) -> bool:
-    """Whether ``entry`` (a raw ``algorithms`` item) is a valid config of a rule that can be read now (a built-in, or
-    a plugin the user allowed); the rest are refused by the scenario's validation, whose line comes first."""
+def _entry_config(entry: Any) -> Any:
+    """The validated config of ``entry`` (a raw ``algorithms`` item), or None where it cannot be read now (not a
+    mapping with a name, an import path not allowed, a plugin that does not import, a value its config refuses):
+    the scenario's validation then names it, in one line, before any budget is asked for."""
     from simfl.schema import plugins
 
     name = entry.get("name") if isinstance(entry, Mapping) else None
     if not isinstance(name, str):
-        return False
+        return None
     try:
         builtin = plugins.KINDS["algorithm"].configs()
         config_class = builtin[name] if name in builtin else plugins.plugin_config("algorithm", name)
-        config_class.model_validate(dict(entry))  # e.g. a Flower strategy by an import path not allowed
-    except Exception:  # refused or broken: validation says which, in one line
-        return False
-    return True
+        return config_class.model_validate(dict(entry))
+    except Exception:  # refused or broken: validation says which
+        return None
 
 
 def own_budget(algorithms: Any, run_config: Mapping[str, Any], clients: int | None) -> dict[str, int] | None:
@@ -313,7 +307,7 @@ def own_budget(algorithms: Any, run_config: Mapping[str, Any], clients: int | No
         raise InputError("budget", "is needed when simfl's own rules run beside the app's ServerApp: the ServerApp's "
                          "run ends when its main returns, theirs at the budget, and every message the ServerApp sends "
                          f"counts as an update, so no budget is taken from the app's rounds; {how}")
-    if not all(_known(e) for e in own):  # the scenario's validation names the entry (an import path not allowed)
+    if any(_entry_config(e) is None for e in own):  # the scenario's validation names the entry
         return None
     rounds = run_config.get(ROUNDS_KEY)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:

@@ -40,6 +40,8 @@ STATES = ("download", "compute", "upload", "queued", "waiting", "late", "failed"
 """The states of :func:`spans`, in the legend's order."""
 COLORS = {"download": "#64b5cd", "compute": "#4c72b0", "upload": "#55a868", "queued": "#ccb974",
           "waiting": "#dd8452", "late": "#8172b3", "failed": "#c44e52", "cut": "#937860", "absent": "#c7c7c7"}
+ROUND_STATES = {"arrival": "compute", "late": "late", "failure": "failed"}
+"""The state of a round's compute by how the round ended."""
 ROWS = 100
 """Clients drawn one row each at most; a larger population is drawn as counts of clients per state."""
 
@@ -65,7 +67,7 @@ def spans(events: pd.DataFrame, end: float | None = None,
             rows.extend(_phases(m, kind, float(dispatch), t, marks))
         elif kind in ("arrival", "late", "failure"):
             done = float(dispatch) + float(latency)
-            state = {"arrival": "compute", "late": "late", "failure": "failed"}[kind]
+            state = ROUND_STATES[kind]
             rows.append((m, state, float(dispatch), min(done, t)))
             if kind == "arrival" and t > done:
                 rows.append((m, "waiting", done, t))
@@ -94,7 +96,7 @@ def _phases(client: int, kind: str, dispatch: float, time: float, marks: np.ndar
     """The intervals of one round run in phases: a wait for a connection, the download, the compute (failed or late
     where the round was), a wait for a connection, the upload, and the wait in the server's queue."""
     down0, down1, comp0, comp1, up0, up1 = marks.tolist()
-    compute = {"arrival": "compute", "late": "late", "failure": "failed"}[kind]
+    compute = ROUND_STATES[kind]
     spans = [("queued", dispatch, down0), ("download", down0, down1), (compute, comp0, comp1)]
     if not np.isnan(up0):
         spans += [("queued", comp1, up0), ("upload", up0, up1)]

@@ -372,7 +372,7 @@ class Scenario(Section):
         by its ClientApp: simfl's own training has no data or network to run there."""
         app = self.client is not None and self.client.flower_app is not None
         for key, name in (("data.dataset", self.data.dataset), ("model.name", self.model.name)):
-            if name == "flower_app" and not app and self.executor.kind != "none":
+            if name == "flower_app" and not app and self.executor.trains:
                 raise ValueError(f"{key} flower_app is a Flower app's own; it needs the app's ClientApp "
                                  "(client.flower_app) to train, or executor: {kind: none}")
         return self
