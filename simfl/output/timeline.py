@@ -17,8 +17,9 @@ rows into intervals, one state each:
 A client is idle in the gaps (between a round's end and its next dispatch: waiting for a synchronous round to close,
 for a serving slot, or after a failed round's ``rejoin_delay``). A round still in flight when the run ended has no
 row in events.csv, so the time after a client's last event is drawn idle too. :func:`timeline_figure` draws one row per client
-for up to :data:`ROWS` clients, and beyond that the number of clients in each state over time; under it, the
-updates over time with a mark at each aggregation.
+for up to :data:`ROWS` clients, and beyond that the number of clients in each state over time; with rounds in
+phases, under it the server's links (:func:`transfers`: the downloads in progress over its egress and the uploads
+over its ingress, which share each link's bandwidth); last, the updates over time.
 """
 
 from __future__ import annotations
@@ -182,6 +183,25 @@ def _counts(table: pd.DataFrame, grid: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
+LINKS = {"download": "egress (downloads)", "upload": "ingress (uploads)"}
+"""The server's link each transfer state uses, as the figure labels it."""
+
+
+def transfers(table: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per transfer state of :data:`LINKS` that ``table`` has, the transfers in progress over the server's link
+    as a step function: the times where the count changes and the count from each on (a transfer is in progress
+    over [start, end); every transfer in progress shares the link, so the count is how far it is divided)."""
+    out = {}
+    for state in LINKS:
+        part = table[table["state"] == state]
+        if not len(part):
+            continue
+        starts, ends = np.sort(part["start"].to_numpy()), np.sort(part["end"].to_numpy())
+        times = np.unique(np.concatenate([starts, ends]))
+        out[state] = (times, np.searchsorted(starts, times, side="right") - np.searchsorted(ends, times, side="right"))
+    return out
+
+
 def timeline_figure(table: pd.DataFrame, events: pd.DataFrame, clients: int, title: str,
                     end: float | None = None) -> Figure:
     """The figure of :func:`spans`: a row per client (or counts per state beyond :data:`ROWS` clients) over the
@@ -191,12 +211,17 @@ def timeline_figure(table: pd.DataFrame, events: pd.DataFrame, clients: int, tit
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     horizon = float(end if end is not None else max(table["end"].max() if len(table) else 0.0,
                                                     events["time"].max() if len(events) else 0.0))
     rows = clients <= ROWS
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 2.8 + (0.12 * clients if rows else 3.0)),
-                                      gridspec_kw={"height_ratios": [4 if rows else 3, 1]})
+    links = transfers(table)
+    ratios = [4 if rows else 3, *([1] if links else []), 1]
+    fig, axes = plt.subplots(len(ratios), 1, sharex=True, squeeze=False,
+                             figsize=(10, 2.8 + (0.12 * clients if rows else 3.0) + (1.6 if links else 0.0)),
+                             gridspec_kw={"height_ratios": ratios})
+    top, bottom = axes[0, 0], axes[-1, 0]
     present = [s for s in STATES if (table["state"] == s).any()]
     if rows:
         for state in present:
@@ -206,6 +231,7 @@ def timeline_figure(table: pd.DataFrame, events: pd.DataFrame, clients: int, tit
                                 (int(m) - 0.4, 0.8), facecolors=COLORS[state], edgecolors="white",
                                 linewidth=0.4 if clients <= 30 else 0.2)  # an edge between one round and the next
         top.set_ylim(clients - 0.5, -0.5)
+        top.yaxis.set_major_locator(MaxNLocator(integer=True))
         top.set_ylabel("client")
     else:
         grid = np.linspace(0.0, horizon, 600)
@@ -216,6 +242,13 @@ def timeline_figure(table: pd.DataFrame, events: pd.DataFrame, clients: int, tit
     fig.suptitle(title, y=0.995)
     fig.legend(handles=handles, ncol=len(handles), frameon=False, loc="upper center",
                bbox_to_anchor=(0.5, 1.0 - 0.35 / fig.get_figheight()), fontsize=8)
+    if links:
+        middle = axes[1, 0]
+        for state, (times, counts) in links.items():
+            middle.step(np.concatenate([[0.0], times, [horizon]]), np.concatenate([[0], counts, [counts[-1]]]),
+                        where="post", color=COLORS[state], linewidth=1, label=LINKS[state])
+        middle.set_ylabel("transfers")
+        middle.legend(frameon=False, fontsize=7, loc="upper right")
     arrivals = events[events["event"] == "arrival"]
     updates = arrivals["update"].dropna().to_numpy()
     bottom.step(np.concatenate([[0.0], arrivals["time"].to_numpy(), [horizon]]),
@@ -224,6 +257,7 @@ def timeline_figure(table: pd.DataFrame, events: pd.DataFrame, clients: int, tit
     bottom.set_ylabel("updates")
     bottom.set_xlabel("virtual time (s)")
     bottom.set_xlim(0.0, horizon if horizon > 0 else 1.0)
+    fig.align_ylabels(axes[:, 0])
     fig.tight_layout(rect=(0.0, 0.0, 1.0, 1.0 - 0.6 / fig.get_figheight()))
     return fig
 

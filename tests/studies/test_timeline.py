@@ -89,3 +89,20 @@ def test_rounds_in_phases_are_drawn_phase_by_phase(tmp_path: Path) -> None:
     assert (tmp_path / "plain" / "fedasync" / "seed0" / "events.csv").read_text().splitlines()[0] == (
         "time,update,client,staleness,latency,dispatch_time,weight,event")
     assert set(plain.timeline()["state"]) == {"compute"}
+
+
+def test_the_server_links_count_the_transfers_in_progress() -> None:
+    """Two uploads over [1, 3) and [2, 4) and one download over [0, 1): the ingress carries 1 from 1, 2 from 2
+    (each gets half), 1 from 3 and none from 4; the egress 1 over [0, 1). The figure gains the links' panel only
+    where rounds ran in phases."""
+    from simfl.output.timeline import timeline_figure, transfers
+
+    table = pd.DataFrame([(0, "download", 0.0, 1.0), (0, "upload", 1.0, 3.0), (1, "upload", 2.0, 4.0),
+                          (1, "compute", 0.0, 2.0)], columns=["client", "state", "start", "end"])
+    links = transfers(table)
+    assert [list(a) for a in links["upload"]] == [[1.0, 2.0, 3.0, 4.0], [1, 2, 1, 0]]
+    assert [list(a) for a in links["download"]] == [[0.0, 1.0], [1, 0]]
+    assert set(transfers(table[table["state"] == "compute"])) == set()
+    none = events()
+    assert len(timeline_figure(table, none, 2, "phases").axes) == 3
+    assert len(timeline_figure(table[table["state"] == "compute"], none, 2, "plain").axes) == 2
