@@ -244,8 +244,8 @@ def timeline_figure(table: pd.DataFrame, events: pd.DataFrame, clients: int, tit
                bbox_to_anchor=(0.5, 1.0 - 0.35 / fig.get_figheight()), fontsize=8)
     if links:
         middle = axes[1, 0]
-        for state, (times, counts) in links.items():
-            middle.step(np.concatenate([[0.0], times, [horizon]]), np.concatenate([[0], counts, [counts[-1]]]),
+        for state, (times, level) in links.items():
+            middle.step(np.concatenate([[0.0], times, [horizon]]), np.concatenate([[0], level, [level[-1]]]),
                         where="post", color=COLORS[state], linewidth=1, label=LINKS[state])
         middle.set_ylabel("transfers")
         middle.legend(frameon=False, fontsize=7, loc="upper right")
