@@ -38,6 +38,7 @@ from simfl.models.measured import ModelCost
 from simfl.schema import bounds, costs
 from simfl.schema.bounds import EntryBudget, Extent, StatedWorld
 from simfl.schema.costs import EVAL_BATCH, NPY_HEADER_BYTES, Speeds, count, whole
+from simfl.sim import link
 
 MAX_CLIENTS = 1_000_000
 """Clients of one scenario."""
@@ -419,6 +420,17 @@ def _flops(cost: ModelCost) -> int | Callable[[], int]:
 # -- the sum ------------------------------------------------------------------------------------------------------
 
 
+def phased(scenario: Any, times: RoundTimes, clients: int, seed: int, k: int | None, size: int) -> RoundTimes:
+    """``times`` with each round's transfers added where its rounds run in phases (``network:``), for an entry of
+    round size ``k`` (None: asynchronous, its rounds in flight the server's concurrency or every client)."""
+    network = getattr(scenario, "network", None)
+    if network is None:
+        return times
+    server = getattr(scenario, "server", None)
+    at_once = k if k is not None else clients if server is None else min(int(server.concurrency), clients)
+    return link.round_times(times, network, float(size), clients, seed, max(at_once, 1), together=k is not None)
+
+
 def world_of(scenario: Any, times: RoundTimes, clients: int) -> StatedWorld:
     """The world of :mod:`simfl.schema.bounds` the scenario's sections describe, with the latency statement."""
     availability = getattr(scenario, "availability", None)
@@ -492,12 +504,13 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
         times = []
         unstated.append(f"latency.model {scenario.latency.model}: {why}; the updates within "
                         "budget.time, the horizon of budget.updates and the wall time are not counted")
-    worlds = [world_of(scenario, t, clients) for t in times]
     budget = scenario.budget
     entries = []
     for algo in scenario.algorithms:
         k = algo.round_clients(clients)
         bound = EntryBudget(budget.time, budget.updates, algo.max_rounds)
+        worlds = [world_of(scenario, phased(scenario, t, clients, seed, k, max(model.bytes, 1)), clients)
+                  for t, seed in zip(times, seeds, strict=False)]
         extent = _mean([bounds.extent(w, k, bound) for w in worlds]) if worlds else None
         entries.append((run_name(algo), algo, extent))
     server = getattr(scenario, "server", None)

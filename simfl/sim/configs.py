@@ -59,9 +59,8 @@ class NetworkConfig(Section):
 
     The compute phase lasts the latency model's draw; a transfer moves the model's exchanged bytes (its trainable
     state, float32) over the client's link and the server's, shared by the transfers in progress. Off when the
-    section is absent: a round is then the latency model's one draw. The static estimate does not count the
-    phases yet: it bounds runs by the latency model's round times alone, so a run whose transfers dominate lasts
-    longer in virtual time, and writes more events, than it states.
+    section is absent: a round is then the latency model's one draw. The static estimate counts the phases as
+    :func:`simfl.sim.link.round_times` states them.
     """
 
     download: Direction | None = Field(

@@ -19,8 +19,17 @@ Everything here is plain data (:class:`NetState`), saved with the simulation's s
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from simfl import rng
+from simfl.sim.configs import Bandwidth, Direction, NetworkConfig, Spread
+
+if TYPE_CHECKING:
+    from simfl.latency.base import RoundTimes
 
 PHASE_COLUMNS = ("download_start", "download_end", "compute_start", "compute_end", "upload_start", "upload_end")
 """events.csv's columns added when a round runs in phases (virtual seconds; empty where a phase did not happen)."""
@@ -206,3 +215,80 @@ class Links:
                 t.rate = min(t.cap, left / n)
                 left -= t.rate
                 n -= 1
+
+
+def bandwidths(direction: Direction | None, clients: int, seed: int, name: str,
+               fleet: Sequence[float] | None) -> list[float]:
+    """Each client's link speed in one direction (bytes/s; inf where the section gives none)."""
+    if direction is None:
+        return [math.inf] * clients
+    value: Bandwidth = direction.bandwidth
+    if value == "fleet":
+        if not fleet:
+            raise ValueError("bandwidth 'fleet' needs the fleet trace's bandwidths")
+        return [float(fleet[m % len(fleet)]) for m in range(clients)]
+    if isinstance(value, Spread):
+        if value.std == 0.0:
+            return [float(value.mean)] * clients
+        sigma2 = math.log1p((value.std / value.mean) ** 2)
+        mu = math.log(value.mean) - sigma2 / 2.0
+        drawn = rng.stream(seed, "network", name).lognormal(mu, math.sqrt(sigma2), size=clients)
+        return [float(v) for v in np.maximum(drawn, np.finfo(np.float64).tiny)]
+    return [float(value)] * clients
+
+
+def shared_times(at_once: int, think: float, demands: Sequence[tuple[float, float]]) -> list[float]:
+    """Mean value analysis of ``at_once`` rounds going round a closed loop: each spends ``think`` seconds computing
+    and one transfer at each of the server's links (``demands``: per link, the seconds a transfer takes alone on
+    it, and on the client's own link), a link shared equally by the transfers on it (processor sharing). Returns
+    each link's mean transfer time. Exact for processor sharing with unlimited client links (its mean times do not
+    depend on the distribution of the compute's); a client's own link bounds a transfer's time from below."""
+    queue = [0.0] * len(demands)
+    times = [own for _, own in demands]
+    for n in range(1, at_once + 1):
+        times = [max(own, alone * (1.0 + q)) for (alone, own), q in zip(demands, queue, strict=True)]
+        cycle = think + sum(times)
+        rate = n / cycle if cycle > 0 else math.inf
+        queue = [rate * t for t in times]
+    return times
+
+
+def round_times(stated: RoundTimes, config: NetworkConfig | None, size: float, clients: int, seed: int,
+                at_once: int, together: bool) -> RoundTimes:
+    """The latency model's statement (its compute times) with each round's two transfers added, for the estimate.
+
+    A transfer of ``size`` bytes alone takes size / min(b, B), b the client's link and B the server's in that
+    direction; ``at_once`` rounds in flight (an asynchronous run's concurrency, or a synchronous round's clients)
+    share the server's links as :func:`shared_times` counts them, or where they start ``together`` (a synchronous
+    round's downloads) n transfers each take n times as long as alone. Left out: the queue of ``connections`` and a
+    ``bandwidth: fleet`` client link (taken as unlimited: only the server's side counts); clients' links drawn from
+    a spread count at their own speeds where the statement has a row per client, else at their mean time.
+    """
+    if config is None:
+        return stated
+    from simfl.latency.base import RoundTimes
+
+    def own(direction: Direction | None, name: str) -> np.ndarray:
+        fleet = direction is not None and direction.bandwidth == "fleet"
+        per = size / np.asarray(bandwidths(None if fleet else direction, clients, seed, name, None), dtype=np.float64)
+        if len(stated.mean) == clients and bool((stated.weight == 1.0).all()):
+            return per
+        return np.full(len(stated.mean), float(per.mean()) if len(per) else 0.0)
+
+    own_down, own_up = own(config.download, "download"), own(config.upload, "upload")
+    server = config.server
+    alone_down = 0.0 if server.egress is None else size / float(server.egress)
+    alone_up = 0.0 if server.ingress is None else size / float(server.ingress)
+    weight = stated.weight / stated.weight.sum()
+    compute = stated.mean
+    think = float((weight * np.where(np.isfinite(compute), compute, 0.0)).sum())
+    mean_down, mean_up = float((weight * own_down).sum()), float((weight * own_up).sum())
+    if together:
+        down = max(mean_down, at_once * alone_down)
+        (up,) = shared_times(at_once, think + down, [(alone_up, mean_up)])
+    else:
+        down, up = shared_times(at_once, think, [(alone_down, mean_down), (alone_up, mean_up)])
+    mean = compute + np.maximum(own_down, down) + np.maximum(own_up, up)
+    alone = np.maximum(own_down, alone_down) + np.maximum(own_up, alone_up)
+    return RoundTimes.of(mean, stated.std, np.minimum(stated.low + alone, mean), stated.weight, stated.absences,
+                         stated.setup, stated.draw)  # the minimum: the two sums round apart where low = mean

@@ -22,42 +22,18 @@ When transfers end is :mod:`simfl.sim.link`'s rule, the one place that decides i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from simfl import rng
 from simfl.sim.clock import Wake, wake_of
-from simfl.sim.configs import Bandwidth, Direction, NetworkConfig, Spread
-from simfl.sim.link import PHASE_COLUMNS, Links, NetState, RoundPhases, Transfer
+from simfl.sim.configs import NetworkConfig
+from simfl.sim.link import PHASE_COLUMNS, Links, NetState, RoundPhases, Transfer, bandwidths
 from simfl.sim.state import ClientState
 
 if TYPE_CHECKING:
     from simfl.sim.world import World
 
 _BLANK: tuple[float | None, ...] = (None,) * len(PHASE_COLUMNS)
-
-
-def bandwidths(direction: Direction | None, clients: int, seed: int, name: str,
-               fleet: Sequence[float] | None) -> list[float]:
-    """Each client's link speed in one direction (bytes/s; inf where the section gives none)."""
-    if direction is None:
-        return [math.inf] * clients
-    value: Bandwidth = direction.bandwidth
-    if value == "fleet":
-        if not fleet:
-            raise ValueError("bandwidth 'fleet' needs the fleet trace's bandwidths")
-        return [float(fleet[m % len(fleet)]) for m in range(clients)]
-    if isinstance(value, Spread):
-        if value.std == 0.0:
-            return [float(value.mean)] * clients
-        sigma2 = math.log1p((value.std / value.mean) ** 2)
-        mu = math.log(value.mean) - sigma2 / 2.0
-        drawn = rng.stream(seed, "network", name).lognormal(mu, math.sqrt(sigma2), size=clients)
-        return [float(v) for v in np.maximum(drawn, np.finfo(np.float64).tiny)]
-    return [float(value)] * clients
 
 
 @dataclass(frozen=True)
