@@ -20,5 +20,7 @@ def on_files(files: Files, config: Any) -> Files:
         text = (root / source).read_text(encoding="utf-8")
         for other, other_page in PAGES:  # links between these files point at their pages
             text = text.replace(f"]({other})", f"]({other_page})")
+        if source == "README.md":  # the front page sits at the site's root: its links into docs/ point at their pages
+            text = text.replace("](docs/", "](")
         files.append(File.generated(config, page, content=text))
     return files
