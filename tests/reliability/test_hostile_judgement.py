@@ -1,4 +1,4 @@
-"""Hostile input, class 10: the judgement calls, settled (README, "When something goes wrong").
+"""Hostile input, class 10: the judgement calls, settled (docs/errors.md).
 
 ``true``/``false`` where only a number belongs is refused in one line by validate and run alike (pydantic
 read ``concurrency: true`` as 1); numeric text stays a number (YAML 1.1 reads ``1e-3`` as text).
