@@ -287,6 +287,32 @@ def launch_seconds(speed: Speeds, trains: bool) -> float:
     return (number("LAUNCH_SECONDS") + (number("TRAINER_START_SECONDS") if trains else 0.0)) * speed.factor
 
 
+def _tracker_costs() -> dict[str, tuple[float, float, float]]:
+    """Per tracker whose costs ``costs.json`` holds: its start, its cost per run and per evaluation (seconds)."""
+    return {"tensorboard": (number("TRACKER_TENSORBOARD_START_SECONDS"), number("TRACKER_TENSORBOARD_RUN_SECONDS"),
+                            number("TRACKER_TENSORBOARD_EVAL_SECONDS")),
+            "mlflow": (number("TRACKER_MLFLOW_START_SECONDS"), number("TRACKER_MLFLOW_RUN_SECONDS"),
+                       number("TRACKER_MLFLOW_EVAL_SECONDS"))}
+
+
+TRACKERS_TIMED = ("tensorboard", "mlflow")
+"""The trackers whose costs ``costs.json`` holds (``python -m benchmarks.trackers``); W&B's are not measured
+(its offline mode starts a service process of its own)."""
+
+
+def tracking_seconds(trackers: tuple[str, ...], evaluations: float) -> float:
+    """What the live trackers add to one run: ``TRACKER_<T>_RUN_SECONDS`` and ``_EVAL_SECONDS`` per evaluation."""
+    table = _tracker_costs()
+    return sum(table[t][1] + evaluations * table[t][2] for t in trackers)
+
+
+def tracking_start_seconds(trackers: tuple[str, ...]) -> float:
+    """What they add once to a launch: each one's start (``TRACKER_<T>_START_SECONDS``) and the folder's
+    comparison run (one more run's ``_RUN_SECONDS``)."""
+    table = _tracker_costs()
+    return sum(table[t][0] + table[t][1] for t in trackers)
+
+
 def rows_bytes(events: float, evaluations: float, csv_bytes: float) -> int:
     """Events and metrics of one run in RAM: ``EVENT_BYTES`` per event and ``METRIC_BYTES`` per evaluation,
     plus :data:`CSV_COPIES` of their CSV text (``csv_bytes``) when the files are made."""

@@ -158,11 +158,13 @@ class Estimate:
     """The speeds the wall time is counted at: measured on this machine, or the reference machine's."""
     timed: tuple[str, ...] = ()
     """The parts whose speed the wall time depends on (``training``, ``engine``)."""
+    tracker_start: float = 0.0
+    """What the live trackers add once to a launch (:func:`simfl.schema.costs.tracking_start_seconds`)."""
 
     @property
     def launch_seconds(self) -> float:
-        """What a launch adds once beyond its runs, at :attr:`speeds`."""
-        return costs.launch_seconds(self.speeds, "training" in self.timed)
+        """What a launch adds once beyond its runs, at :attr:`speeds`, and the trackers' start."""
+        return costs.launch_seconds(self.speeds, "training" in self.timed) + self.tracker_start
 
     def speeds_text(self) -> str:
         """Which speeds the wall time is counted at, in a short clause."""
@@ -534,6 +536,10 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
     draws = [t.draw for t in times]
     draw = None if not draws or None in draws else sum(d for d in draws if d is not None) / len(draws)
     passes = {name: algo.arrival_work(clients) for name, algo, _ in entries}
+    tracking = getattr(scenario, "tracking", None)
+    trackers = () if tracking is None else tuple(t for t in costs.TRACKERS_TIMED if getattr(tracking, t) is not None)
+    if tracking is not None and getattr(tracking, "wandb", None) is not None:
+        unstated.append("tracking.wandb: its cost is not measured: the wall time leaves it out")
     for name, algo, ext in entries:
         done = ext.arrivals if ext is not None else None if budget.updates is None else float(budget.updates)
         horizon = ext.horizon if ext is not None else budget.time
@@ -555,7 +561,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                                                   scenario.train.batch_size, data.test,
                                                   min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
-                wall = (wall + costs.rounds_seconds(ext.rounds, speed) + setup) * speed.learned
+                wall = ((wall + costs.rounds_seconds(ext.rounds, speed) + setup) * speed.learned
+                        + costs.tracking_seconds(trackers, evals or 0.0))  # I/O: not the engine's to learn
         runs.append(Run(name, ext, wall, events, evals, setup * speed.learned))
         per_run.append((done or 0.0, aggs, events, evals or 0.0, costs.csv_bytes(events, evals or 0.0)))
     silent = [name for name, stated in passes.items() if stated is None]
@@ -617,4 +624,5 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                     workers=scenario.executor.processes(), speeds=speed, activation_bytes=activation,
                     runtime_bytes=costs.runtime_bytes(not null),
                     activation_batches=batches if activation else (0, 0),
-                    timed=("training", "engine") if trains else ("engine",))
+                    timed=("training", "engine") if trains else ("engine",),
+                    tracker_start=costs.tracking_start_seconds(trackers))

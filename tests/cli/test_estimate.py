@@ -340,3 +340,24 @@ def test_rounds_in_phases_are_counted_with_their_transfers(tmp_path: Path, laten
     for entry in est.entries:
         assert entry.extent is not None
         assert 1 / 1.25 < got[entry.name] / entry.extent.arrivals < 1.25, (entry.name, got, entry.extent.arrivals)
+
+
+def test_the_trackers_costs_are_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue: tracking doubled a tiny study's wall and the estimate did not count it. With MLflow's costs set
+    to 3 s to start, 0.5 s per run and 0.01 s per evaluation, a run of 21 evaluations (20 s at eval.every 1, the
+    grid's points from 0) costs 0.5 + 21 x 0.01 = 0.71 s more, and the launch 3 + 0.5 (its comparison run) more;
+    W&B, not measured, is named as left out."""
+    for name, value in (("TRACKER_MLFLOW_START_SECONDS", 3.0), ("TRACKER_MLFLOW_RUN_SECONDS", 0.5),
+                        ("TRACKER_MLFLOW_EVAL_SECONDS", 0.01)):
+        set_constant(monkeypatch, name, value)
+    raw = pure(budget={"time": 20.0}, eval={"every": 1.0})
+    bare = estimate.estimate(validate(raw), learned=False)
+    tracked = estimate.estimate(validate({**raw, "tracking": {"mlflow": {}}}), learned=False)
+    assert bare.entries[0].evaluations == 21
+    for plain, more in zip(bare.entries, tracked.entries, strict=True):
+        assert plain.wall_seconds is not None and more.wall_seconds is not None
+        assert more.wall_seconds - plain.wall_seconds == pytest.approx(0.71)
+    assert tracked.launch_seconds - bare.launch_seconds == pytest.approx(3.5)
+    assert not any("wandb" in u for u in tracked.unstated)
+    both = estimate.estimate(validate({**raw, "tracking": {"mlflow": {}, "wandb": {"mode": "offline"}}}))
+    assert any(u.startswith("tracking.wandb: its cost is not measured") for u in both.unstated)
