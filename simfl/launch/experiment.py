@@ -90,6 +90,9 @@ class RunResult:
     wall_seconds: float
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """The algorithm's own per-run tables (:meth:`~simfl.algorithms.base.Algorithm.tables`)."""
+    cpu_seconds: float = 0.0
+    """CPU seconds of this process over the same span as ``wall_seconds`` (every thread of it; a pool's worker
+    processes not counted)."""
 
 
 def load_dataset(scenario: Scenario) -> Dataset:
@@ -291,7 +294,7 @@ def run_one(
         observers=() if opts.pulse is None else (Pulse(opts.pulse),),
         phased=None if network is None else Phased(network, fed.workload.model_bytes, fleet),
     )
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         state = sim.run()
     except RunStopped as exc:
@@ -299,4 +302,5 @@ def run_one(
     finally:
         executor.close()
         algorithm.close()
-    return RunResult(run_name(config), fed.seed, state, time.perf_counter() - start, algorithm.tables())
+    return RunResult(run_name(config), fed.seed, state, time.perf_counter() - start, algorithm.tables(),
+                     time.process_time() - cpu)

@@ -146,7 +146,8 @@ def run_wall(scenario: Scenario) -> float:
 
 def learn(scenario: Scenario, entry: str, wall: float) -> None:
     """Teach this machine's estimates from a finished run of ``scenario``'s entry ``entry`` that took ``wall`` seconds
-    with no other run beside it: its wall over the estimate's at the measured speeds (before what earlier runs
+    (its CPU time where it measures the run's work, :meth:`~simfl.train.configs.ExecutorConfig.timed_by_cpu`, else
+    its wall with no other run beside it): that over the estimate's at the measured speeds (before what earlier runs
     taught) less the setup before the run's clock starts (:attr:`~simfl.schema.estimate.Run.setup_seconds`: the
     wall is timed from there), kept in the cache (:func:`simfl.speeds.observe`) where the run took at least
     :func:`~simfl.schema.costs.learned_after` seconds and the estimate states its wall."""

@@ -275,7 +275,9 @@ def _run_look(targets: Sequence[Target], cells: set[int], launch: Launch,
         elif isinstance(item, Done):
             write_run(target.folder, name, seed, item.files)
             target.session.finish(name, seed, item.row)
-            if alone:  # its wall is this machine's alone: it teaches the estimate
+            if local and item.cpu is not None:  # its CPU time is its work, whatever ran beside it
+                learn(target.scn, name, item.cpu)
+            elif alone:  # its wall is this machine's alone: it teaches the estimate
                 learn(target.scn, name, item.wall)
             target.left.discard((name, seed))
             note = "" if item.note is None else f" ({item.note})"
@@ -290,6 +292,7 @@ def _run_look(targets: Sequence[Target], cells: set[int], launch: Launch,
             complete(cell)
     backend = backend_for(launch, units, targets)
     alone = isinstance(backend, InProcess)  # one run at a time, here (not side by side, not on a cluster's nodes)
+    local = alone or isinstance(backend, LocalWorkers)  # on this machine
     try:
         backend.run(units, handle)
     except NoSpace as exc:  # the machine's limit, not the scenario's: what finished stays, and resumes

@@ -142,6 +142,9 @@ class Done:
     row: dict[str, Any]
     wall: float
     note: str | None
+    cpu: float | None = None
+    """The run's CPU seconds where they measure its work (:meth:`~simfl.train.configs.ExecutorConfig.timed_by_cpu`,
+    a fresh run), else None."""
 
 
 @dataclass(frozen=True)
@@ -298,7 +301,8 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         if feed is not None:
             feed.finish(row)
         files = {**run_files(result.state, result.tables, growing.handed_on(result.state)), numerics.FILE: numerics.record()}
-        return Done(unit.key, files, row, wall, state_loss_note(result.state))
+        cpu = result.cpu_seconds if scn.executor.timed_by_cpu() and not unit.prior_wall else None
+        return Done(unit.key, files, row, wall, state_loss_note(result.state), cpu)
     finally:
         torch.set_num_threads(before)
 

@@ -151,6 +151,12 @@ class ExecutorConfig(Section):
         """Threads one training job runs on when it trains on the CPU; None on a GPU, whose speed is not stated."""
         return None if self.kind == "cuda" else self.train_threads()
 
+    def timed_by_cpu(self) -> bool:
+        """Whether a run's CPU time in its own process is its work at one thread, which the estimate states: every
+        job trains there (inline, or none) on one thread. Unlike its wall time, other processes on the machine do
+        not inflate it, so such a run teaches the estimate even beside others (:func:`simfl.launch.measure_speeds.learn`)."""
+        return self.kind in ("inline", "none") and self.train_threads() == 1
+
     def trains_ahead(self) -> bool:
         """Whether jobs are trained before the engine collects them, so that each client in flight may hold its
         trained weights until its arrival (the pools of workers or streams); inline and none train a job only
