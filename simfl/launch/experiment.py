@@ -39,10 +39,12 @@ from simfl.sim.engine import Budget, Checkpointing, Concurrency, Phased, Progres
 from simfl.sim.pulse import Pulse
 from simfl.sim.state import SimState
 from simfl.sim.verify import RunStopped
+from simfl.train import app_evaluation
 from simfl.train.client_eval import ClientEvaluator
 from simfl.train.configs import DEFAULT_TIMEOUT, ClientConfig, EntryTrainConfig, TrainConfig
 from simfl.train.evaluate import Evaluator, Scores
 from simfl.train.executor import Executor, Training, build
+from simfl.train.flower import no_model
 
 if TYPE_CHECKING:
     from simfl.algorithms.serverapp import AppStart
@@ -159,9 +161,10 @@ def app_model(config: FlowerAppModelConfig, nodes: int, seed: int) -> tuple[nn.M
     from simfl.models.arrays import ArraysNet
 
     start = probe(config.app, config.run_config, nodes, seed, DEFAULT_TIMEOUT)
-    if start.arrays is None:
-        raise InputError("model.name", f"flower_app takes the model of simfl's own algorithms from the first train "
-                         f"message of the ServerApp {config.app}, which sent none with one ArrayRecord; name a model")
+    if not start.arrays:
+        raise InputError("model.name", no_model(f"simfl's algorithms take the model from the ServerApp's first train "
+                                                f"message, and the ServerApp {config.app} sends none with one "
+                                                "ArrayRecord of the model's weights"))
     floating = [k for k, v in start.arrays.items() if np.issubdtype(v.dtype, np.floating)]
     if not floating:
         raise InputError("model.name", f"flower_app takes the model of simfl's own algorithms from the first train "
@@ -192,6 +195,15 @@ def make_executor(scenario: Scenario, fed: Federation, train: TrainConfig | None
 def no_evaluation(weights: torch.Tensor) -> Scores:
     """Pure-latency mode records no accuracy: every score is NaN."""
     return Scores(float("nan"), float("nan"))
+
+
+def federated_scoring(fed: Federation, clients: ClientEvaluator, updates: Callable[[], int]
+                      ) -> Callable[[torch.Tensor], Scores] | None:
+    """The ClientApp's federated evaluation of the global model (:mod:`simfl.train.app_evaluation`) where simfl cannot
+    score it itself: the app's model without a server-side ``evaluate_fn``, or no test set; None elsewhere."""
+    if fed.evaluate is not no_evaluation and (fed.evaluate is not None or len(fed.dataset.y_test)):
+        return None
+    return app_evaluation.federated(clients, updates)
 
 
 def chain(callbacks: list[Progress]) -> Progress | None:
@@ -274,7 +286,7 @@ def run_one(
             scenario.availability, len(fed.shards), fed.seed, trace, latency_cls.absence_source(scenario.latency))
     evaluator: Callable[[torch.Tensor], Scores] = (
         no_evaluation if null
-        else algorithm.scoring() or fed.evaluate
+        else algorithm.scoring() or federated_scoring(fed, clients, lambda: sim.state.updates) or fed.evaluate
         or Evaluator(copy.deepcopy(fed.model), fed.layout, fed.dataset.x_test, fed.dataset.y_test)
     )
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)

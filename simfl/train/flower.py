@@ -467,11 +467,44 @@ class ClientAppTrainer(AppCaller):
             metrics = {**scalar_metrics(fit.metrics), "num-examples": float(fit.num_examples)}
             return Reply(from_record(self.layout, record, where, self.names.fixed), memory, metrics)
         records = reply.content.array_records
-        if len(records) != 1:
-            raise InputError(where, f"the reply holds {len(records)} ArrayRecords; it needs exactly one, "
-                             "the trained model's")
+        replied = model_less(reply.content, self.layout)
+        if replied is not None:
+            raise InputError(where, no_model(f"{self.what} replied with {replied}"))
         weights = from_record(self.layout, next(iter(records.values())), where, self.names.fixed)
         return Reply(weights, memory, reply_metrics(reply, where, self.what))
+
+
+def no_model(found: str) -> str:
+    """Why an app that exchanges no model cannot run under an algorithm that trains one, and what runs it; ``found``
+    says what the app sends in the model's place."""
+    return ("the algorithm trains a model, so it needs the ClientApp to reply to each train message with the model's "
+            f"weights as one ArrayRecord; {found}: this app exchanges no model (as a vertical or analytics app "
+            "does), so run it under its own ServerApp (the entry {name: serverapp}: simfl flwr run APP_DIR without "
+            "algorithms), a rule that needs no model of simfl's")
+
+
+def _records(content: RecordDict) -> str:
+    """A RecordDict's records in a few words: ``MetricRecord 'metrics', ConfigRecord 'config'``."""
+    shown = [f"{type(r).__name__} {k!r}" for k, r in list(content.items())[:4]]
+    return ", ".join(shown) + (", ..." if len(content) > 4 else "") if shown else "no record at all"
+
+
+def model_less(content: RecordDict, layout: Layout) -> str | None:
+    """What a train reply holds in place of the model's weights, in a few words (for :func:`no_model`), or None
+    when it holds one ArrayRecord with at least one of the model's tensors (checked further by
+    :func:`from_record`)."""
+    records = content.array_records
+    if not records:
+        return f"no ArrayRecord ({_records(content)})"
+    if len(records) > 1:
+        return f"{len(records)} ArrayRecords ({', '.join(repr(k) for k in list(records)[:4])})"
+    (name, record), = records.items()
+    if any(s.name in record for s in layout.segments):
+        return None
+    arrays = ", ".join(f"{k!r} {'x'.join(str(d) for d in a.shape) or 'scalar'} {a.dtype}"
+                       for k, a in list(record.items())[:3])
+    return (f"the ArrayRecord {name!r} of {arrays or 'no arrays'}{', ...' if len(record) > 3 else ''}, none of "
+            f"the model's tensors ({', '.join(repr(n) for n in layout.names[:3])})")
 
 
 def is_legacy(app: Any) -> bool:
@@ -560,13 +593,14 @@ class ClientAppEvaluator(AppCaller):
         super().__init__(client, model, layout, shards, seed)
         self.memory = memory
 
-    def __call__(self, client: int, weights: torch.Tensor, config: Mapping[str, Any]
+    def __call__(self, client: int, weights: torch.Tensor, config: Mapping[str, Any], label: str | None = None
                  ) -> dict[str, int | float] | None:
-        """The client's evaluation metrics, or None when its (legacy) client does not evaluate."""
+        """The client's evaluation metrics, or None when its (legacy) client does not evaluate; ``label`` names the
+        evaluation in messages (default: ``evaluation of round R``, R the config's ``server-round``)."""
         from flwr.app import MessageType
 
         round_ = config.get("server-round", "?")
-        where = f"client.flower_app (client {client}, node {client + 1}, evaluation of round {round_})"
+        where = f"client.flower_app (client {client}, node {client + 1}, {label or f'evaluation of round {round_}'})"
         reply, _ = self.call(MessageType.EVALUATE, client, weights, config, self.memory(client), None,
                              f"{client}.evaluate.{round_}", where)
         if self.legacy:
