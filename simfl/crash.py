@@ -57,7 +57,8 @@ def user_code(exc: UserCodeFailed, argv: Sequence[str], out: Path | None) -> str
     it and the file."""
     text = f"command: simfl {' '.join(argv)}\ncwd: {os.getcwd()}\n\n{_versions()}\n\n{exc}\n\n{exc.details}"
     what = "its traceback" if exc.details.startswith("Traceback") else "the details"
-    return f"simfl: {exc}; {what} {'is' if what == 'its traceback' else 'are'} in {_write(text, out)}"
+    return (f"simfl: {exc} (an error in that code, not in simfl); {what} {'is' if what == 'its traceback' else 'are'} "
+            f"in {_write(text, out)}")
 
 
 def _write(text: str, out: Path | None) -> str:

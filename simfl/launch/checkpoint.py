@@ -281,6 +281,8 @@ class Session:
         self.held: dict[tuple[str, int], str] = {}
         """Where each run with a checkpoint stands (for INCOMPLETE)."""
         self.note = "running (or killed)"
+        self.then: str | None = None
+        """What INCOMPLETE says to do next when not ``--resume`` (a run stopped by the user's own code)."""
 
     @staticmethod
     def reopen(stage: Path) -> tuple[Every | None, bool, dict[str, Any] | None]:
@@ -351,10 +353,13 @@ class Session:
         write_atomic(self.stage / CHECKPOINT_FILE, obj=data)
         self.mark_incomplete()
 
-    def mark_incomplete(self, note: str | None = None) -> None:
-        """(Re)write ``INCOMPLETE``: what finished, which runs have a checkpoint, how to continue."""
+    def mark_incomplete(self, note: str | None = None, then: str | None = None) -> None:
+        """(Re)write ``INCOMPLETE``: what finished, which runs have a checkpoint, how to continue (``then``, when
+        ``--resume`` cannot help)."""
         if note is not None:
             self.note = note
+        if then is not None:
+            self.then = then
         out = self.stage.with_name(self.stage.name.removesuffix(".partial"))
         done = ", ".join(f"{f['algorithm']} seed{f['seed']}" for f in self.finished) or "none"
         held = dict(self.held)
@@ -364,7 +369,8 @@ class Session:
                             f"at virtual time {state['now']!r}, {state['updates']} updates")
         where = "; ".join(f"{a} seed{s} {text}" for (a, s), text in sorted(held.items())) or "none"
         text = (f"status: incomplete, {self.note}\nfinished: {done}\ncheckpoint: {where}\n"
-                f"continue with: simfl run --resume {out}  (a Flower App's run: simfl flwr run APP_DIR --resume {out})\n")
+                + (f"continue with: simfl run --resume {out}  (a Flower App's run: simfl flwr run APP_DIR --resume {out})\n"
+                   if self.then is None else f"continue with: {self.then}\n"))
         write_atomic(self.stage / INCOMPLETE_FILE, text.encode())
 
     def remove_tmp(self) -> None:

@@ -33,7 +33,7 @@ import pandas as pd
 
 from simfl import numerics, outdir
 from simfl.data import Dataset
-from simfl.errors import InputError, NoSpace, WorkerLost
+from simfl.errors import InputError, NoSpace, UserCodeFailed, WorkerLost
 from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, WALL_DEFAULT, Session, parse_every
 from simfl.launch.experiment import Engine
 from simfl.launch.measure_speeds import learn, run_wall
@@ -313,6 +313,11 @@ def _run_look(targets: Sequence[Target], cells: set[int], launch: Launch,
     except WorkerLost as exc:
         _close_unpublished(targets, f"stopped: {exc}")
         raise
+    except UserCodeFailed as exc:  # the user's own code (a ClientApp, a strategy): not simfl's error, and no resume helps
+        _close_unpublished(targets, f"stopped: {' '.join(str(exc).split())} (an error in that code, not in simfl)",
+                           then="fix that code, then run the command again with --force (a resume would run the same "
+                           "code again)")
+        raise
     except Exception:
         _close_unpublished(targets, "stopped by an internal error")
         raise
@@ -334,12 +339,13 @@ def next_look(target: Target) -> bool:
     return True
 
 
-def _close_unpublished(targets: Sequence[Target], note: str | None) -> None:
-    """Leave every unpublished folder resumable: no temporary files, an INCOMPLETE that says why."""
+def _close_unpublished(targets: Sequence[Target], note: str | None, then: str | None = None) -> None:
+    """Leave every unpublished folder resumable: no temporary files, an INCOMPLETE that says why (and ``then``, what to
+    do next, when a resume cannot help)."""
     for target in targets:
         if target.published is None and target.folder.stage.is_dir():
             target.session.remove_tmp()
-            target.session.mark_incomplete(note)
+            target.session.mark_incomplete(note, then)
 
 
 def comparison_of(scn: Scenario, runs: Runs, name: str | None = None) -> Comparison:
