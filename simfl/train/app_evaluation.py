@@ -85,7 +85,8 @@ def told_missing(what: str, metrics: Mapping[str, float]) -> None:
     held = ", ".join(repr(k) for k in metrics) or "no metric but num-examples"
     said = "; ".join(f"no {column} (none of {', '.join(repr(k) for k in keys)})" for column, keys in lacking)
     print(f"simfl: client.flower_app: the evaluate replies of {what} hold {said}, only {held}: metrics.csv's "
-          f"{' and '.join(c for c, _ in lacking)} stay empty (NaN)", file=sys.stderr, flush=True)
+          f"{' and '.join(c for c, _ in lacking)} {'stay' if len(lacking) > 1 else 'stays'} empty (NaN)",
+          file=sys.stderr, flush=True)
 
 
 class FederatedScores:

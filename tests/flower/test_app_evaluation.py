@@ -99,7 +99,7 @@ def test_an_app_reporting_no_accuracy_fills_the_loss_and_says_so_once(tmp_path: 
     assert metrics["loss"].iloc[0] == 1.0 and metrics["loss"].iloc[1] == pytest.approx(1 - W20, abs=1e-15)
     assert len(err) == 1, err
     assert "tests.flower.eval_apps:loss_only_app" in err[0] and "no accuracy (none of 'accuracy'" in err[0], err
-    assert "'eval_loss'" in err[0] and "accuracy stay empty" in err[0], err
+    assert "'eval_loss'" in err[0] and "accuracy stays empty (NaN)" in err[0], err
 
 
 def test_a_resumed_run_scores_as_one_that_never_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
