@@ -6,15 +6,20 @@ client (:meth:`simfl.algorithms.base.Algorithm.message`; the plain
 hook key, :func:`hook` finds what implements it, and the trainer builds it once per job:
 
 - a :class:`LocalHook` subclass is built as ``cls(round, value)`` with the job's
-  :class:`Round`; per batch it may add a term to the loss (:meth:`LocalHook.loss`) and
-  change the gradients before the optimizer step (:meth:`LocalHook.correct`), and after
-  training it may send arrays back in the reply (:meth:`LocalHook.reply`);
+  :class:`Round`; per batch it may add a term to the loss (:meth:`LocalHook.loss`, from the
+  parameters; :meth:`LocalHook.batch_loss`, from the :class:`Batch`: its inputs, labels, the
+  model's outputs and representation of them) and change the gradients before the optimizer
+  step (:meth:`LocalHook.correct`), and after training it may send arrays back in the reply
+  (:meth:`LocalHook.reply`). A batch hook may compare the representation with that of the model
+  at other weights, frozen (:meth:`Round.features_at`: the round's start, an array sent);
 - a plain function ``hook(params, value)`` returns a penalty, a term added to every
   batch's loss (the original, smaller seam, kept for plugins written against it).
 
 Built in: FedProx's proximal term (``prox_mu``), SCAFFOLD's control-variate correction
-(``control_variate``) and a linear term ``<v, w>`` with ``v`` sent in the message (``linear_term``,
-FedDyn's). An algorithm that changes local training adds its hook here, or names a plugin's
+(``control_variate``), a linear term ``<v, w>`` with ``v`` sent in the message (``linear_term``,
+FedDyn's) and MOON's model-contrastive term (``contrastive``). The trainer calls only what a hook
+overrides, and reads the representation only when some hook overrides ``batch_loss``: a job without
+one trains exactly as before the seam existed. An algorithm that changes local training adds its hook here, or names a plugin's
 by import path ``package.module:name`` (worker processes and Ray actors import it too, so the
 module must be importable there), and touches no executor (docs/architecture.md, "Adding an
 algorithm").
@@ -29,9 +34,11 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional
 
 from simfl.errors import InputError
 from simfl.models.flat import Layout
+from simfl.models.representation import Features
 from simfl.names import import_object, is_import_path
 from simfl.train.message import Message
 
@@ -53,6 +60,17 @@ class Round:
     message: Message
     lr: float
     """The local SGD learning rate."""
+    frozen: Callable[[torch.Tensor], Features] | None = None
+    """The trainer's way to the model at other weights (:meth:`features_at`); None where nothing can give it."""
+
+    def features_at(self, flat: torch.Tensor) -> Features:
+        """The model at the flat weights ``flat`` (the round's :attr:`start`, an array of the message), frozen: a
+        function of a batch's inputs giving that model's representation of them, ``(batch, d)``, in evaluation mode and
+        without gradient (:mod:`simfl.models.representation`: the input of the output layer). Build it once, in the
+        hook's ``__init__``; each call is one forward pass."""
+        if self.frozen is None:
+            raise ValueError("this round's trainer gives no frozen models (Round.frozen is None)")
+        return self.frozen(flat)
 
     def param_views(self, flat: torch.Tensor) -> list[torch.Tensor]:
         """Views of ``flat`` shaped like :attr:`params`, in their order (buffers left out)."""
@@ -60,6 +78,19 @@ class Round:
         if len(views) != len(self.params):
             raise ValueError(f"layout has {len(views)} trainable tensors, the model {len(self.params)}")
         return views
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What :meth:`LocalHook.batch_loss` sees of one batch (the tensors on the model's device)."""
+
+    inputs: torch.Tensor
+    labels: torch.Tensor
+    outputs: torch.Tensor
+    """The model's outputs (logits) on :attr:`inputs`, in the autograd graph (the cross-entropy's input)."""
+    features: torch.Tensor
+    """The model's representation of :attr:`inputs`, ``(batch, d)``, in the autograd graph: the input of its output
+    layer, from the same forward pass (:mod:`simfl.models.representation`)."""
 
 
 class LocalHook:
@@ -71,6 +102,12 @@ class LocalHook:
 
     def loss(self) -> torch.Tensor | None:
         """A term added to each batch's loss (None: none)."""
+        return None
+
+    def batch_loss(self, batch: Batch) -> torch.Tensor | None:
+        """A term added to the loss of ``batch``, computed from it (its inputs, labels, the model's outputs and
+        representation), after the cross-entropy and every hook's :meth:`loss` (None: none). Only a hook that
+        overrides it makes the trainer read representations."""
         return None
 
     def correct(self) -> None:
@@ -156,8 +193,32 @@ class LinearTerm(LocalHook):
                 p.grad.add_(v)
 
 
+class Contrastive(LocalHook):
+    """MOON's model-contrastive term (Li, He, Song, CVPR 2021, Algorithm 1 and Eq. 3), weighted by ``mu``.
+
+    The hook's value is ``{"mu": mu, "tau": tau, "negative": key}``: ``key`` names the message's array of the
+    client's previous local model (flat, laid out like the weights). For a batch with representation ``z`` (the model
+    being trained), ``z_glob`` (the global model: the round's start weights, frozen) and ``z_prev`` (the previous
+    local model, frozen), each sample adds ``-log(exp(sim(z, z_glob)/tau) / (exp(sim(z, z_glob)/tau) +
+    exp(sim(z, z_prev)/tau)))``, ``sim`` the cosine similarity; the term is ``mu`` times its mean over the batch."""
+
+    def __init__(self, round: Round, value: Any) -> None:
+        super().__init__(round, value)
+        self.mu = float(value["mu"])
+        self.tau = float(value["tau"])
+        self.positive = round.features_at(round.start)
+        self.negative = round.features_at(round.message.arrays[str(value["negative"])])
+
+    def batch_loss(self, batch: Batch) -> torch.Tensor | None:
+        z = batch.features
+        sims = torch.stack([functional.cosine_similarity(z, self.positive(batch.inputs), dim=-1),
+                            functional.cosine_similarity(z, self.negative(batch.inputs), dim=-1)], dim=1) / self.tau
+        positive = torch.zeros(len(z), dtype=torch.long, device=z.device)
+        return self.mu * functional.cross_entropy(sims, positive)
+
+
 HOOKS: dict[str, Hook | type[LocalHook]] = {"prox_mu": proximal, "control_variate": ControlVariate,
-                                            "linear_term": LinearTerm}
+                                            "linear_term": LinearTerm, "contrastive": Contrastive}
 
 
 @functools.cache

@@ -15,6 +15,7 @@ from torch import nn
 
 from simfl import rng
 from simfl.models.flat import Layout
+from simfl.models.representation import Features, Representation
 from simfl.train import hooks
 from simfl.train.configs import TrainConfig
 from simfl.train.message import Message, Reply
@@ -65,6 +66,18 @@ class LocalTrainer:
         """Batch norm cannot train on a batch of one: such a trailing batch is skipped."""
         if channels_last_helps(model):
             model.to(memory_format=torch.channels_last)
+        self._representation: Representation | None = None
+        """Built when a job's hook first reads representations (a model without an output layer trains the rest)."""
+
+    def representation(self) -> Representation:
+        """The model's forward passes with its representation (:mod:`simfl.models.representation`), built once."""
+        if self._representation is None:
+            self._representation = Representation(self.model)
+        return self._representation
+
+    def frozen(self, flat: torch.Tensor) -> Features:
+        """The model at the flat weights ``flat``, frozen (:meth:`simfl.train.hooks.Round.features_at`)."""
+        return self.representation().frozen(self.layout, flat)
 
     def run(self, job: Job) -> Reply:
         """Train ``job``: the client's new flat weights, the arrays its hooks send back, its steps and mean loss."""
@@ -75,9 +88,11 @@ class LocalTrainer:
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
         message = job.message
-        built = hooks.build(hooks.Round(params, self.layout, job.start, message, cfg.lr), message.hooks) \
+        built = hooks.build(hooks.Round(params, self.layout, job.start, message, cfg.lr, self.frozen), message.hooks) \
             if message.hooks else []
         terms, corrections = hooks.overrides(built, "loss"), hooks.overrides(built, "correct")
+        batch_terms = hooks.overrides(built, "batch_loss")
+        represent = self.representation().forward if batch_terms else None
         x, y = self.shards[job.client]
         device = params[0].device if params else x.device
         if x.device != device:  # shards normally live on the model's device already
@@ -91,12 +106,23 @@ class LocalTrainer:
             order = torch.randperm(n, generator=gen).to(device)
             for i in range(0, stop, cfg.batch_size):
                 idx = order[i : i + cfg.batch_size]
-                loss = self.loss_fn(model(x[idx]), y[idx])
+                if represent is None:
+                    loss = self.loss_fn(model(x[idx]), y[idx])
+                else:  # a hook reads the batch: the same forward pass, its representation kept
+                    inputs, labels = x[idx], y[idx]
+                    outputs, features = represent(inputs)
+                    loss = self.loss_fn(outputs, labels)
                 total += loss.detach()
                 for h in terms:
                     term = h.loss()
                     if term is not None:
                         loss = loss + term
+                if represent is not None:
+                    batch = hooks.Batch(inputs, labels, outputs, features)
+                    for h in batch_terms:
+                        term = h.batch_loss(batch)
+                        if term is not None:
+                            loss = loss + term
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 for h in corrections:

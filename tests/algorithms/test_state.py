@@ -33,6 +33,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("feddyn", {"clients_per_round": 2, "alpha_scaling": "samples", "evaluated": "active_mean"}),
     ("mifa", {}),
     ("mifa", {"clients_per_round": 2, "start": "zero", "weighting": "samples"}),
+    ("moon", {"clients_per_round": 2}),
     ("fadas", {"buffer": 3, "delay_threshold": 0, "bn_stats": "mean"}),
     ("asyncfeded", {"lam": 0.5, "eps": 0.5}),
     ("delay_adaptive", {"workers": 2}),

@@ -45,6 +45,7 @@ SYNC: list[dict[str, Any]] = [
     {"name": "flower", "strategy": "flwr.server.strategy:FedAvg", "options": {"fraction_fit": 0.6}},
     {"name": "fednova", "clients_per_round": 2}, {"name": "feddyn", "clients_per_round": 2, "alpha": 0.1},
     {"name": "mifa"}, {"name": "mifa", "clients_per_round": 2, "start": "zero", "weighting": "samples"},
+    {"name": "moon", "clients_per_round": 2},
 ]
 
 
