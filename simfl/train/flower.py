@@ -378,11 +378,19 @@ _TOLD: set[str] = set()
 """What this process has already said about an app's threads (once each)."""
 
 
+def _monitor(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is a library's own monitor, which changes no number: tqdm's ``TMonitor`` (started by the
+    first progress bar, as ``datasets`` draws one; it only refreshes bars), known by its class, not its name."""
+    monitors = sys.modules.get("tqdm._monitor")
+    return monitors is not None and isinstance(thread, monitors.TMonitor)
+
+
 def left_running(before: set[threading.Thread], where: str, what: str) -> None:
     """Say once per process, on stderr, that ``what`` left a thread of its own running after its call: what that
     thread draws or does is not seeded per call nor bounded by a time limit, so its numbers may differ from run to
-    run (simfl cannot stop it)."""
-    new = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("simfl-")]
+    run (simfl cannot stop it). A library's monitor thread (:func:`_monitor`) changes no number: nothing is said."""
+    new = [t for t in threading.enumerate() if t not in before and t.is_alive() and not t.name.startswith("simfl-")
+           and not _monitor(t)]
     if new and what not in _TOLD:
         _TOLD.add(what)
         print(f"simfl: {where}: {what} left the thread {new[0].name!r} running after its call; what it draws or "
