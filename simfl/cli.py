@@ -235,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--only", default=None, metavar="NAMES",
                        help="comma-separated entry names (label, else algorithm name): run only those entries")
     p_run.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
+    p_run.add_argument("--timeline", action="store_true",
+                       help="also draw each entry's first run as a schedule into the folder (timeline-<entry>-seed<k>.png, "
+                            "as simfl timeline draws it)")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
     _baseline(p_run)
     _parallel(p_run)
@@ -525,8 +528,23 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
         print(one_line(f"simfl: verify: {exc.line}; results so far in {exc.out} (marked FAILED)"), file=sys.stderr)
         return 1
     print(done.comparison.text())
-    print(f"results: {done.out}  (comparison.md, comparison.csv, accuracy.png)")
+    drawn = _timelines(done.out, target.scn) if getattr(args, "timeline", False) else []
+    print(f"results: {done.out}  (comparison.md, comparison.csv, accuracy.png{''.join(', ' + p.name for p in drawn)})")
     return 0
+
+
+def _timelines(folder: Path, scn: Scenario) -> list[Path]:
+    """``--timeline``: each entry's first run of ``folder`` drawn as ``simfl timeline`` draws it, into the folder."""
+    from simfl.algorithms.configs import run_name
+    from simfl.launch.api import followed_absences, population
+    from simfl.output.timeline import read_spans, write_timeline
+
+    drawn = []
+    for config in scn.algorithms:
+        run = read_spans(folder, run_name(config), None, lambda seed: followed_absences(folder, seed))
+        title = f"{folder.name}: {run.entry}, seed {run.seed}"
+        drawn.append(write_timeline(run, folder / f"timeline-{run.entry}-seed{run.seed}.png", title, population(folder)))
+    return drawn
 
 
 def _check_run(scn: Scenario, args: argparse.Namespace, every: Every | None, wall: float | None, out: Path,

@@ -106,3 +106,21 @@ def test_the_server_links_count_the_transfers_in_progress() -> None:
     none = events()
     assert len(timeline_figure(table, none, 2, "phases").axes) == 3
     assert len(timeline_figure(table[table["state"] == "compute"], none, 2, "plain").axes) == 2
+
+
+def test_run_draws_each_entrys_timeline_on_request(tmp_path: Path, write_scenario,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`simfl run --timeline` draws each entry's first run into the folder, as `simfl timeline` does, and names the
+    files in its last line; without it none is drawn."""
+    from simfl.cli import main
+
+    raw = tiny_scenario(executor={"kind": "none"}, seeds=[3, 4],
+                        algorithms=[{"name": "fedasync"}, {"name": "fedavg", "clients_per_round": 3}])
+    path = write_scenario(raw)
+    assert main(["run", str(path), "--out", str(tmp_path / "on"), "--quiet", "--timeline"]) == 0
+    drawn = sorted(p.name for p in (tmp_path / "on").glob("timeline-*.png"))
+    assert drawn == ["timeline-fedasync-seed3.png", "timeline-fedavg-seed3.png"]
+    assert capsys.readouterr().out.strip().splitlines()[-1].endswith(
+        "accuracy.png, timeline-fedasync-seed3.png, timeline-fedavg-seed3.png)")
+    assert main(["run", str(path), "--out", str(tmp_path / "off"), "--quiet"]) == 0
+    assert not list((tmp_path / "off").glob("timeline-*.png"))
