@@ -80,6 +80,7 @@ import numpy as np
 import torch
 
 from simfl import rng
+from simfl.algorithms import legacy_server
 from simfl.algorithms.base import Arrival, Setup, SyncAlgorithm
 from simfl.algorithms.configs import ServerAppConfig, run_name
 from simfl.algorithms.flower_strategies import load_server_app
@@ -100,6 +101,8 @@ MAX_POLLS = 5
 costs the app's own wait between asks: Flower's sample_nodes sleeps 1 s)."""
 APP_THREAD = "simfl-serverapp"
 """The name of the thread that runs an app's ``main``."""
+_WAITS = frozenset({"wait", "as_completed", "result"})
+"""The names of ``concurrent.futures``' waits, which :class:`Watch` looks at further."""
 _THREAD_INIT = threading.Thread.__init__.__code__
 """What :class:`Watch` sees the app make a thread by."""
 _DAEMON_SET = threading.Thread.daemon.fset.__code__  # type: ignore[attr-defined]  # a property, typed as bool
@@ -156,9 +159,7 @@ def _hook_app_threads() -> None:
 def _pool_worker(thread: threading.Thread) -> bool:
     """Whether ``thread`` is a worker of a ``concurrent.futures.ThreadPoolExecutor`` (idle until its pool shuts down,
     which Python's own exit does for it)."""
-    from concurrent.futures import thread as pool
-
-    return getattr(thread, "_target", None) is pool._worker
+    return legacy_server.pool_task(thread)
 
 
 # -- what the app's main does, seen from its thread --------------------------------------------------------------
@@ -171,6 +172,9 @@ class Watch:
     ``DefaultWorkflow`` it runs gives its context's ``History`` when it returns."""
 
     def __init__(self) -> None:
+        from flwr.server import ClientManager
+        from flwr.server import Server as LegacyServer
+        from flwr.server.strategy import Strategy as LegacyStrategy
         from flwr.serverapp.strategy import Result, Strategy
 
         self.evaluate_fn: Callable[[int, Any], Any] | None = None
@@ -180,9 +184,11 @@ class Watch:
         self.histories: list[Any] = []
         """The ``History`` of each ``DefaultWorkflow`` the app ran, in order."""
         self.legacy: Any = None
-        """The legacy strategy of the ``DefaultWorkflow`` the app ran last (its ``evaluate`` scores a model)."""
+        """The legacy strategy of the ``DefaultWorkflow`` or legacy ``Server`` the app ran last (its ``evaluate``
+        scores a model)."""
         self.final: Any = None
-        """The parameters (an ArrayRecord) the ``DefaultWorkflow`` the app ran last ended with."""
+        """The parameters (an ArrayRecord) the ``DefaultWorkflow`` or legacy ``Server.fit`` the app ran last ended
+        with."""
         self.threads: dict[threading.Thread, None] = {}
         """The threads ``main`` started (``Thread.start`` called in its thread, a pool's workers too), in order."""
         self.lasting: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
@@ -190,6 +196,13 @@ class Watch:
         runs in the main thread, they are not daemons and the app's process waits for them (here they would inherit
         the daemon flag of the thread that runs ``main``)."""
         self._strategy, self._result = Strategy, Result
+        self._server, self._legacy, self._manager = LegacyServer, LegacyStrategy, ClientManager
+        self.pool = legacy_server.Pool()
+        """The messages the app's pool workers send (a legacy Server's fit and evaluate rounds)."""
+        self.serving: Callable[[list[Any], bool], None] | None = None
+        """Serves :attr:`pool` while the app's thread waits for futures (set with the app's grid)."""
+        self.waiting: Callable[[Any, int], None] | None = None
+        """Waits in virtual time until a legacy client manager holds a number of nodes (set with the grid)."""
         self._workflow: type | None = None
         try:
             from flwr.server.workflow import DefaultWorkflow
@@ -227,7 +240,32 @@ class Watch:
             if isinstance(frame.f_locals.get("self"), self._workflow):
                 self.legacy = getattr(frame.f_locals.get("context"), "strategy", None)
                 return self._returning(frame, local, lambda _: self._ran(frame))
+        elif name in _WAITS:
+            waits = legacy_server.waited(frame)
+            if waits is not None and self.serving is not None:
+                self.serving(*waits)
+        elif name in ("aggregate_fit", "aggregate_evaluate"):
+            if self.pool.ranks and isinstance(frame.f_locals.get("self"), self._legacy):
+                legacy_server.in_arrival_order(frame, self.pool.ranks)
+        elif name == "fit":
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, self._server):
+                self.legacy = owner.strategy
+                if owner.max_workers is None:
+                    owner.set_max_workers(legacy_server.WIDTH)
+                return self._returning(frame, local, lambda value: self._fitted(owner, value))
+        elif name == "wait_for":
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, self._manager) and self.waiting is not None:
+                self.waiting(owner, int(frame.f_locals.get("num_clients") or 0))
         return local
+
+    def _fitted(self, server: Any, value: Any) -> None:
+        """A legacy ``Server.fit`` returned: its History and its final model are what the app ran last."""
+        found = legacy_server.history(value)
+        if found is not None:
+            self.histories.append(found)
+        self.final = legacy_server.final_arrays(server)
 
     def _returning(self, frame: FrameType, local: Any, then: Callable[[Any], None]) -> Any:
         """A local trace function for ``frame`` that calls ``then`` with its return value."""
@@ -412,9 +450,11 @@ class Handoff:
             raise error from None
 
     def end(self) -> None:
-        """The run is over: unwind an app still waiting on the grid (its thread raises :class:`_Ended` there)."""
+        """The run is over: unwind an app still waiting on the grid (its thread raises :class:`_Ended` there, and so
+        do its pool workers waiting for replies)."""
         waiting = self.thread.is_alive() and not self.ended
         self.ended = True
+        self.watch.pool.close()
         if waiting:
             self.to_app.put(_Ended)
             self.thread.join(10.0)
@@ -435,6 +475,8 @@ def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
             self.count = 0
             self.polls = 0
             """get_node_ids() calls since the app last sent messages: a second one waits for more nodes."""
+            self.seen: list[int] | None = None
+            """The nodes the app's thread was last told (what the app's other threads are told)."""
 
         def set_run(self, run: Any) -> None:
             self._run = run
@@ -448,12 +490,26 @@ def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
             return FlowerMessage(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
         def get_node_ids(self) -> list[int]:
-            if not handoff.in_app():  # a thread of the app's own (DefaultWorkflow's registration): the nodes now
-                return list(nodes)
-            self.polls += 1
-            if self.polls > 1:  # asked again without sending: the app waits for nodes to connect
-                handoff.ask([], "wait")
+            if not handoff.in_app():  # another thread (the legacy client manager's registration, every 5 s of wall
+                return list(nodes if self.seen is None else self.seen)  # time): what the app saw, whenever it asks
+            if not legacy_server.registering(sys._getframe(1)):  # a legacy client manager's update: bookkeeping
+                self.polls += 1
+                if self.polls > 1:  # asked again without sending: the app waits for nodes to connect
+                    handoff.ask([], "wait")
+            self.seen = list(nodes)
             return list(nodes)
+
+        def serve(self, futures: list[Any], every: bool) -> None:
+            """The app's thread waits for ``futures``: send its pool workers' messages, a round at a time."""
+            handoff.watch.pool.serve(futures, every, self.send_and_receive, lambda: handoff.ended)
+            if handoff.ended:
+                raise _Ended()
+
+        def wait_nodes(self, manager: Any, count: int) -> None:
+            """A legacy client manager waits for ``count`` nodes: wait in virtual time until it holds them (its
+            ``num_available`` registers the nodes the grid lists)."""
+            while manager.num_available() < count:
+                handoff.ask([], "wait")
 
         def push_messages(self, messages: Iterable[Any]) -> list[str]:
             if not handoff.in_app():
@@ -484,11 +540,15 @@ def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
 
         def send_and_receive(self, messages: Iterable[Any], *, timeout: float | None = None) -> list[Any]:
             if not handoff.in_app():
+                if handoff.owns(threading.current_thread()) and _pool_worker(threading.current_thread()):
+                    return handoff.watch.pool.send(list(messages), _Ended)  # a legacy Server's fit_clients worker
                 handoff.refuse("send_and_receive")
             ids = self.push_messages(messages)
             return self.pull_messages(ids) if ids else []
 
-    return SimGrid()
+    grid = SimGrid()
+    handoff.watch.serving, handoff.watch.waiting = grid.serve, grid.wait_nodes
+    return grid
 
 
 def launch(path: str, run_config: Mapping[str, Any], nodes: list[int], run_id: int,

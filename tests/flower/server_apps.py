@@ -213,3 +213,108 @@ def integer_main(grid: Grid, context: Context) -> None:
     arrays = ArrayRecord({"counts": Array(np.arange(4, dtype=np.int64))})
     grid.send_and_receive([Message(RecordDict({"arrays": arrays, "config": ConfigRecord({"lr": 0.1})}),
                                    dst_node_id=n, message_type=MessageType.TRAIN) for n in grid.get_node_ids()])
+
+
+# -- Flower's legacy server: ServerApp(server_fn=...), a Server and a Strategy, as Flower's tutorials write them --
+
+import numpy as np  # noqa: E402
+from flwr.client import NumPyClient  # noqa: E402
+from flwr.clientapp import ClientApp  # noqa: E402
+
+from simfl.train.flower import client_data  # noqa: E402
+from tests.flower.apps import sgd  # noqa: E402
+
+
+class LegacyClient(NumPyClient):
+    """simfl's local SGD as a legacy NumPyClient that trains with the ``lr`` of its fit config (the strategy's
+    ``on_fit_config_fn``) and evaluates on its own partition (its accuracy and the server round it was told)."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def _model(self, parameters: list[np.ndarray]) -> torch.nn.Module:
+        model = mlp()
+        keys = list(model.state_dict())
+        model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in zip(keys, parameters, strict=True)})
+        return model
+
+    def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict[str, Any]]:
+        model = self._model(parameters)
+        run = self.context.run_config
+        x, y = client_data(self.context)
+        loss = sgd(model, x, y, float(config["lr"]), int(run["local-epochs"]), int(run["batch-size"]), 0.0)
+        return [v.detach().numpy() for v in model.state_dict().values()], len(y), \
+            {"train_loss": loss, "server-round": int(config["server-round"])}
+
+    def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict[str, Any]]:
+        model = self._model(parameters)
+        x, y = client_data(self.context)
+        with torch.no_grad():
+            out = model(x)
+        loss = float(torch.nn.functional.cross_entropy(out, y))
+        return loss, len(y), {"accuracy": float((out.argmax(1) == y).float().mean())}
+
+
+legacy_client_app = ClientApp(client_fn=lambda context: LegacyClient(context).to_client())
+"""A legacy ClientApp (client_fn and a NumPyClient that fits and evaluates)."""
+
+
+def weighted(pairs: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """The metrics of a round's clients averaged by their example counts (Flower's tutorial's weighted_average)."""
+    total = sum(n for n, _ in pairs)
+    keys = sorted({k for _, m in pairs for k in m})
+    return {k: sum(n * float(m[k]) for n, m in pairs) / total for k in keys}
+
+
+def digits_scores(model: torch.nn.Module) -> tuple[float, float]:
+    """The model's loss and accuracy on scikit-learn's digits (the server side's held data, scaled as simfl's)."""
+    from sklearn.datasets import load_digits
+
+    images, labels = load_digits(return_X_y=True)
+    x = torch.tensor(images / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
+    y = torch.tensor(labels)
+    with torch.no_grad():
+        out = model(x)
+    return float(torch.nn.functional.cross_entropy(out, y)), float((out.argmax(1) == y).float().mean())
+
+
+def legacy_server_fn(context: Context) -> Any:
+    """Flower's tutorial shape: a legacy FedAvg sampling 30% of the nodes but at least 3 to fit (3 of 6: the minimum)
+    and half but at least 2 to evaluate (3 of 6: the fraction), of at least ``min-available`` (4) nodes, its fit
+    config from ``on_fit_config_fn``, its server-side ``evaluate_fn`` on the digits, run by Flower's default Server
+    for ``num-server-rounds``; ``order-to`` (a file) gets the nodes of each round's fit results as aggregate_fit
+    reads them."""
+    from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.server import ServerAppComponents, ServerConfig
+    from flwr.server.strategy import FedAvg as LegacyFedAvg
+
+    start = initial_model()
+    keys = list(start.state_dict())
+
+    def evaluate(server_round: int, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        model = mlp()
+        model.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in zip(keys, parameters, strict=True)})
+        loss, accuracy = digits_scores(model)
+        return loss, {"accuracy": accuracy}
+
+    class Recording(LegacyFedAvg):
+        """Flower's legacy FedAvg, writing the nodes of each round's fit results in the order it reads them."""
+
+        def aggregate_fit(self, server_round: int, results: Any, failures: Any) -> Any:
+            if context.run_config.get("order-to"):
+                with open(str(context.run_config["order-to"]), "a") as fh:
+                    fh.write(" ".join(str(proxy.cid) for proxy, _ in results) + "\n")
+            return super().aggregate_fit(server_round, results, failures)
+
+    strategy = Recording(
+        fraction_fit=0.3, min_fit_clients=3, fraction_evaluate=0.5, min_evaluate_clients=2,
+        min_available_clients=int(context.run_config.get("min-available", 4)),
+        evaluate_fn=evaluate, on_fit_config_fn=lambda r: {"lr": 0.05, "server-round": r},
+        fit_metrics_aggregation_fn=weighted, evaluate_metrics_aggregation_fn=weighted,
+        initial_parameters=ndarrays_to_parameters([v.numpy() for v in start.state_dict().values()]))
+    assert parameters_to_ndarrays(strategy.initial_parameters)[0].shape == start.state_dict()[keys[0]].shape
+    return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=int(context.run_config["num-server-rounds"])))
+
+
+legacy_app = ServerApp(server_fn=legacy_server_fn)
+"""A legacy ``server_fn`` app: Flower's default Server, a legacy FedAvg with evaluate_fn and on_fit_config_fn."""
