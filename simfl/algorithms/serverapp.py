@@ -43,7 +43,10 @@ Bounded and loud: a turn of the app (from the grid's answer to its next call, or
 ``timeout`` wall-clock seconds; a turn still running then ends the run in one line with the app's stack in
 ``crash.txt``. Only the thread that runs ``main`` may send: a thread of the app's own calling ``push_messages``,
 ``pull_messages`` or ``send_and_receive`` ends the run in one line, its thread ended without a traceback (its
-``get_node_ids`` is answered, as ``DefaultWorkflow``'s node-registration thread asks). ``main`` has ended when it
+``get_node_ids`` is answered with the nodes the app's thread was last given, as the legacy client manager's
+registration thread asks). A worker of a thread pool ``main`` waits on is not a thread of the app's own: Flower's
+legacy ``Server`` runs each client's fit and evaluate in one, and :mod:`simfl.algorithms.legacy_server` sends
+their messages as one round from the app's thread, its results read in the order they arrived. ``main`` has ended when it
 returned and the threads it started without ``daemon=True`` ended (Python's own end waits for them; the wait is part
 of its last turn), so such a thread sending once ``main`` returned ends the run in that line too; an exception ending
 a thread ``main`` started is one line naming the app and the thread, its traceback in ``crash.txt``, not printed
