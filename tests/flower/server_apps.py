@@ -318,3 +318,17 @@ def legacy_server_fn(context: Context) -> Any:
 
 legacy_app = ServerApp(server_fn=legacy_server_fn)
 """A legacy ``server_fn`` app: Flower's default Server, a legacy FedAvg with evaluate_fn and on_fit_config_fn."""
+
+
+def narrow_server_fn(context: Context) -> Any:
+    """The legacy app with a Server of its own whose pool is 2 workers wide (``set_max_workers(2)``)."""
+    from flwr.server import Server, ServerAppComponents, SimpleClientManager
+
+    parts = legacy_server_fn(context)
+    server = Server(client_manager=SimpleClientManager(), strategy=parts.strategy)
+    server.set_max_workers(2)
+    return ServerAppComponents(server=server, config=parts.config)
+
+
+narrow_app = ServerApp(server_fn=narrow_server_fn)
+"""A legacy app whose Server sends at most 2 messages at once."""

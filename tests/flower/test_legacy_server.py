@@ -116,6 +116,27 @@ def test_a_legacy_app_waiting_for_more_nodes_than_the_federation_is_one_line(tmp
     assert "while all 6 clients were free: it waits for more nodes than the federation has" in lines[0]
 
 
+def test_a_pool_width_the_app_sets_sends_a_round_in_batches(tmp_path: Path) -> None:
+    """A Server of the app's own with set_max_workers(2): a round of 3 sampled nodes goes as 2 messages, then 1 once
+    those replied (Flower's pool runs 2 at a time): one server round of fit and evaluate is 4 batches of 2, 1, 2, 1,
+    each opening when the one before closed."""
+    import simfl
+    from tests.flower.test_flower import RUN_CONFIG, scenario
+
+    raw = scenario([{"name": "serverapp", "app": "tests.flower.server_apps:narrow_app",
+                     "run_config": {"num-server-rounds": 1, "min-available": 4}}],
+                   client={"flower_app": "tests.flower.server_apps:legacy_client_app", "run_config": RUN_CONFIG},
+                   latency={"model": "constant", "seconds": [10.0, 10.0, 10.0, 12.0, 14.0, 20.0]},
+                   model={"name": "flower_app", "app": "tests.flower.server_apps:narrow_app"})
+    simfl.run(raw, out=tmp_path / "o", allow_imports=True, workers=1, quiet=True)
+    rounds = rounds_of(pd.read_csv(tmp_path / "o" / "serverapp" / "seed0" / "events.csv"))
+    assert [len(r) for r in rounds] == [2, 1, 2, 1]
+    opened = 0.0
+    for group in rounds:
+        assert set(group["dispatch_time"]) == {opened}
+        opened += group["latency"].max()
+
+
 def test_results_are_read_in_arrival_order() -> None:
     """in_arrival_order sorts a strategy's results by the arrival rank of their nodes (nodes 3, 1, 2 arrived in that
     order: ranks 0, 1, 2), failures' replies the same way and their exceptions after them by text."""
