@@ -297,6 +297,38 @@ class FADASConfig(AlgorithmConfig):
     bn_stats: BnStats = bn_stats_field()
 
 
+class FedACConfig(AlgorithmConfig):
+    """Parameters of FedAC (Zang et al., AAAI 2024): buffered updates weighted by their agreement with the server's
+    direction, a look-ahead momentum step with an adaptive rate, and each client's steps corrected by control
+    variates (the server keeps each client's c_i)."""
+
+    client_vectors: ClassVar[int] = 1
+    arrival_passes: ClassVar[float | None] = 12.0
+
+    name: Literal["fedac"] = Field("fedac", description="Algorithm name.")
+    buffer: PositiveInt = Field(5, description="K >= 1: client updates aggregated per global update (AFL-Lib's 5).")
+    server_lr: PositiveFloat = Field(0.001, description="eta_g > 0: the server learning rate of the adaptive step "
+                                     "(AFL-Lib's 0.001).")
+    beta1: UnitOpen = Field(0.6, description="Decay beta1 in (0, 1) of the momentum m and of its look-ahead "
+                            "(AFL-Lib's 0.6).")
+    beta2: UnitOpen = Field(0.9, description="Decay beta2 in (0, 1) of the second moment v (AFL-Lib's 0.9).")
+    eps: PositiveFloat = Field(1e-8, description="epsilon > 0 added to sqrt(v) in the step's denominator.")
+    min_weight: UnitHalfOpen = Field(
+        0.1, description="r_min in (0, 1]: an update's similarity weight is max(cos, r_min) before the buffer's "
+        "weights are normalised (AFL-Lib's 0.1)."
+    )
+    direction: Literal["since_dispatch", "last_step"] = Field(
+        "since_dispatch", description="The server direction an update is compared with: since_dispatch, how far the "
+        "global model moved since the update's client was dispatched (AFL-Lib's alg/fedac.py; 0 for a fresh update, "
+        "which then weighs r_min); last_step, the latest global step (0 before the first)."
+    )
+    correction: bool = Field(
+        True, description="Correct each local step by the control variates, g - c_i + c (false: plain local SGD, "
+        "c and c_i stay zero: the server rule alone)."
+    )
+    bn_stats: BnStats = bn_stats_field()
+
+
 class AsyncFedEDConfig(AlgorithmConfig):
     """Parameters of AsyncFedED (Wang et al., 2022): each arrival's step from its relative Euclidean staleness."""
 
@@ -745,6 +777,7 @@ BUILTINS: dict[str, Builtin] = {
     "fedbuff": _builtin(FedBuffConfig, "fedbuff:FedBuff"),
     "ca2fl": _builtin(CA2FLConfig, "ca2fl:CA2FL"),
     "fadas": _builtin(FADASConfig, "fadas:FADAS"),
+    "fedac": _builtin(FedACConfig, "fedac:FedAC"),
     "asyncfeded": _builtin(AsyncFedEDConfig, "asyncfeded:AsyncFedED"),
     "delay_adaptive": _builtin(DelayAdaptiveConfig, "delay_adaptive:DelayAdaptive"),
     "fedstaleweight": _builtin(FedStaleWeightConfig, "fedstaleweight:FedStaleWeight"),

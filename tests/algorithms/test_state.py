@@ -34,6 +34,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("mifa", {}),
     ("mifa", {"clients_per_round": 2, "start": "zero", "weighting": "samples"}),
     ("moon", {"clients_per_round": 2}),
+    ("fedac", {"buffer": 3}),
+    ("fedac", {"buffer": 2, "direction": "last_step", "bn_stats": "mean"}),
     ("fadas", {"buffer": 3, "delay_threshold": 0, "bn_stats": "mean"}),
     ("asyncfeded", {"lam": 0.5, "eps": 0.5}),
     ("delay_adaptive", {"workers": 2}),

@@ -36,7 +36,7 @@ LATENCIES: list[dict[str, Any]] = [
 ALGORITHMS: list[dict[str, Any]] = [
     {"name": "orthofl", "returning": "server"}, {"name": "orthofl"}, {"name": "fedbuff", "buffer": 2},
     {"name": "orthofl", "shift_source": "global", "returning": "server"}, {"name": "ca2fl", "buffer": 2},
-    {"name": "fedavg", "clients_per_round": 2}, {"name": "moon", "clients_per_round": 2},
+    {"name": "fedavg", "clients_per_round": 2}, {"name": "moon", "clients_per_round": 2}, {"name": "fedac", "buffer": 2},
 ]
 
 

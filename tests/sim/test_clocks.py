@@ -36,6 +36,7 @@ ASYNC: list[dict[str, Any]] = [
     {"name": "delay_adaptive", "form": "koloskova", "delay_threshold": 1, "delay_scale": 0.5},
     {"name": "delay_adaptive", "form": "koloskova"},
     {"name": "fedstaleweight", "buffer": 2}, {"name": "fedstaleweight", "buffer": 3, "window": 2, "offset": 1},
+    {"name": "fedac", "buffer": 2}, {"name": "fedac", "buffer": 3, "direction": "last_step", "correction": False},
 ]
 SYNC: list[dict[str, Any]] = [
     {"name": "fedavg", "clients_per_round": 2}, {"name": "fedprox", "clients_per_round": 2, "mu": 0.1},
