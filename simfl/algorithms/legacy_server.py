@@ -6,11 +6,11 @@ Flower's ``Server.fit_round`` and ``evaluate_round`` hand each sampled client's 
 for its reply (``grid.send_and_receive``), while the app's thread waits for the pool's futures. Those workers are the
 app's framework working on the app's behalf, not threads of the app's own: a worker is known by what it is (a thread
 whose target is the pool's ``_worker``, started from the app's thread, running a ``_WorkItem`` whose future the app
-waits on), never by its name. Their messages are one round (:class:`Pool`):
+waits on), never by its name. Their messages are one round (:class:`PoolRound`):
 
-1. each worker's ``send_and_receive`` leaves its messages here and waits (:meth:`Pool.send`);
+1. each worker's ``send_and_receive`` leaves its messages here and waits (:meth:`PoolRound.send`);
 2. the app's thread, entering a wait on its futures (``concurrent.futures.wait``, ``as_completed``,
-   ``Future.result``; seen by the app's trace function), serves the pool (:meth:`Pool.serve`): as soon as no future it
+   ``Future.result``; seen by the app's trace function), serves the pool (:meth:`PoolRound.serve`): as soon as no future it
    waits on can progress without a reply (each is done, or its worker waits here, or it is queued behind workers that
    all wait here), it sends every waiting message from its own thread as one call, sorted by node id (so the message
    ids and the round's order do not depend on which worker ran first), and hands each worker its replies;
@@ -99,7 +99,7 @@ def pool_task(thread: threading.Thread) -> bool:
     return getattr(thread, "_target", None) is pool_thread._worker
 
 
-class Pool:
+class PoolRound:
     """The messages that the app's pool workers send, gathered into rounds the app's thread sends (module docstring)."""
 
     def __init__(self) -> None:

@@ -200,7 +200,7 @@ class Watch:
         the daemon flag of the thread that runs ``main``)."""
         self._strategy, self._result = Strategy, Result
         self._server, self._legacy, self._manager = LegacyServer, LegacyStrategy, ClientManager
-        self.pool = legacy_server.Pool()
+        self.pool = legacy_server.PoolRound()
         """The messages the app's pool workers send (a legacy Server's fit and evaluate rounds)."""
         self.serving: Callable[[list[Any], bool], None] | None = None
         """Serves :attr:`pool` while the app's thread waits for futures (set with the app's grid)."""
