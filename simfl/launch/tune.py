@@ -32,6 +32,13 @@ Each rung of a trial has its own folder ``trials/<entry>/trial<k>/rung<j>/``; on
 compete for ``best.yaml``. docs/fair-comparisons.md says where this keeps equal terms and where it does not (a
 rule that learns late and then overtakes).
 
+Grid edge extension (``tune.extend``, :func:`extension`): once every entry's grid has run, each axis of numbers whose
+best value is its lowest or highest is carried one step further in that direction (the grid's own spacing,
+:func:`~simfl.schema.tuning.grid_step`), and the points of the wider grid the entry lacks run as trials, round after
+round up to the limit. Every round is decided from the trials' folders, as halving is, so that it too is the same
+whoever runs it; its trials are fixed points, kept outside Optuna's studies. The rule is the same for every entry,
+the count is not: an entry whose best lies inside its grid gets no more trials (docs/fair-comparisons.md).
+
 The output folder holds ``tune.yaml`` (the scenario tuned), ``started.json`` (what it started as, which
 ``--resume`` holds tune.yaml to: :func:`check_started`), ``optuna.db`` (checked before Optuna opens it on a resume:
 :func:`check_storage`), the trials' folders,
@@ -78,8 +85,10 @@ from simfl.schema.tuning import (
     TuneConfig,
     entry_spaces,
     given_value,
+    grid_step,
     rung_times,
     survivors,
+    value_problem,
     with_values,
 )
 
@@ -179,6 +188,11 @@ class Trial:
     """Halving stopped it at its rung."""
     at_rungs: list[float] = field(default_factory=list)
     """With halving, its score at each rung it reached (mean over the seeds, :func:`score_at`)."""
+    extension: int = 0
+    """Its round of grid edge extension (``tune.extend``): 0 for the grid's own trials."""
+    straight: bool = False
+    """With halving, run straight to the budget: one of an extension round's fewer than eta trials of its entry,
+    of which halving would prune none."""
     folder: str = ""
     """Its result folder relative to the tune's (the last rung's with halving, set as it is read); by default
     ``trials/<entry>/trial<k>``."""
@@ -387,6 +401,8 @@ def plan_of(scn: Scenario, where: str = "scenario", resume: bool = False) -> Pla
             except ValueError as exc:
                 raise InputError(f"{where}: tune", f"entry {run_name(algo)}: {exc}") from None
         entries.append(Entry(index, run_name(algo), own, count, given))
+    if config.extend is not None:
+        _check_extend(config, sampler, entries, where)
     raw = yaml.safe_load(scenario_mod.dump(scn))
     for entry in entries:  # every value of every key in the whole scenario: what the run's own checks would say
         for key, space in entry.spaces.items():
@@ -401,6 +417,20 @@ def plan_of(scn: Scenario, where: str = "scenario", resume: bool = False) -> Pla
         scn.tune.halving = halving if halving is not None else False
         config = scn.tune
     return Plan(scn, raw, config, entries, sampler, seeds, rungs, halving.eta if halving is not None else 1, note)
+
+
+def _check_extend(config: TuneConfig, sampler: str, entries: Sequence[Entry], where: str) -> None:
+    """Refuse ``tune.extend`` where an edge says little or a grid is not what is searched: it extends a grid (the
+    grid sampler), every point of which has run (a best at the edge of the few points drawn of a larger grid is not
+    one at the edge of what was searched)."""
+    if sampler != "grid":
+        raise InputError(f"{where}: tune.extend", f"extends a grid, and sampler {sampler} does not search one; use "
+                         "sampler: grid (every key a list) or leave tune.extend out")
+    for entry in entries:
+        size = _grid_size(entry.spaces)
+        if entry.trials < size:
+            raise InputError(f"{where}: tune.extend", f"needs every entry's whole grid searched: entry {entry.name} "
+                             f"runs {entry.trials} of its grid's {size} points; raise tune.trials to {size}")
 
 
 def trial_scenario(raw: Mapping[str, Any], entry: Entry, values: Mapping[str, Any], validation: float,
@@ -469,7 +499,28 @@ def estimate_line(plan: Plan, cost: tuple[float, float] | None) -> str:
         line += f"; about {estimate.duration_text(cost[0])} of one worker"
         if plan.rungs:
             line += f" ({estimate.duration_text(cost[1])} without halving)"
+    extra = extension_bound(plan)
+    if plan.config.extend is not None:
+        line += (f"; tune.extend adds up to {extra} trial{'s' * (extra != 1)} where a best is at an edge of its grid"
+                 + (f" (up to {estimate.duration_text(cost[1] / runs * extra * len(plan.scn.seeds))} more of one "
+                    "worker)" if cost is not None and runs else ""))
     return line
+
+
+def extension_bound(plan: Plan) -> int:
+    """The most trials grid edge extension can add (0 without ``tune.extend``): every axis of numbers that a step
+    can continue (:func:`~simfl.schema.tuning.grid_step`) one value wider in each of ``limit`` rounds, its entry's
+    grid then the product of the wider axes, less the points it had."""
+    if plan.config.extend is None:
+        return 0
+    total = 0
+    for entry in plan.entries:
+        wider = 1
+        for space in entry.spaces.values():
+            steps = grid_step(space, "highest")[0] is not None or grid_step(space, "lowest")[0] is not None
+            wider *= len(space.choices) + (plan.config.extend.limit if steps else 0)
+        total += wider - _grid_size(entry.spaces)
+    return total
 
 
 def tune_units(plan: Plan) -> int:
@@ -589,23 +640,28 @@ def rung_column(time: float) -> str:
 def trial_cost(plan: Plan, trial: Trial) -> float:
     """What a trial's runs cost in virtual seconds of training: each rung a run from 0 to it, times the seeds (wall
     seconds, which depend on the machine, are in each run's summary.csv, not in the trials table)."""
-    rungs = plan.rungs[:trial.rung + 1] if trial.rung is not None else [plan.scn.budget.time or math.nan]
+    rungs = (plan.rungs[:trial.rung + 1] if trial.rung is not None and not trial.straight
+             else [plan.scn.budget.time or math.nan])
     return sum(rungs) * len(plan.scn.seeds)
 
 
 def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[dict[str, Any]]]:
     """trials.csv: one row per trial run (entry order, then number), its state, values, scores per seed and mean;
-    with halving also the rung it stopped at (its scores are that rung's), its score at each rung and its cost."""
+    with halving also the rung it stopped at (its scores are that rung's), its score at each rung and its cost; with
+    ``tune.extend`` its extension round (0: the grid's own)."""
     keys = list(dict.fromkeys(k for e in plan.entries for k in e.spaces))
     seeds = [f"score_seed{s}" for s in plan.scn.seeds]
     rungs = [rung_column(t) for t in plan.rungs]
     halving = ["rung", *rungs, "virtual_seconds"] if plan.rungs else []
-    columns = ["entry", "trial", "state", *keys, *seeds, "score", *halving, "folder"]
+    extended = ["extension"] if plan.config.extend is not None else []
+    columns = ["entry", "trial", "state", *extended, *keys, *seeds, "score", *halving, "folder"]
     rows = []
     for trial in trials:
         values = trial.values()
         row: dict[str, Any] = {"entry": trial.entry.name, "trial": trial.number,
                                "state": WAITING if trial.waiting else PRUNED if trial.pruned else SCORED}
+        if extended:
+            row["extension"] = trial.extension
         row.update({k: _cell(values[k]) if k in values else None for k in keys})
         row.update(dict(zip(seeds, trial.scores, strict=True)) if trial.scores else {})
         row["score"] = None if math.isnan(trial.score) else trial.score
@@ -674,19 +730,40 @@ _AT_EDGE = {"lowest": "the lowest of its grid", "highest": "the highest of its g
 
 
 def edge_notes(plan: Plan, best: Mapping[str, Trial]) -> list[str]:
-    """One line per entry whose best trial has a value at an end of what was searched (:meth:`Space.edge`): the
-    search may have stopped short of a better value, which a wider grid or range for every entry would find."""
+    """One line per entry whose best trial has a value at an end of what was searched (:meth:`Space.edge`; of its
+    grid as extended, with ``tune.extend``): the search may have stopped short of a better value, which a wider grid
+    or range for every entry would find. With ``tune.extend``, why the grid was not carried further: its limit, or
+    a step that is not taken (:func:`step_beyond`)."""
     notes = []
     for entry in plan.entries:
         trial = best.get(entry.name)
         if trial is None:
             continue
-        values = trial.values()
-        found = [f"{k}={scenario_mod.short_value(values[k])} is {_AT_EDGE[where]}" for k, space in entry.spaces.items()
-                 if (where := space.edge(values[k])) is not None]
-        if found:
-            notes.append(f"{entry.name}: {', '.join(found)}; a wider search may score higher")
+        values, spaces = trial.values(), trial.entry.spaces
+        found = [(k, where) for k, space in spaces.items() if (where := space.edge(values[k])) is not None]
+        if not found:
+            continue
+        text = ", ".join(f"{k}={scenario_mod.short_value(values[k])} is {_AT_EDGE[where]}" for k, where in found)
+        notes.append(f"{entry.name}: {text}; a wider search may score higher{_unextended(plan, trial, found)}")
     return notes
+
+
+def _unextended(plan: Plan, trial: Trial, edges: Sequence[tuple[str, str]]) -> str:
+    """With ``tune.extend``, why a best value at an edge of a grid was not carried further (its limit reached, or
+    the next step not taken); nothing without it or for a range."""
+    if plan.config.extend is None:
+        return ""
+    base = plan.entries[trial.entry.index]
+    why = []
+    for key, where in edges:
+        if where not in ("lowest", "highest"):
+            continue
+        written = base.spaces[key].choices
+        steps = sum(v > max(written) if where == "highest" else v < min(written) for v in trial.entry.spaces[key].choices)
+        value, problem = step_beyond(plan, base, key, where, steps + 1)  # a step there was left by the rounds' limit
+        why.append(f"{key}: tune.extend.limit {plan.config.extend.limit} reached" if value is not None
+                   else f"{key} not extended: {problem}")
+    return f" ({'; '.join(why)})" if why else ""
 
 
 def bracket_word(plan: Plan) -> str:
@@ -725,8 +802,15 @@ def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int],
     for entry in plan.entries:
         trial = best[entry.name]
         run = f"of {ran[entry.name]} run so far of {entry.trials}" if ran[entry.name] < entry.trials else f"of {entry.trials}"
+        if plan.config.extend is not None and ran[entry.name] > entry.trials:
+            run = f"of {ran[entry.name]}: {entry.trials} of its grid, {ran[entry.name] - entry.trials} of its extension"
         lines.append(f"#   {entry.name}: trial {trial.number} (best {run}), {trial.shown()}: {trial.score:.4f}")
     lines += [f"# Halving: {note}." for note in [halving_note(plan, trials)] if note is not None]
+    if plan.config.extend is not None and all(sum(t.entry.name == e.name for t in trials) >= e.trials
+                                              for e in plan.entries):
+        grid = [t for t in trials if t.extension == 0]
+        lines += [f"# Extended (tune.extend, limit {plan.config.extend.limit}): {note}."
+                  for note in extension_notes(plan, extension(plan, out, grid))]
     lines += [f"# At an edge: {note}." for note in edge_notes(plan, best)]
     lines += [f"# Not separated: {note}." for note in resolution_notes(plan, out, best, trials)]
     lines += [f"# Diverged: {note}; its score is a broken model's." for note in broken]
@@ -1080,7 +1164,180 @@ def _finished(plan: Plan, studies: Sequence[optuna.Study], out: Path) -> list[Tr
                    else (out / plan.folder(entry, t.number)).is_dir())
             if t.state in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED) or (trial.waiting and ran):
                 found.append(_read(plan, out, trial))
+    return with_extension(plan, out, found)
+
+
+def with_extension(plan: Plan, out: Path, grid: list[Trial]) -> list[Trial]:
+    """The grid's ``trials`` and the extension's run so far (:func:`extension`), entry by entry in number order,
+    each trial's entry its search as extended (so that an edge is one of the wider grid)."""
+    if plan.config.extend is None:
+        return grid
+    found = extension(plan, out, grid)
+    every = [*grid, *found.trials]
+    for trial in every:
+        trial.entry = found.entries[trial.entry.name]
+    order = {e.name: i for i, e in enumerate(plan.entries)}
+    return sorted(every, key=lambda t: (order[t.entry.name], t.number))
+
+
+# -- grid edge extension ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One grid axis of one entry carried one step beyond an edge of its best value in one extension round, or, with
+    ``value`` None, the step that was not taken and why."""
+
+    entry: str
+    round: int
+    key: str
+    edge: str
+    """``lowest`` or ``highest`` (:meth:`Space.edge`)."""
+    value: Any
+    why: str = ""
+
+
+@dataclass
+class Extension:
+    """What grid edge extension (``tune.extend``) did so far, replayed from the trials' folders (:func:`extension`)."""
+
+    entries: dict[str, Entry]
+    """Each entry's search as extended (the plan's own where nothing was)."""
+    steps: list[Step] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
+    """The extension's trials run so far: those of finished rounds, and of the open one those that ran (``waiting``)."""
+    pending: list[Trial] = field(default_factory=list)
+    """The open round's trials, to run; empty once the extension is over (or the grid's own trials are not)."""
+
+
+def step_beyond(plan: Plan, entry: Entry, key: str, edge: str, steps: int) -> tuple[Any, str]:
+    """The value ``steps`` steps beyond the ``edge`` of the entry's grid axis ``key`` as the scenario wrote it
+    (:func:`~simfl.schema.tuning.grid_step`), or None and why: no step in the grid's spacing, or a value the entry
+    (or the whole trial scenario) does not accept, such as a share above 1."""
+    value, why = grid_step(entry.spaces[key], edge, steps)
+    if value is None:
+        return None, why
+    problem = value_problem(plan.scn.algorithms[entry.index], key, value)
+    if problem is None:
+        try:
+            trial_scenario(plan.raw, entry, {key: value}, plan.config.validation, "")
+        except InputError as exc:
+            problem = exc.message
+    if problem is not None:
+        return None, f"{scenario_mod.short_value(value)} does not fit entry {entry.name}: {problem}"
+    return value, ""
+
+
+def new_points(before: Mapping[str, Space], after: Mapping[str, Space]) -> list[dict[str, Any]]:
+    """The points (Optuna's parameters) of the grid ``after`` that the grid ``before`` lacks, in the order of the
+    product of ``after``'s axes."""
+    keys = list(after)
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(labels(after[k]) for k in keys))
+            if any(label not in labels(before[k]) for k, label in zip(keys, combo, strict=True))]
+
+
+def _round_read(plan: Plan, out: Path, trials: Sequence[Trial]) -> list[Trial] | None:
+    """An extension round's ``trials`` read from their folders once the round is over (with halving, every trial
+    run to the rung the rule sends it to, pruned short of the budget otherwise), or None while it is not."""
+    if not plan.rungs:
+        return [_read(plan, out, t) for t in trials] if all((out / t.folder).is_dir() for t in trials) else None
+    alive = [t for t in trials if not t.straight]
+    for j in range(len(plan.rungs)):
+        if j == len(plan.rungs) - 1:
+            alive += [t for t in trials if t.straight]
+        if not all((out / plan.folder(t.entry, t.number, j)).is_dir() for t in alive):
+            return None
+        if j < len(plan.rungs) - 1:
+            alive = going_on(plan, out, alive, j)
+    read = [_read(plan, out, t) for t in trials]
+    for trial in read:
+        trial.pruned = not trial.full
+    return read
+
+
+def _ran(plan: Plan, out: Path, trial: Trial) -> bool:
+    """Whether the trial has a finished folder (its first rung's with halving)."""
+    first = (len(plan.rungs) - 1 if trial.straight else 0) if plan.rungs else None
+    return (out / plan.folder(trial.entry, trial.number, first)).is_dir()
+
+
+def extension(plan: Plan, out: Path, grid: Sequence[Trial]) -> Extension:
+    """Grid edge extension replayed from the trials' folders, so that the workers, Ray and a resume make the same
+    rounds: once every entry's grid has run (``grid``: its trials read), round r looks at each entry's best trial so
+    far (:func:`best_trials`), and each grid axis whose best value is its lowest or highest gets the value one step
+    further (:func:`step_beyond`: the r-th step beyond the grid as written, when the entry accepts it); every point
+    of the wider grid the entry lacks is a trial of the round, numbered after the entry's last. A round's trials of
+    an entry are halved among themselves, by the rule of the grid's. The rounds stop when no entry's grid grew, at
+    ``tune.extend.limit``, or at a round not yet over (its trials ``pending``)."""
+    found = Extension({e.name: e for e in plan.entries})
+    settings = plan.config.extend
+    if settings is None or any(t.waiting for t in grid) or any(
+            sum(t.entry.name == e.name for t in grid) < e.trials for e in plan.entries):
+        return found
+    trials = list(grid)
+    taken: dict[tuple[str, str, str], int] = {}
+    for round_ in range(1, settings.limit + 1):
+        best = best_trials(trials)
+        new: list[Trial] = []
+        for entry in plan.entries:
+            now, top = found.entries[entry.name], best.get(entry.name)
+            if top is None:
+                continue
+            values = top.values()
+            grown = dict(now.spaces)
+            for key, space in now.spaces.items():
+                edge = space.edge(values[key]) if space.grid else None
+                if edge not in ("lowest", "highest"):
+                    continue
+                count = taken.get((entry.name, key, edge), 0) + 1
+                value, why = step_beyond(plan, entry, key, edge, count)
+                found.steps.append(Step(entry.name, round_, key, edge, value, why))
+                if value is not None:
+                    taken[(entry.name, key, edge)] = count
+                    grown[key] = replace(space, choices=(value, *space.choices) if edge == "lowest"
+                                         else (*space.choices, value))
+            if grown == now.spaces:
+                continue
+            wider = replace(now, spaces=grown)
+            found.entries[entry.name] = wider
+            first = 1 + max(t.number for t in trials if t.entry.name == entry.name)
+            points = new_points(now.spaces, grown)
+            straight = bool(plan.rungs) and len(points) < plan.eta
+            new += [Trial(wider, first + i, params, extension=round_, straight=straight)
+                    for i, params in enumerate(points)]
+        if not new:
+            break
+        read = _round_read(plan, out, new)
+        if read is None:
+            found.pending = new
+            found.trials += [_read(plan, out, replace(t, waiting=True)) for t in new if _ran(plan, out, t)]
+            break
+        found.trials += read
+        trials += read
     return found
+
+
+def extension_notes(plan: Plan, found: Extension) -> list[str]:
+    """One line per entry on what grid edge extension did (none without ``tune.extend``): each axis's values added,
+    by round, and each step not taken and why; or that its best lay inside its grid."""
+    if plan.config.extend is None:
+        return []
+    notes = []
+    for entry in plan.entries:
+        mine = [s for s in found.steps if s.entry == entry.name]
+        if not mine:
+            notes.append(f"{entry.name}: nothing, its best is inside its grid")
+            continue
+        parts = []
+        for key in dict.fromkeys(s.key for s in mine):
+            added = [f"{scenario_mod.short_value(s.value)} (round {s.round})" for s in mine
+                     if s.key == key and s.value is not None]
+            missed = list(dict.fromkeys(f"no step beyond its {s.edge}: {s.why}" for s in mine
+                                        if s.key == key and s.value is None))
+            parts.append(f"{key} " + "; ".join([*(["added " + ", ".join(added)] if added else []), *missed]))
+        trials = len(new_points(entry.spaces, found.entries[entry.name].spaces))
+        notes.append(f"{entry.name}: {'; '.join(parts)} ({trials} more trial{'s' * (trials != 1)})")
+    return notes
 
 
 def kept(plan: Plan, trials: Sequence[Trial], score: Callable[[Trial], float]) -> list[Trial]:
@@ -1131,6 +1388,9 @@ def replay_halving(out: Path, halving: HalvingConfig | None = None) -> HalvingRe
     full, trials = finished_tune(out)
     if full.rungs:
         raise InputError(str(out), "was tuned with halving already; replay a tune run with tune.halving: false")
+    if full.config.extend is not None:
+        raise InputError(str(out), "was tuned with tune.extend, whose rounds follow the trials it chose; replay a tune "
+                         "run without it")
     asked = full.scn.model_copy(deep=True)
     assert asked.tune is not None
     asked.tune.halving = halving if halving is not None else HalvingConfig()
@@ -1238,15 +1498,15 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
         # a resume shows what has run at once, in this version's tables (a folder of an older version, or whose
         # last trial was published before its tables were written, is not left as it was until the next trial ends)
         written = tables() if resume else []  # a new tune's first batch writes them
-        while True:
-            batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
-            if not batch:
-                break
-            alive = batch
+
+        def run_batch(batch: Sequence[Trial]) -> None:  # a batch's trials, rung by rung: those not run yet
+            alive = [t for t in batch if not t.straight]
             for j, budget in enumerate(plan.rungs or [None]):
                 rung = None if budget is None else j
                 if j > 0:  # the scores of the whole batch at the rung before say who goes on, not who finished first
                     alive = going_on(plan, out, alive, j - 1)
+                if j == len(plan.rungs) - 1:
+                    alive += [t for t in batch if t.straight]
                 targets, started = [], set()
                 for trial in alive:
                     where = plan.folder(trial.entry, trial.number, rung)
@@ -1264,7 +1524,13 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                 if targets:
                     say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")
                     run_targets(targets, launch, on_published=published)
-                    ran |= started
+                    ran.update(started)
+
+        while True:
+            batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
+            if not batch:
+                break
+            run_batch(batch)
             for trial in batch:
                 study = studies[trial.entry.index]
                 if not _read(plan, out, trial).full:
@@ -1273,6 +1539,13 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                     study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
                 else:
                     study.tell(trial.number, trial.score)
+            written = tables()
+        while plan.config.extend is not None:  # grid edge extension, round by round, decided from the folders
+            grid = [t for t in _finished(plan, studies, out) if t.extension == 0]
+            pending = extension(plan, out, grid).pending
+            if not pending:
+                break
+            run_batch(pending)
             written = tables()
         return TuneOutcome(out, plan, written, len(ran))
 

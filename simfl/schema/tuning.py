@@ -17,6 +17,7 @@ option an int range or a list of integers, :func:`kind_problem`). :mod:`simfl.la
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import re
 import types
@@ -80,6 +81,78 @@ class Space:
         if self.grid:
             return list(self.choices)
         return [int(self.low), int(self.high)] if self.kind == "int" else [self.low, self.high]
+
+
+SPACING_SPREAD = 2.0
+"""The most a grid's largest gap may exceed its smallest (in the scale it is spaced in) for a step beyond it."""
+
+
+def spacing(values: Sequence[float]) -> str | None:
+    """How a grid of three or more distinct numbers is spaced: ``geometric`` (all of one sign, its ratios more even
+    than its differences: 0.01, 0.03, 0.1), ``arithmetic`` (its differences at least as even: 0.2, 0.4, 0.6, or any
+    grid holding 0), or None when even the better of the two has a gap more than :data:`SPACING_SPREAD` times
+    another (0.001, 0.5, 0.9) or there are fewer than three values (two say nothing of the spacing)."""
+    ordered = sorted(float(v) for v in values)
+    if len(ordered) < 3:
+        return None
+
+    def spread(points: Sequence[float]) -> float:
+        gaps = [b - a for a, b in itertools.pairwise(points)]
+        return max(gaps) / min(gaps)
+
+    linear = spread(ordered)
+    same_sign = all(v > 0 for v in ordered) or all(v < 0 for v in ordered)
+    ratio = spread([math.log(abs(v)) for v in (ordered if ordered[0] > 0 else ordered[::-1])]) if same_sign else math.inf
+    kind, best = ("geometric", ratio) if ratio < linear else ("arithmetic", linear)
+    return kind if best <= SPACING_SPREAD else None
+
+
+def _rounded(value: float, step: float) -> float:
+    """``value`` with the fewest significant digits (up to 12) that keep it within a twentieth of ``step`` of itself in
+    log terms (``step``: the log of the grid's ratio): 0.1 x 3.162 = 0.316 is 0.3, and 1.6 x 2 stays 3.2."""
+    for digits in range(1, 13):
+        near = float(f"{value:.{digits}g}")
+        if near != 0 and abs(math.log(abs(near / value))) <= 0.05 * step:
+            return near
+    return float(f"{value:.12g}")
+
+
+def grid_step(space: Space, edge: str, steps: int = 1) -> tuple[Any | None, str]:
+    """The value ``steps`` steps beyond the ``lowest`` or ``highest`` of a grid of numbers, as the grid is spaced, and
+    why there is none when there is none. A geometric grid steps by its mean ratio r = (high / low)^(1 / (n - 1)):
+    the k-th value above is high r^k, rounded to the fewest significant digits within a twentieth of a step (0.01, 0.03,
+    0.1: 0.3, then 1, then 3; 0.003 below); an arithmetic grid by its mean difference (0.2, 0.4, 0.6: 0.8, 1; 0).
+    A grid of integers stays integers (the value rounded, at least k integers beyond the edge); a geometric step that
+    would reach 0 or change sign is not taken. Whether the entry accepts the value (a share above 1, a learning rate
+    of 0) is the caller's check (:func:`value_problem`)."""
+    numbers = [v for v in space.choices if _is_number(v)]
+    if not space.grid or len(numbers) != len(space.choices) or len(numbers) < 2:
+        return None, "its values are not a grid of numbers"
+    kind = spacing(numbers)
+    if kind is None:
+        shown = ", ".join(f"{v:g}" for v in sorted(numbers))
+        return None, (f"its values ({shown}) do not say how it is spaced: list three or more, evenly or by a constant "
+                      "ratio" if len(numbers) < 3 else f"its values ({shown}) are spaced neither evenly nor by a "
+                      "constant ratio")
+    integers = all(isinstance(v, int) for v in numbers)
+    low, high, n = min(numbers), max(numbers), len(numbers)
+    up = edge in ("highest", "high")
+    at = high if up else low
+    if kind == "geometric":
+        ratio = (high / low) ** (1 / (n - 1))
+        value = at * ratio**steps if up else at / ratio**steps
+        value = value if integers else _rounded(value, abs(math.log(ratio)))
+    else:
+        step = (high - low) / (n - 1)
+        value = at + steps * step if up else at - steps * step
+        value = 0.0 if abs(value) < 1e-9 * step else float(f"{value:.12g}")  # 0.2 - 0.2 is 0, not 2.8e-17
+    if integers:
+        whole = round(value)
+        whole = max(whole, int(at) + steps) if up else min(whole, int(at) - steps)
+        if kind == "geometric" and (whole == 0 or (whole > 0) != (at > 0)):
+            return None, f"no integer {'above' if up else 'below'} {at:g} continues its ratio without reaching 0"
+        return whole, ""
+    return value, ""
 
 
 def _is_number(value: Any) -> bool:
@@ -150,6 +223,15 @@ class HalvingConfig(Section):
                        "grid (eval.every); a rung under one evaluation period is left out.")
 
 
+class ExtendConfig(Section):
+    """Grid edge extension: a best value at the lowest or highest of a grid of numbers is searched one step further."""
+
+    limit: int = Field(2, ge=1, le=10, description="The most extension rounds: each round, every entry whose best "
+                       "value of a grid of numbers is its lowest or highest gets that axis one step further in that "
+                       "direction (geometric or arithmetic, as the grid is spaced), every point of the wider grid it "
+                       "lacks run as a trial; the rounds stop when no entry's best is at such an edge, or here.")
+
+
 class TuneConfig(Section):
     """``simfl tune``: search each entry's hyperparameters with the same budget, scored on a validation split."""
 
@@ -192,6 +274,11 @@ class TuneConfig(Section):
         "runs the whole budget. Unset: on where it is safe (a time budget with at least two rungs on the "
         "evaluation grid, and at least eta trials in each entry's first batch), else off; the tune's first line "
         "says which.",
+    )
+    extend: ExtendConfig | None = Field(
+        None, description="Extend a grid where an entry's best value is at its edge ({limit: 2}: at most two rounds "
+        "of one step each); off by default, since it adds trials whose number the scores decide. Grid sampler only, "
+        "every entry's whole grid searched; see docs/fair-comparisons.md.",
     )
     seeds: list[NonNegInt] | None = Field(
         None, description="Seeds of the best configuration's scenario file (the test-set comparison); default: as "
@@ -300,7 +387,7 @@ def entry_spaces(tune: TuneConfig, algorithms: Sequence[Any]) -> list[dict[str, 
             if wrong is not None:
                 raise ValueError(f"'{key}': {_flow(raw)} does not fit entry {names[i]}: {wrong}")
             for value in space.ends():
-                problem = _problem(algorithms[i], inner, value)
+                problem = value_problem(algorithms[i], inner, value)
                 if problem is not None:
                     raise ValueError(f"'{key}': {value!r} does not fit entry {names[i]}: {problem}")
             spaces[i][inner] = space
@@ -407,7 +494,7 @@ def given_value(config: BaseModel, train: BaseModel, inner: str, space: Space) -
         value = node
         found = ([c for c in space.choices
                   if type(config).model_validate(with_values(own, {inner: c})).model_dump(mode="json") ==
-                  type(config).model_validate(own).model_dump(mode="json") and _problem(config, inner, c) is None]
+                  type(config).model_validate(own).model_dump(mode="json") and value_problem(config, inner, c) is None]
                  if space.grid else [value])
     if not found or (not space.grid and not (isinstance(value, int | float) and space.low <= value <= space.high)):
         raise ValueError(f"given_first: the entry's own {inner} ({value!r}) is not among the searched values")
@@ -428,7 +515,7 @@ def with_values(entry: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str
     return out
 
 
-def _problem(config: BaseModel, inner: str, value: Any) -> str | None:
+def value_problem(config: BaseModel, inner: str, value: Any) -> str | None:
     """Why ``value`` at ``inner`` does not fit the entry ``config``, or None when it does."""
     raw = with_values(config.model_dump(mode="json", exclude_none=True), {inner: value})
     try:
