@@ -44,7 +44,12 @@ class Arrival:
     arrays: Mapping[str, torch.Tensor] = field(default_factory=dict)
     """What the client's hooks sent back besides its weights (e.g. SCAFFOLD's updated control variate)."""
     metrics: Mapping[str, float] = field(default_factory=dict)
-    """The round's ``steps`` (optimizer steps) and ``loss`` (mean training loss); empty when nothing trained."""
+    """The round's ``steps`` (optimizer steps), ``loss`` (mean training loss) and ``loss_sq`` (the mean over the
+    round's training samples of each sample's loss squared); empty when nothing trained."""
+    time: float = 0.0
+    """The virtual time the server takes the arrival (what a rule paced by time reads: Pisces)."""
+    latency: float = 0.0
+    """The round's duration, dispatch to delivery (the client's latency as events.csv records it)."""
 
 
 ClientEvaluation = Callable[[int, torch.Tensor, Mapping[str, Any]], dict[str, int | float]]

@@ -486,7 +486,8 @@ class World:
         self.clock.stop()
 
     def arrival(self, client: ClientState, staleness: int) -> Arrival:
-        """Count the arrival of ``client`` (t += 1) and collect its reply: trained weights, arrays, metrics."""
+        """Count the arrival of ``client`` (t += 1) and collect its reply: trained weights, arrays, metrics (with the
+        time it is taken and the round's latency)."""
         st = self.state
         st.updates += 1
         st.dry = 0
@@ -501,7 +502,7 @@ class World:
             client.memory = arrays[MEMORY]
             arrays = {k: v for k, v in arrays.items() if k != MEMORY}
         return Arrival(client.index, reply.weights, client.start, staleness, st.updates, client.num_samples,
-                       arrays, reply.metrics)
+                       arrays, reply.metrics, self.clock.now, client.latency)
 
     # -- stopping ----------------------------------------------------------------
 

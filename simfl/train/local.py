@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.nn import functional
 
 from simfl import rng
 from simfl.models.flat import Layout
@@ -80,7 +81,9 @@ class LocalTrainer:
         return self.representation().frozen(self.layout, flat)
 
     def run(self, job: Job) -> Reply:
-        """Train ``job``: the client's new flat weights, the arrays its hooks send back, its steps and mean loss."""
+        """Train ``job``: the client's new flat weights, the arrays its hooks send back, its steps, its mean loss
+        over the steps and ``loss_sq``, the mean over every sample it trained on (each epoch's) of the sample's loss
+        squared (Oort's statistical utility reads it, :mod:`simfl.algorithms.pisces`)."""
         cfg = self.config
         model = self.model
         self.layout.load(model, job.start)
@@ -100,19 +103,23 @@ class LocalTrainer:
         n = len(y)
         stop = n - 1 if self.has_bn and n > 1 and n % cfg.batch_size == 1 else n
         gen = rng.torch_generator(self.seed, "train", job.client, job.round)
-        steps = 0
+        steps = samples = 0
         total = torch.zeros((), device=device)
+        squares = torch.zeros((), device=device)
         for _ in range(cfg.epochs):
             order = torch.randperm(n, generator=gen).to(device)
             for i in range(0, stop, cfg.batch_size):
                 idx = order[i : i + cfg.batch_size]
+                inputs, labels = x[idx], y[idx]
                 if represent is None:
-                    loss = self.loss_fn(model(x[idx]), y[idx])
+                    outputs = model(inputs)
                 else:  # a hook reads the batch: the same forward pass, its representation kept
-                    inputs, labels = x[idx], y[idx]
                     outputs, features = represent(inputs)
-                    loss = self.loss_fn(outputs, labels)
+                loss = self.loss_fn(outputs, labels)
                 total += loss.detach()
+                each = functional.cross_entropy(outputs.detach(), labels, reduction="none").reshape(-1)
+                squares += torch.dot(each, each)  # each sample's loss, squared, summed: the reply's loss_sq
+                samples += each.numel()
                 for h in terms:
                     term = h.loss()
                     if term is not None:
@@ -133,4 +140,5 @@ class LocalTrainer:
         arrays: dict[str, torch.Tensor] = {}
         for h in hooks.overrides(built, "reply"):
             arrays.update(h.reply(trained, steps))
-        return Reply(trained, arrays, {"steps": float(steps), "loss": float(total) / steps if steps else float("nan")})
+        return Reply(trained, arrays, {"steps": float(steps), "loss": float(total) / steps if steps else float("nan"),
+                                       "loss_sq": float(squares) / samples if samples else float("nan")})
