@@ -4,18 +4,24 @@
 the app's ``main(grid, context)`` once per run, in a thread of the simulating process, with a simfl Grid
 (:func:`sim_grid`). The app and the simulation take turns, never both at once (:class:`Handoff`):
 
-1. The simulation opens a round when clients are free (:meth:`ServerAppRounds.choose`) and hands over to the app,
-   whose ``grid.get_node_ids()`` answers those clients (node id = client + 1).
+1. The app's first turn starts ``main`` at time 0; ``grid.get_node_ids()`` answers the clients it may message
+   (node id = client + 1): the present ones, a node still working on a message whose call timed out aside.
 2. The app runs (Flower's ``Strategy.start``, a workflow such as ``DefaultWorkflow`` with ``SecAggPlusWorkflow``,
-   or a loop of its own) until it asks the grid for replies (``send_and_receive``, or ``push_messages`` then
-   ``pull_messages``). Every message it pushed, of any type (``train``, ``evaluate``, ``query``, a custom
-   ``train.x``), with or without arrays, is one client round of its node: simfl dispatches those clients with
-   their latencies (each message costs its node's next latency draw, whatever its type), deadlines, failures and
-   departures, and hands each ClientApp the message exactly as the app sent it (Flower's own serialisation:
-   float64 arrays stay float64, integer arrays integer, lists lists; :data:`simfl.train.flower.SENT`).
-3. When the round closes (every node replied, failed or left, or ``rounds.deadline`` passed), the replies of the
-   clients that delivered, as their ClientApps gave them, in the order they arrived, are what the app's call
-   returns.
+   or a loop of its own) until it waits on the grid. ``push_messages`` does not wait: its messages leave when the
+   app next waits, at the same virtual time. Every message, of any type (``train``, ``evaluate``, ``query``, a
+   custom ``train.x``), with or without arrays, is one client round of its node, and a node works its messages first
+   come, first served (several may wait for it): :class:`simfl.sim.messages.MessageServer` times them (each its
+   node's next latency draw, from the client's own stream, so the same seed gives the same times), with deadlines,
+   failures and departures, and hands each ClientApp the message exactly as the app sent it (Flower's own
+   serialisation: float64 arrays stay float64, integer arrays integer, lists lists; :data:`simfl.train.flower.SENT`).
+   A turn's messages leave in node order, a node's own in the order pushed.
+3. ``send_and_receive`` returns when every one of its messages was replied to, failed or was lost, or when its
+   ``timeout`` (virtual seconds; the scenario's ``rounds.deadline`` when smaller) passed: the replies in the order
+   they arrived; a reply later than that is dropped (events.csv ``late``), as Flower's would be. ``pull_messages``
+   returns the replies to its ids that arrived by now (the current virtual time), in the order they arrived; when
+   none has and some are under way, the app waits in virtual time until the next of them arrives, so a loop that
+   polls (sleeping between pulls, as Flower's apps do) gets a reply per pull and its numbers never depend on the
+   wall clock; with none under way it returns nothing at once.
 4. When ``main`` returns, no round opens again and the run ends there (:attr:`ServerAppRounds.finished`), whatever
    is left of the budget; the app's code after its rounds (saving its model) has run.
 
@@ -53,10 +59,8 @@ a thread ``main`` started is one line naming the app and the thread, its traceba
 (:func:`_app_threads_hook`). Flower's log lines from the app's thread (its ``[ROUND 1/3]``,
 aggregation and final summary lines) are said with the virtual time (:attr:`Setup.say`, not under ``--quiet``).
 
-A ``pull_messages`` returns when the round of its messages closed (the replies of the clients that delivered by
-then), not as soon as any reply is in: simfl has no wall-clock polling, and this is what ``send_and_receive`` does.
-The app's ``main`` raising, or its messages going where they cannot (a node that is not free, two messages to one
-node at once), is one line naming the app, exit 2 (:func:`simfl.errors.user_call`). The app's thread holds Python
+The app's ``main`` raising, or a message to a node the grid does not list, is one line naming the app, exit 2
+(:func:`simfl.errors.user_call`). The app's thread holds Python
 state that no checkpoint can carry, so such a run is not checkpointed; resumed, it starts again, with the same
 numbers.
 
@@ -87,6 +91,7 @@ from simfl.algorithms import legacy_server
 from simfl.algorithms.base import Arrival, Setup, SyncAlgorithm
 from simfl.algorithms.configs import ServerAppConfig, run_name
 from simfl.algorithms.flower_strategies import load_server_app
+from simfl.algorithms.messaging import Messaging, Request, WaitKind
 from simfl.errors import InputError, UserCodeFailed, overran, user_call
 from simfl.models.arrays import HELD
 from simfl.models.flat import Layout
@@ -339,7 +344,13 @@ class _Turn:
 
     kind: Literal["messages", "wait", "done", "failed"]
     messages: list[Any] = field(default_factory=list)
+    """The messages pushed since the app's last turn, in order (their ids set)."""
     error: BaseException | None = None
+    wait: WaitKind = "all"
+    """A ``messages`` turn: what the app waits for (``all``: every one of ``keys`` ended, ``any``: a reply to one)."""
+    keys: frozenset[int] = frozenset()
+    timeout: float | None = None
+    """The app's ``send_and_receive`` timeout (virtual seconds; None: none)."""
 
 
 class Handoff:
@@ -416,13 +427,12 @@ class Handoff:
         """Whether the calling thread runs the app's ``main``."""
         return threading.get_ident() == self.thread.ident
 
-    def ask(self, messages: list[Any], kind: Literal["messages", "wait"] = "messages") -> list[Any]:
-        """In the app's thread: hand ``messages`` over and wait for their replies (``wait``: for more nodes)."""
-        self.to_sim.put(_Turn(kind, messages))
-        answer = self.to_app.get()
-        if answer is _Ended:
+    def ask(self, turn: _Turn) -> None:
+        """In the app's thread: hand the simulation ``turn`` (messages pushed and what the app waits for, or a wait
+        for more nodes) and wait until it is there (the replies are then in the grid's mailbox)."""
+        self.to_sim.put(turn)
+        if self.to_app.get() is _Ended:
             raise _Ended()
-        return answer  # type: ignore[no-any-return]
 
     def refuse(self, method: str) -> None:
         """A thread of the app's own called the grid's ``method``: the run ends in one line, that thread here (it ends
@@ -463,9 +473,34 @@ class Handoff:
             self.thread.join(10.0)
 
 
-def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
-    """A Flower Grid whose messages the simulation delivers: ``get_node_ids()`` is ``nodes`` (kept up to date
-    by the caller), ``push_messages`` queues, ``pull_messages`` hands the queue over and waits for the round."""
+@dataclass
+class Mailbox:
+    """The SuperLink's store between the app's grid and the simulation: what the app pushed since its last turn, the
+    messages under way, and the replies arrived (in the order they arrived) that the app has not pulled yet."""
+
+    outbox: list[Any] = field(default_factory=list)
+    open: set[int] = field(default_factory=set)
+    """Pushed, neither replied nor ended."""
+    arrived: dict[int, Any] = field(default_factory=dict)
+    count: int = 0
+
+    def take(self, keys: set[int]) -> list[Any]:
+        """The arrived replies to ``keys``, in the order they arrived, taken out of the store."""
+        found = [k for k in self.arrived if k in keys]
+        return [self.arrived.pop(k) for k in found]
+
+
+def _keys(message_ids: Iterable[str]) -> set[int]:
+    """The mailbox keys of ``message_ids`` (ids simfl gave: decimal counts; any other id matches nothing)."""
+    return {int(i) for i in map(str, message_ids) if i.isdigit()}
+
+
+def sim_grid(handoff: Handoff, nodes: list[int], run_id: int, mailbox: Mailbox) -> Any:
+    """A Flower Grid whose messages the simulation delivers: ``get_node_ids()`` is ``nodes`` (kept up to date by the
+    caller), ``push_messages`` leaves messages in ``mailbox`` without waiting (the simulation sends them at the app's
+    next turn, at the same virtual time), ``pull_messages`` takes the replies arrived by now, waiting in virtual time
+    for the next one when none has and some are under way; ``send_and_receive`` waits for all, or its timeout in
+    virtual time."""
     from flwr.app import Message as FlowerMessage
     from flwr.serverapp import Grid
     from flwr.supercore.run import Run
@@ -473,9 +508,6 @@ def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
     class SimGrid(Grid):
         def __init__(self) -> None:
             self._run = Run.create_empty(run_id)
-            self.pushed: dict[str, Any] = {}
-            self.replies: dict[str, Any] = {}
-            self.count = 0
             self.polls = 0
             """get_node_ids() calls since the app last sent messages: a second one waits for more nodes."""
             self.seen: list[int] | None = None
@@ -492,13 +524,17 @@ def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
                            ttl: float | None = None) -> Any:
             return FlowerMessage(content, dst_node_id, message_type, ttl=ttl, group_id=group_id)
 
+        def _ask(self, wait: WaitKind, keys: set[int], timeout: float | None = None) -> None:
+            sent, mailbox.outbox = mailbox.outbox, []
+            handoff.ask(_Turn("messages", sent, wait=wait, keys=frozenset(keys), timeout=timeout))
+
         def get_node_ids(self) -> list[int]:
             if not handoff.in_app():  # another thread (the legacy client manager's registration, every 5 s of wall
                 return list(nodes if self.seen is None else self.seen)  # time): what the app saw, whenever it asks
             if not legacy_server.registering(sys._getframe(1)):  # a legacy client manager's update: bookkeeping
                 self.polls += 1
                 if self.polls > 1:  # asked again without sending: the app waits for nodes to connect
-                    handoff.ask([], "wait")
+                    handoff.ask(_Turn("wait", []))
             self.seen = list(nodes)
             return list(nodes)
 
@@ -512,7 +548,7 @@ def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
             """A legacy client manager waits for ``count`` nodes: wait in virtual time until it holds them (its
             ``num_available`` registers the nodes the grid lists)."""
             while manager.num_available() < count:
-                handoff.ask([], "wait")
+                handoff.ask(_Turn("wait", []))
 
         def push_messages(self, messages: Iterable[Any]) -> list[str]:
             if not handoff.in_app():
@@ -523,31 +559,41 @@ def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
                 if not isinstance(message, FlowerMessage):
                     raise InputError(WHERE, f"{handoff.what} pushed a {type(message).__name__}, not a "
                                      "flwr.app.Message")
-                self.count += 1
-                message.metadata.__dict__["_message_id"] = str(self.count)
-                self.pushed[str(self.count)] = message
-                ids.append(str(self.count))
+                mailbox.count += 1
+                message.metadata.__dict__["_message_id"] = str(mailbox.count)
+                mailbox.outbox.append(message)
+                mailbox.open.add(mailbox.count)
+                ids.append(str(mailbox.count))
             return ids
 
         def pull_messages(self, message_ids: Iterable[str]) -> list[Any]:
-            """The replies to ``message_ids`` in the order they arrived (virtual time, then dispatch order)."""
+            """The replies to ``message_ids`` that arrived by now, in the order they arrived; when none has and some
+            are under way, the app waits in virtual time until the next of them arrives (or all ended without one):
+            a loop that polls gets a reply per pull, whatever it sleeps between pulls."""
             if not handoff.in_app():
                 handoff.refuse("pull_messages")
-            wanted = {str(i) for i in message_ids}
-            if wanted & set(self.pushed):
-                sent, self.pushed = list(self.pushed.values()), {}
-                for reply in handoff.ask(sent):
-                    self.replies[reply.metadata.reply_to_message_id] = reply
-            found = [i for i in self.replies if i in wanted]
-            return [self.replies.pop(i) for i in found]
+            wanted = _keys(message_ids)
+            found = mailbox.take(wanted)
+            if not found and wanted & mailbox.open:
+                self._ask("any", wanted & mailbox.open)
+                found = mailbox.take(wanted)
+            return found
 
         def send_and_receive(self, messages: Iterable[Any], *, timeout: float | None = None) -> list[Any]:
+            """Push ``messages`` and wait until each one's reply arrived or its node failed or left, or ``timeout``
+            virtual seconds passed (the replies later than that are dropped, as Flower's would be)."""
             if not handoff.in_app():
                 if handoff.owns(threading.current_thread()) and _pool_worker(threading.current_thread()):
                     return handoff.watch.pool.send(list(messages), _Ended)  # a legacy Server's fit_clients worker
                 handoff.refuse("send_and_receive")
-            ids = self.push_messages(messages)
-            return self.pull_messages(ids) if ids else []
+            keys = _keys(self.push_messages(messages))
+            if not keys:
+                return []
+            if timeout is not None and not timeout >= 0:
+                raise InputError(WHERE, f"{handoff.what} called grid.send_and_receive with timeout={timeout!r}; "
+                                 "a timeout is a number of seconds, at least 0, or None")
+            self._ask("all", keys, None if timeout is None else float(timeout))
+            return mailbox.take(keys)
 
     grid = SimGrid()
     handoff.watch.serving, handoff.watch.waiting = grid.serve, grid.wait_nodes
@@ -555,7 +601,7 @@ def sim_grid(handoff: Handoff, nodes: list[int], run_id: int) -> Any:
 
 
 def launch(path: str, run_config: Mapping[str, Any], nodes: list[int], run_id: int,
-           limit: float | None) -> Handoff:
+           limit: float | None, mailbox: Mailbox | None = None) -> Handoff:
     """The ServerApp at ``path``, ready to start on a grid listing ``nodes`` (kept up to date by the caller), with a
     server context of run ``run_id`` holding ``run_config``."""
     require(WHERE)
@@ -567,7 +613,7 @@ def launch(path: str, run_config: Mapping[str, Any], nodes: list[int], run_id: i
                       run_config=dict(run_config))
     grid: Any = None
     handoff = Handoff(lambda: app(grid, context), f"the ServerApp {path}", limit)
-    grid = sim_grid(handoff, nodes, run_id)
+    grid = sim_grid(handoff, nodes, run_id, Mailbox() if mailbox is None else mailbox)
     return handoff
 
 
@@ -631,8 +677,9 @@ def aggregated(replies: list[Any]) -> dict[str, Any]:
 # -- the algorithm ------------------------------------------------------------------------------------------------
 
 
-class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
-    """Rounds whose nodes, messages and replies are a Flower ServerApp's (module docstring)."""
+class ServerAppRounds(SyncAlgorithm[ServerAppConfig], Messaging):
+    """A Flower ServerApp's messages, nodes and replies, served by :class:`simfl.sim.messages.MessageServer`
+    (module docstring)."""
 
     Config = ServerAppConfig
 
@@ -640,9 +687,10 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         super().__init__(config, setup)
         self.what = f"the ServerApp {config.app}"
         self.nodes: list[int] = []
-        """The node ids the app's grid lists: the clients free at the latest opening, + 1."""
+        """The node ids the app's grid lists: the clients it may message at its latest turn, + 1."""
         self.run_id = flower.run_id(setup.seed, run_name(config))
-        self.handoff = launch(config.app, config.run_config, self.nodes, self.run_id, config.timeout)
+        self.mailbox = Mailbox()
+        self.handoff = launch(config.app, config.run_config, self.nodes, self.run_id, config.timeout, self.mailbox)
         self.own_model = setup.layout.names == [HELD]
         """The model is the app's own: simfl holds only its version (:func:`simfl.models.arrays.held`)."""
         self.w = setup.init.clone()
@@ -656,37 +704,39 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         self.told = False
         """The app was said to train on data of its own (:meth:`_own_data`)."""
         self.rounds = 0
-        """Rounds opened (a round: the messages of one call for replies)."""
+        """Calls for replies made (a round: the messages sent at one turn and the wait that follows)."""
         self.offered = 0
-        """Nodes the open round's app saw free."""
-        self.started = False
+        """Nodes the app saw at its latest call."""
+        self.started_app = False
         self.finished = False
-        """``main`` returned: no round opens again."""
+        """``main`` returned: no turn comes again."""
         self.sent: dict[int, tuple[Any, torch.Tensor]] = {}
-        """The open round's message to each client, and its bytes."""
-        self.answer: list[Any] | None = None
-        """The replies of the round that closed last, for the app's next turn."""
+        """Each message under way (by key): as the app sent it, and its bytes."""
+        self.working: dict[int, int] = {}
+        """The message each node works on (what its client round is sent)."""
+        self.call: list[int] = []
+        """The nodes of the latest call's messages (one entry a message), for its closing line."""
+        self.kinds: list[Any] = []
+        """The latest call's messages (their types, for its closing line)."""
+        self.fresh: list[tuple[Any, Arrival]] = []
+        """The replies arrived since the app's last turn, with their arrivals, in order."""
         self.counted: dict[str, int] = {}
         """Rounds of each message type (train, evaluate) recorded from the replies."""
         self.from_replies: dict[str, list[dict[str, Any]]] = {"train": [], "federated": []}
         """train.csv and federated.csv from the replies, for an app that returns no Result."""
 
     @property
-    def clients_per_round(self) -> int:
-        """Every node the app sent a message waits for it (a round closes earlier only at a deadline)."""
-        return max(1, len(self.sent))
+    def clients_per_round(self) -> int:  # pragma: no cover - the message server times the app's messages
+        return 1
 
-    def choose(self, round_index: int, free: list[int]) -> list[int]:
+    def turn(self, listed: list[int]) -> Request:
+        """The app's turn: the replies since its last are in its mailbox; run it until it waits again."""
         if self.finished:
-            return []
-        self.nodes[:] = [c + 1 for c in free]
-        answer = (self.answer or []) if self.started else None  # [] after a round with no delivery
-        if self.sent and self.setup.say is not None:
-            results = len(answer or [])
-            kinds = ", ".join(sorted({str(m.metadata.message_type) for m, _ in self.sent.values()}))
-            self.setup.say(f"round {self.rounds} ({kinds}) closed: {len(self.sent)} messages to {len(self.sent)} of "
-                           f"the {self.offered} free nodes, {results} replies, {len(self.sent) - results} lost")
-        self.answer, self.started = None, True
+            return Request("done")
+        self.nodes[:] = [c + 1 for c in listed]
+        self._recorded()
+        answer: list[Any] | None = [] if self.started_app else None
+        self.started_app = True
         polls = 0
         while True:
             self.turns += 1
@@ -694,21 +744,39 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
                 turn = self.handoff.turn(answer, self.setup.say)
             if turn.kind == "done":
                 self._finish()
-                return []
+                return Request("done")
             if turn.kind == "wait":
-                if len(free) < self.setup.num_clients:
-                    return []  # the round waits in virtual time until a client is free, then lists the nodes again
+                if len(listed) < self.setup.num_clients:
+                    return Request("nodes")  # the app waits in virtual time until a node's work ends or one returns
                 polls += 1
                 if polls >= MAX_POLLS:
                     raise InputError(WHERE, f"{self.what} asked for the nodes {polls} times without sending a message "
-                                     f"while all {len(free)} clients were free: it waits for more nodes than the "
+                                     f"while all {len(listed)} clients were free: it waits for more nodes than the "
                                      "federation has (its strategy's min_available_nodes or sample size?)")
                 answer = []
                 continue
             if turn.kind == "failed":
                 assert turn.error is not None
                 raise turn.error
-            return self._open(turn.messages, free)
+            return self._open(turn, listed)
+
+    def _recorded(self) -> None:
+        """The replies since the app's last turn: its closing line, and train.csv and federated.csv rows."""
+        fresh, self.fresh = self.fresh, []
+        if self.call and self.setup.say is not None:
+            nodes = len(set(self.call))
+            kinds = ", ".join(sorted({str(m.metadata.message_type) for m in self.kinds}))
+            self.setup.say(f"round {self.rounds} ({kinds}) closed: {len(self.call)} messages to {nodes} of the "
+                           f"{self.offered} free nodes, {len(fresh)} replies, {max(0, len(self.call) - len(fresh))} "
+                           "lost")
+        self.call = []
+        replies = [r for r, _ in fresh]
+        for kind, table in (("train", "train"), ("evaluate", "federated")):
+            of_kind = [r for r in replies if flower.message_kind(r) == kind]
+            if of_kind:
+                self.counted[kind] = self.counted.get(kind, 0) + 1
+                self.from_replies[table].append({"round": self.counted[kind], "update": fresh[-1][1].update,
+                                                 "nodes": len(of_kind), **aggregated(of_kind)})
 
     def _finish(self) -> None:
         """``main`` returned: its last Result's arrays (its workflow's last parameters) are the final model."""
@@ -717,32 +785,51 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         if arrays is not None:
             self._model(arrays, None)
 
-    def _client(self, message: FlowerMessage, free: list[int]) -> int:
+    def _client(self, message: FlowerMessage, listed: list[int]) -> int:
         client = int(message.metadata.dst_node_id) - 1
-        if client not in free:
-            raise InputError(WHERE, f"{self.what} sent a message to node {client + 1}, which is not one of the free "
-                             f"nodes grid.get_node_ids() listed ({len(free)} of them); ask it each round")
+        if client not in listed:
+            raise InputError(WHERE, f"{self.what} sent a message to node {client + 1}, which is not one of the "
+                             f"nodes grid.get_node_ids() listed ({len(listed)} of them); ask it each round")
         return client
 
-    def _open(self, messages: list[Any], free: list[int]) -> list[int]:
-        """The round of the app's ``messages``: one to each of its nodes, each relayed as it is."""
-        self.sent = {}
+    def _open(self, turn: _Turn, listed: list[int]) -> Request:
+        """The app's pushed messages, each to its node's queue as it is, and what it waits for."""
         self.rounds += 1
-        self.offered = len(free)
+        self.offered = len(listed)
         model = None
-        for message in messages:
-            client = self._client(message, free)
-            if client in self.sent:
-                raise InputError(WHERE, f"{self.what} sent node {client + 1} two messages in one round; simfl "
-                                 "delivers one message per node until it replies")
+        sends = []
+        self.kinds = list(turn.messages)
+        for message in turn.messages:
+            client = self._client(message, listed)
+            key = int(message.metadata.message_id)
             packed = flower.pack_message(message)
-            self.sent[client] = (message, packed)
+            self.sent[key] = (message, packed)
+            sends.append((client, key))
+            self.call.append(client)
             if model is None and flower.message_kind(message) == "train" and message.has_content() \
                     and len(message.content.array_records) == 1:
                 model = (next(iter(message.content.array_records.values())), packed)
         if model is not None:
             self._model(*model)
-        return sorted(self.sent)
+        sends.sort(key=lambda send: send[0])  # a turn's messages leave in node order, a node's own as pushed
+        return Request(turn.wait, sends, turn.keys, turn.timeout)
+
+    def started(self, client: int, key: int) -> None:
+        self.working[client] = key
+
+    def replied(self, key: int, arrival: Arrival) -> None:
+        """A reply arrived: into the mailbox (the app pulls it), in arrival order."""
+        self._own_data(arrival)
+        packed = arrival.arrays.get(flower.REPLY)
+        reply = flower.unpack_message(packed) if packed is not None else self._echo(key, arrival)
+        self.sent.pop(key, None)
+        self.mailbox.open.discard(key)
+        self.mailbox.arrived[key] = reply
+        self.fresh.append((reply, arrival))
+
+    def ended(self, key: int) -> None:
+        self.sent.pop(key, None)
+        self.mailbox.open.discard(key)
 
     def _model(self, record: Any, packed: torch.Tensor | None) -> None:
         """The app sent the model ``record`` (in the message ``packed``; None: its Result's arrays): the model simfl
@@ -793,30 +880,18 @@ class ServerAppRounds(SyncAlgorithm[ServerAppConfig]):
         return self.w
 
     def message(self, client: int, round: int) -> Message:
-        return Message(arrays={flower.SENT: self.sent[client][1]})
+        return Message(arrays={flower.SENT: self.sent[self.working[client]][1]})
 
-    def aggregate(self, arrivals: list[Arrival]) -> None:
-        """The round's replies wait for the app's next turn (the next opening)."""
-        replies = []
-        for a in arrivals:
-            self._own_data(a)
-            packed = a.arrays.get(flower.REPLY)
-            replies.append(flower.unpack_message(packed) if packed is not None else self._echo(a))
-        for kind, table in (("train", "train"), ("evaluate", "federated")):
-            of_kind = [r for r in replies if flower.message_kind(r) == kind]
-            if of_kind:
-                self.counted[kind] = self.counted.get(kind, 0) + 1
-                self.from_replies[table].append({"round": self.counted[kind], "update": arrivals[-1].update,
-                                                 "nodes": len(of_kind), **aggregated(of_kind)})
-        self.answer = replies
+    def aggregate(self, arrivals: list[Arrival]) -> None:  # pragma: no cover - replies come one by one (replied)
+        raise NotImplementedError
 
-    def _echo(self, arrival: Arrival) -> Any:
+    def _echo(self, key: int, arrival: Arrival) -> Any:
         """The reply of a client in pure-latency mode (no ClientApp runs): the arrays it was sent, and its sample
         count as ``num-examples``."""
         from flwr.app import Message as FlowerMessage
         from flwr.app import MetricRecord, RecordDict
 
-        sent = self.sent[arrival.client][0]
+        sent = self.sent[key][0]
         records = dict(sent.content.array_records) if sent.has_content() else {}
         content = RecordDict({**records, "metrics": MetricRecord({"num-examples": int(arrival.num_samples)})})
         return FlowerMessage(content, reply_to=sent)

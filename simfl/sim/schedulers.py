@@ -24,7 +24,9 @@ import math
 from typing import Any
 
 from simfl.algorithms.base import Algorithm, AsyncAlgorithm, SyncAlgorithm
+from simfl.algorithms.messaging import Messaging
 from simfl.sim.clock import Wake
+from simfl.sim.messages import MessageServer
 from simfl.sim.population import Population
 from simfl.sim.server import Scheduler
 from simfl.sim.state import ClientState, Event
@@ -36,7 +38,10 @@ _new_event = tuple.__new__
 
 def scheduler_for(world: World, algorithm: Algorithm[Any], population: Population, server_time: float,
                   deadline: float | None, over_select: float) -> Scheduler:
-    """The scheduler of ``algorithm``'s kind, serving ``population`` (:mod:`simfl.sim.population`)."""
+    """The scheduler of ``algorithm``'s kind, serving ``population`` (:mod:`simfl.sim.population`); a server that
+    messages nodes one message at a time (a Flower ServerApp) is served by :class:`~simfl.sim.messages.MessageServer`."""
+    if isinstance(algorithm, Messaging):
+        return MessageServer(world, algorithm, population, server_time, deadline)
     if isinstance(algorithm, AsyncAlgorithm):
         return AsyncServer(world, algorithm, population, server_time)
     if isinstance(algorithm, SyncAlgorithm):

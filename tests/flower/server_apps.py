@@ -332,3 +332,75 @@ def narrow_server_fn(context: Context) -> Any:
 
 narrow_app = ServerApp(server_fn=narrow_server_fn)
 """A legacy app whose Server sends at most 2 messages at once."""
+
+
+# -- push and pull ------------------------------------------------------------------------------------------------
+
+
+def _query(node: int, tag: str, message_type: str = "query") -> Any:
+    """A config-only message to ``node``, tagged so that its reply can be told apart."""
+    from flwr.app import Message, RecordDict
+
+    return Message(RecordDict({"config": ConfigRecord({"tag": tag})}), dst_node_id=node, message_type=message_type)
+
+
+def _tell(context: Context, seen: dict[str, Any]) -> None:
+    import json
+
+    with open(str(context.run_config["record"]), "w") as fh:
+        json.dump(seen, fh)
+
+
+pushing_app = ServerApp()
+"""Pushes a query to every node, then a second one to each (two push_messages calls, no wait), then pulls in a loop
+that sleeps between pulls, as Flower's apps poll; records each pull's replies (by message id) in ``record``."""
+
+
+@pushing_app.main()
+def pushing_main(grid: Grid, context: Context) -> None:
+    import time
+
+    nodes = sorted(grid.get_node_ids())
+    first = list(grid.push_messages([_query(n, f"a{n}") for n in nodes]))
+    second = list(grid.push_messages([_query(n, f"b{n}") for n in nodes]))
+    waiting = set(first + second)
+    pulls: list[list[str]] = []
+    while waiting:
+        got = list(grid.pull_messages(first + second))
+        pulls.append([str(m.metadata.reply_to_message_id) for m in got])
+        waiting -= set(pulls[-1])
+        time.sleep(0.001)
+    nothing = list(grid.pull_messages(first))  # every reply taken: nothing left, no wait
+    _tell(context, {"first": first, "second": second, "pulls": pulls, "after": len(nothing)})
+
+
+timeout_app = ServerApp()
+"""send_and_receive to every node with ``timeout`` (virtual seconds), then to the nodes listed next without one;
+records the nodes that replied to each and the nodes listed in between."""
+
+
+@timeout_app.main()
+def timeout_main(grid: Grid, context: Context) -> None:
+    nodes = sorted(grid.get_node_ids())
+    early = grid.send_and_receive([_query(n, "early") for n in nodes], timeout=float(context.run_config["timeout"]))
+    listed = sorted(grid.get_node_ids())
+    later = grid.send_and_receive([_query(n, "later") for n in listed])
+    _tell(context, {"early": sorted(int(m.metadata.src_node_id) for m in early), "listed": listed,
+                    "later": sorted(int(m.metadata.src_node_id) for m in later)})
+
+
+vertical_app = ServerApp()
+"""As Flower's vertical example does: each round asks every node for its part (send_and_receive of queries), then
+pushes each node its gradient (a ``train.custom`` message) without waiting for a reply; the next round's queries
+queue behind the gradients. Records each round's reply nodes in arrival order."""
+
+
+@vertical_app.main()
+def vertical_main(grid: Grid, context: Context) -> None:
+    nodes = sorted(grid.get_node_ids())
+    rounds: list[list[int]] = []
+    for r in range(int(context.run_config["rounds"])):
+        replies = grid.send_and_receive([_query(n, f"q{r}") for n in nodes])
+        rounds.append([int(m.metadata.src_node_id) for m in replies])
+        grid.push_messages([_query(n, f"g{r}", "train.custom") for n in nodes])
+    _tell(context, {"rounds": rounds})

@@ -225,14 +225,14 @@ def test_the_example_app_gives_the_same_files_every_time(tmp_path: Path, monkeyp
 
     common = ("--scenario", str(APP / "scenario.yaml"), "--seeds", "0,1", "--quiet", "--run-config",
               "num-server-rounds=2")
-    original = ServerAppRounds.aggregate
+    original = ServerAppRounds.replied
 
-    def killed(self: ServerAppRounds, arrivals: Any) -> None:
+    def killed(self: ServerAppRounds, key: int, arrival: Any) -> None:
         if self.setup.seed == 1 and self.rounds == 2:
             raise KeyboardInterrupt
-        original(self, arrivals)
+        original(self, key, arrival)
 
-    monkeypatch.setattr(ServerAppRounds, "aggregate", killed)
+    monkeypatch.setattr(ServerAppRounds, "replied", killed)
     stopped = flwr(str(APP), *common, "--workers", "1", "--out", str(tmp_path / "cut"))
     assert stopped.returncode == 130, stopped.stderr
     assert "simfl flwr run APP_DIR --resume" in (tmp_path / "cut.partial" / "INCOMPLETE").read_text()
