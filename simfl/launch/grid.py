@@ -32,6 +32,12 @@ entry's time to target over the baseline's and its final accuracy, with interval
 comparison names fastest: the entry, ``level`` or ``not clear``, by :mod:`simfl.output.comparison`'s
 one rule) are written.
 
+Sequential seeds (``seeds: {first: 3, most: 9}``): each grid point is its own plan. Every point's cells of its
+first batch run, then each point's seeds so far are compared and put to the rule :func:`simfl.launch.runner.seeds_after`
+(the one ``simfl run`` follows for its folder): a settled point, or one at the most, stops, the others run their next
+batch, until none is open (:func:`_looks`). The looks are replayed from the cells' folders on a resume; comparison.csv
+then has each point's ``seeds`` and ``stopped``, and cells.csv the cells of every point's looks.
+
 Every (cell, entry, seed) run is one unit (:mod:`simfl.launch.units`): units run one after
 another in this process, in ``workers`` spawned processes, or as Ray tasks on a local
 instance or an existing cluster (``ray_address``) that needs no shared file system; a
@@ -57,11 +63,11 @@ from simfl import outdir
 from simfl.errors import InputError
 from simfl.launch.checkpoint import WALL_DEFAULT
 from simfl.launch.experiment import Engine
-from simfl.launch.runner import Launch, Target, comparison_of, run_targets, staged_target, workers_for
+from simfl.launch.runner import Launch, Target, comparison_of, run_targets, seeds_after, staged_target, workers_for
 from simfl.output import comparison as comparing
 from simfl.output.comparison import Comparison
 from simfl.schema import scenario as scenario_mod
-from simfl.schema.scenario import Scenario
+from simfl.schema.scenario import Scenario, SeedPlan
 
 SWEEP_FILE = "sweep.yaml"
 CELLS_FILE = "cells.csv"
@@ -94,6 +100,14 @@ class Cell:
     def scenario(self) -> Scenario:
         """The validated scenario of this cell, data paths resolved."""
         scn = scenario_mod.validate(self.raw, where=f"sweep cell {self.name}")
+        return scenario_mod.resolve_paths(scn, self.base)
+
+    def point(self, seeds: Any, look: int | None = None) -> Scenario:
+        """The scenario of this cell's grid point with the sweep's ``seeds`` as written (a list, or a plan of sequential
+        seeds, then at its ``look``: the seeds run so far), data paths resolved: what the point's comparison is of."""
+        scn = scenario_mod.validate({**self.raw, "seeds": copy.deepcopy(seeds)}, where=f"sweep point {self.group}")
+        if look is not None and scn.seed_plan is not None:
+            scn.look_at(look)
         return scenario_mod.resolve_paths(scn, self.base)
 
 
@@ -175,7 +189,8 @@ def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_me
     from simfl.schema import estimate, limits
 
     base_scn = scenario_mod.validate(raw, where=where)
-    base_scn.fixed_seeds(where, "a sweep")
+    seed_plan = base_scn.seed_plan  # sequential seeds: every cell a plan may run, each point's looks decide which
+    seeds = base_scn.seeds if seed_plan is None else seed_plan.seeds(seed_plan.most)
     sweep: dict[str, list[Any]] = raw.get("sweep") or {}
     points = scenario_mod.sweep_cells(raw, where=where) if sweep else [({}, dict(raw))]
     key_labels = _key_labels(list(sweep))
@@ -187,7 +202,7 @@ def plan_raw(raw: Mapping[str, Any], base: Path, where: str = "scenario", max_me
         point = scenario_mod.validate(cell_raw, where=f"sweep cell {group}")
         limits.check(estimate.estimate(point), max_memory or limits.default_max_memory(), f"sweep cell {group}",
                      max_hours)
-        for seed in base_scn.seeds:
+        for seed in seeds:
             one = {k: v for k, v in cell_raw.items() if k != "sweep"}
             one["name"] = group
             one["seeds"] = [seed]
@@ -247,6 +262,11 @@ def _prepare(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> None:
     tmp = existing.with_name(SWEEP_FILE + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, existing)
+    write_cells(out, cells)
+
+
+def write_cells(out: Path, cells: Sequence[Cell]) -> None:
+    """cells.csv: the readable index of ``cells`` (with sequential seeds, those of each point's looks so far)."""
     from simfl.output.results import write_csv
 
     keys = list(cells[0].values) if cells else []
@@ -313,27 +333,84 @@ def run_sweep(
 def _sweep_into(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], count: int, ray_address: str | None,
                 quiet: bool, say: Callable[[str], None], on_published: Callable[[str], None] | None,
                 wall: float | None, clock: Engine = "auto") -> SweepOutcome:
-    """Run the unfinished cells into ``out``, which this command holds."""
-    _prepare(out, raw, cells)
-    outcome = SweepOutcome(out, list(cells))
-    targets: list[Target] = []
-    for cell in cells:
-        if (out / cell.name).is_dir():
-            outcome.skipped.append(cell.name)
-        else:
-            targets.append(cell_target(cell, out, wall))
-    if outcome.skipped:
-        say(f"{len(outcome.skipped)} of {len(cells)} cells already finished in {out}; skipping them")
+    """Run the unfinished cells into ``out``, which this command holds (with sequential seeds, look by look:
+    :func:`_looks`)."""
+    plan = _seed_plan(raw)
+    looks = {c.group: plan.first for c in cells} if plan is not None else {}
+    chosen = _in_looks(cells, raw, looks)
+    _prepare(out, raw, chosen)
+    done = {c.name for c in cells if (out / c.name).is_dir()}
+    outcome = SweepOutcome(out, list(chosen))
+    launch = Launch(count, ray_address, quiet=quiet, say=say, clock=clock)
 
     def published(target: Target) -> None:
         outcome.ran.append(target.label)
         if on_published is not None:
             on_published(target.label)
 
-    if targets:
-        run_targets(targets, Launch(count, ray_address, quiet=quiet, say=say, clock=clock), published)
-    outcome.comparisons = write_comparison(out, raw, cells)
+    def run(now: Sequence[Cell]) -> None:
+        targets = [cell_target(c, out, wall) for c in now if not (out / c.name).is_dir()]
+        if targets:
+            run_targets(targets, launch, published)
+
+    skipped = [c.name for c in chosen if c.name in done]
+    if skipped:
+        say(f"{len(skipped)} of {len(chosen)} cells{' of the first look' if plan is not None else ''} already finished "
+            f"in {out}; skipping them")
+    if plan is None:
+        run(chosen)
+    else:
+        chosen = _looks(out, raw, cells, looks, run)
+        write_cells(out, chosen)
+    outcome.cells = list(chosen)
+    outcome.skipped = [c.name for c in chosen if c.name in done]
+    outcome.comparisons = write_comparison(out, raw, chosen)
     return outcome
+
+
+def _seed_plan(raw: Mapping[str, Any]) -> SeedPlan | None:
+    """The sweep's plan of sequential seeds (``seeds: {first: ..., most: ...}``), None for a list."""
+    seeds = raw.get("seeds")
+    return SeedPlan.model_validate(seeds) if isinstance(seeds, Mapping) else None
+
+
+def _in_looks(cells: Sequence[Cell], raw: Mapping[str, Any], looks: Mapping[str, int]) -> list[Cell]:
+    """The cells of each grid point's seeds so far (``looks``: how many per point); every cell without a plan."""
+    plan = _seed_plan(raw)
+    if plan is None:
+        return list(cells)
+    return [c for c in cells if c.seed in plan.seeds(looks[c.group])]
+
+
+def _looks(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell], looks: dict[str, int],
+           run: Callable[[Sequence[Cell]], None]) -> list[Cell]:
+    """Sequential seeds in a sweep: each grid point is its own plan. Every open point's cells of its look run
+    (``run``), then each point's seeds so far, its cells' runs pooled, are put to the one rule of
+    :func:`simfl.launch.runner.seeds_after`: a point whose comparison is settled, or at the most, stops; the others
+    run their next batch, until none is open. Decisions read only finished cells' files, so the workers and a resume
+    (which replays the looks from the folders) give the same cells. Returns the cells of every point's last look."""
+    open_ = list(dict.fromkeys(c.group for c in cells))
+    while open_:
+        run([c for c in _in_looks(cells, raw, looks) if c.group in open_])
+        still = []
+        for group in open_:
+            members = [c for c in _in_looks(cells, raw, looks) if c.group == group]
+            scn = members[0].point(raw["seeds"], looks[group])
+            after = seeds_after(scn, point_runs(out, scn, members))
+            if after is not None:
+                looks[group] = after
+                still.append(group)
+        open_ = still
+    return _in_looks(cells, raw, looks)
+
+
+def point_runs(out: Path, scn: Scenario, members: Sequence[Cell]) -> dict[tuple[str, int], Any]:
+    """A grid point's runs, pooled from its finished cells' folders: each entry's metrics per seed."""
+    from simfl.algorithms.configs import run_name
+    from simfl.output.results import read_metrics
+
+    return {(run_name(a), c.seed): read_metrics(out / c.name, run_name(a), c.seed)
+            for c in members for a in scn.algorithms}
 
 
 def column_value(value: Any) -> Any:
@@ -346,9 +423,7 @@ def column_value(value: Any) -> Any:
 def write_comparison(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -> list[tuple[dict[str, Any], Comparison]]:
     """Compare the seeds of each grid point (its finished cells' runs) and write comparison.csv, comparison.md and
     sweep.png into the sweep folder ``out``; returns each point's swept values and comparison."""
-    from simfl.algorithms.configs import run_name
     from simfl.output.plots import write_sweep_figure
-    from simfl.output.results import read_metrics
 
     points: dict[str, list[Cell]] = {}
     for cell in cells:
@@ -356,12 +431,13 @@ def write_comparison(out: Path, raw: Mapping[str, Any], cells: Sequence[Cell]) -
     keys = list(raw.get("sweep") or {})
     items: list[tuple[dict[str, Any], Comparison]] = []
     labels: list[str] = []
+    planned = _seed_plan(raw) is not None
     for group, members in points.items():
-        scn = members[0].scenario()
-        runs = {(run_name(a), c.seed): read_metrics(out / c.name, run_name(a), c.seed)
-                for c in members for a in scn.algorithms}
+        # with sequential seeds, the point's plan at its last look: the time ratios' intervals of its looks, and why
+        # its seeds stopped (comparison.csv's stopped column), as a folder of simfl run has them
+        scn = members[0].point(raw["seeds"], len(members)) if planned else members[0].scenario()
         items.append(({"scenario": group, **{k: column_value(members[0].values[k]) for k in keys}},
-                      comparison_of(scn, runs, group)))
+                      comparison_of(scn, point_runs(out, scn, members), group)))
         shown = members[0].labels
         labels.append(shown[keys[0]] if len(keys) == 1 else "\n".join(f"{k}={shown[k]}" for k in keys))
     comparing.write(out, items)

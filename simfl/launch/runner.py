@@ -329,14 +329,25 @@ def _run_look(targets: Sequence[Target], cells: set[int], launch: Launch,
 def next_look(target: Target) -> bool:
     """With sequential seeds, whether the folder's runs so far (its seeds' finished files) leave some entry's comparison
     with the baseline unsettled below the most seeds; if so, its scenario takes the next batch of seeds."""
-    plan = target.scn.seed_plan
-    if plan is None:
-        return False
-    after = plan.looks().next_size(len(target.scn.seeds))
-    if after is None or comparison_of(target.scn, _metrics(target)[1]).settled:
+    after = seeds_after(target.scn, _metrics(target)[1])
+    if after is None:
         return False
     target.scn.look_at(after)
     return True
+
+
+def seeds_after(scn: Scenario, runs: Runs) -> int | None:
+    """The one rule of sequential seeds' looks: how many seeds the next look runs when ``runs`` (those of ``scn``'s seeds
+    so far, every entry's) leave some entry's comparison with the baseline unsettled below the plan's most; None when
+    the seeds stop there (settled, the most, or no plan). A folder of ``simfl run`` and a sweep's grid point (its cells'
+    runs pooled, :mod:`simfl.launch.grid`) both take it."""
+    plan = scn.seed_plan
+    if plan is None:
+        return None
+    after = plan.looks().next_size(len(scn.seeds))
+    if after is None or comparison_of(scn, runs).settled:
+        return None
+    return after
 
 
 def _close_unpublished(targets: Sequence[Target], note: str | None, then: str | None = None) -> None:

@@ -249,7 +249,8 @@ class Scenario(Section):
         seeds: list[NonNegInt] | SeedPlan = Field(
             default_factory=lambda: [0], description="Seeds; each gives one run per algorithm. Or a plan of sequential "
             "seeds, {first: 3, most: 10, until: settled}: seeds in batches until every entry's comparison with the "
-            "baseline is settled, or the most (simfl run only; the scenario's seeds are then its first batch).")
+            "baseline is settled, or the most (simfl run, and simfl sweep for each grid point; not simfl tune; the "
+            "scenario's seeds are then its first batch).")
     data: DataConfig = Field(description="Dataset and how it is split over clients.")
     model: ModelConfig = Field(description="Model architecture.")
     train: TrainConfig = Field(default_factory=TrainConfig, description="Local training on each client.")
@@ -312,7 +313,8 @@ class Scenario(Section):
         if tune is None or algorithms is None:
             return tune
         if isinstance(info.data.get("seeds"), SeedPlan):
-            raise ValueError("simfl tune needs a list of seeds; a plan {first: ..., most: ...} is for simfl run")
+            raise ValueError("simfl tune needs a list of seeds; a plan {first: ..., most: ...} is for simfl run and "
+                             "simfl sweep")
         try:
             spaces = tuning.entry_spaces(tune, algorithms)
         except ValueError as exc:  # entries replaced (--set algorithms=...) leave a search of entries no longer there
@@ -429,12 +431,6 @@ class Scenario(Section):
         if plan is None or not plan.first <= n <= plan.most:
             raise ValueError(f"no look at {n} seeds in the plan {plan}")
         self.__dict__["seeds"] = plan.seeds(n)
-
-    def fixed_seeds(self, where: str, what: str) -> None:
-        """Refuse a plan of sequential seeds where ``what`` needs a list (a sweep)."""
-        if self._seed_plan is not None:
-            raise InputError(f"{where}: seeds", f"{what} needs a list of seeds; a plan {{first: ..., most: ...}} is "
-                             "for simfl run")
 
     @field_validator("seeds")
     @classmethod

@@ -1,5 +1,6 @@
 """``seeds: {first: ..., most: ...}``: simfl run adds batches of seeds until the comparison is settled, the same with
-one worker, two, and after a kill and ``--resume``; bad plans are one line (exit 2); a list of seeds is unchanged."""
+one worker, two, and after a kill and ``--resume``; bad plans are one line (exit 2); a list of seeds is unchanged (a
+sweep's plan, per grid point: test_sweep_sequential.py)."""
 
 from __future__ import annotations
 
@@ -117,12 +118,6 @@ def test_a_bad_plan_is_one_line_and_exit_2(write_scenario, capsys: pytest.Captur
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and expected in err, err
     assert "seeds takes a list, or a plan {first: 3, most: 10, until: settled}" in err
-
-
-def test_a_sweep_refuses_a_plan(write_scenario, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
-    path = write_scenario(tiny_scenario(seeds={"first": 3, "most": 5}, sweep={"train.lr": [0.1, 0.2]}))
-    assert main(["sweep", str(path), "--out", str(tmp_path / "s"), "--quiet"]) == 2
-    assert "a sweep needs a list of seeds" in capsys.readouterr().err
 
 
 def test_a_tune_refuses_a_plan(write_scenario, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
