@@ -19,6 +19,7 @@ from simfl.launch.tune import (
     estimate_line,
     extension,
     extension_bound,
+    extension_notes,
     new_points,
     plan_of,
     step_beyond,
@@ -129,6 +130,9 @@ def test_the_same_rule_for_every_entry_on_hand_built_scores(tmp_path: Path) -> N
                                                        {"train.lr": 0.03, "alpha": 0.8}]
     assert found.trials == []  # none of the round has run
     assert found.entries["fedavg"] == plan.entries[1]
+    assert extension_notes(plan, found) == [
+        "fedasync: train.lr added 0.3 (round 1); alpha added 0.8 (round 1) (7 more trials)",
+        "fedavg: nothing, its best is inside its grid"]
     # the same case with fedavg's best at the bottom: its axis one step down too, in the same round (0.003)
     found = extension(plan, tmp_path, _scored(plan, {"fedasync": {"train.lr": 0.1, "alpha": 0.6},
                                                      "fedavg": {"train.lr": 0.01}}))
