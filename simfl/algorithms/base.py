@@ -205,6 +205,24 @@ class AsyncAlgorithm(Algorithm[ConfigT]):
         :meth:`kept`), made on first use."""
         return self.config.keeps_client_models
 
+    @property
+    def selects_clients(self) -> bool:
+        """Cross-device serving (scenario ``server:``): True when the algorithm picks the clients sent into free
+        slots itself (:meth:`select`) in place of the scenario's ``server.selection`` draw (Pisces's utility);
+        False (default): the selection stream draws them. Stated by the config
+        (:attr:`simfl.algorithms.configs.AlgorithmConfig.selects_clients`). Without ``server.concurrency`` every
+        present client is always in flight and nothing is selected."""
+        return self.config.selects_clients
+
+    def select(self, candidates: list[int], count: int, now: float) -> list[int]:
+        """Cross-device serving, when :attr:`selects_clients`: the ``count`` clients to send out now, in the order
+        they are dispatched, chosen among ``candidates`` (every idle, present client, ascending; ``1 <= count <=
+        len(candidates)``) at virtual time ``now``. Called whenever slots free up (time 0, after an aggregation and
+        the server's time, a failure, a departure, a return), between the arrivals the algorithm saw, so a rule
+        ranks from its own state, which it checkpoints; it must be deterministic (no global random state).
+        Default: the lowest indices."""
+        return candidates[:count]
+
     _kept: ClientVectors | None = None
 
     def keep(self, client: int, weights: torch.Tensor) -> None:

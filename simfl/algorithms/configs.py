@@ -6,7 +6,8 @@ these configs and nothing of the implementations, which :data:`BUILTINS` names b
 too: ``client_vectors`` (model-sized vectors kept per client), ``keeps_client_models`` (under
 cross-device serving a client trains again from the model its last arrival returned),
 ``arrival_passes`` (its server's work on the model at an arrival without training, in passes over the model's
-bytes), ``chooses_clients`` (the algorithm picks each round's clients), ``checkpointable`` (its runs can be
+bytes), ``chooses_clients`` (the algorithm picks each round's clients), ``selects_clients`` (an asynchronous one
+picks the clients of free slots under cross-device serving), ``checkpointable`` (its runs can be
 checkpointed), ``holds_model`` (its own code holds the model) and :meth:`AlgorithmConfig.check_federation`
 (refusals that need the number of clients). A plugin's config derives from :class:`AlgorithmConfig`
 and sets them alike.
@@ -55,6 +56,10 @@ class AlgorithmConfig(Section):
     over that of one ``a + b``, rounded; the growth with the clients is :data:`simfl.schema.costs.PASS_GROWTH`'s)."""
     chooses_clients: ClassVar[bool] = False
     """True when the algorithm's ``choose`` picks each round's clients (a Flower strategy samples its own nodes)."""
+    selects_clients: ClassVar[bool] = False
+    """True when an asynchronous algorithm picks, under cross-device serving (``server.concurrency``), the idle,
+    present clients sent into free slots itself (``AsyncAlgorithm.select``, Pisces), in place of the
+    ``server.selection`` draw."""
     checkpointable: ClassVar[bool] = True
     """False when a run of it cannot be checkpointed (its state is more than data: a ServerApp's ``main`` under
     way); such runs take no default checkpoints and refuse ``--checkpoint-every``."""
@@ -384,6 +389,32 @@ class FedStaleWeightConfig(AlgorithmConfig):
         0, description="Added to each update's staleness (global versions since its dispatch): 0 counts a fresh "
         "update as 0, weight 0 (the authors' test bench); 1 gives every update weight."
     )
+    bn_stats: BnStats = bn_stats_field()
+
+
+class PiscesConfig(AlgorithmConfig):
+    """Parameters of Pisces (Jiang, Wang, Li, Li, SoCC 2022): utility-guided selection, an adaptive aggregation pace."""
+
+    selects_clients: ClassVar[bool] = True
+    arrival_passes: ClassVar[float | None] = 4.0
+
+    name: Literal["pisces"] = Field("pisces", description="Algorithm name.")
+    beta: NonNegFloat = Field(
+        0.5, description="Staleness penalty: a client's utility is its data quality over (1 + its mean staleness)^beta, "
+        "and its buffered update's discount is 1 / (1 + mean staleness)^beta (AFL-Lib's and the authors' Plato "
+        "example's 0.5).")
+    b: PositiveFloat = Field(
+        10.0, description="Pace: the buffer is aggregated at an arrival once the time since the last aggregation "
+        "exceeds the slowest profiled client latency / b, which bounds any update's staleness near b (AFL-Lib's "
+        "default 10, which it clamps to [5, 15]; the authors' Plato example's staleness bound 10).")
+    min_buffer: PositiveInt = Field(
+        1, description="Updates the buffer must hold before the pace may aggregate it (AFL-Lib: 3).")
+    window: PositiveInt | None = Field(
+        None, description="A client's mean staleness over its latest `window` updates; null: over all of them "
+        "(AFL-Lib; the authors' Plato code: 5).")
+    aggregation: Literal["discounted", "mean"] = Field(
+        "discounted", description="'discounted' (the authors' Plato code): W += sum_i (n_i / sum n) Delta_i / (1 + "
+        "mean staleness of client i)^beta over the buffer; 'mean' (AFL-Lib): W = the mean of the buffered models.")
     bn_stats: BnStats = bn_stats_field()
 
 
@@ -781,6 +812,7 @@ BUILTINS: dict[str, Builtin] = {
     "asyncfeded": _builtin(AsyncFedEDConfig, "asyncfeded:AsyncFedED"),
     "delay_adaptive": _builtin(DelayAdaptiveConfig, "delay_adaptive:DelayAdaptive"),
     "fedstaleweight": _builtin(FedStaleWeightConfig, "fedstaleweight:FedStaleWeight"),
+    "pisces": _builtin(PiscesConfig, "pisces:Pisces"),
     "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
     "fednova": _builtin(FedNovaConfig, "fednova:FedNova"),

@@ -90,9 +90,13 @@ class Population(Protocol):
 
 
 def population_for(world: World, seed: int, concurrency: Concurrency | None) -> Population:
-    """The population of a run: :class:`Sampled` with ``server.concurrency``, else :class:`Everyone`."""
+    """The population of a run: with ``server.concurrency``, :class:`Guided` when the run's asynchronous algorithm
+    selects its clients itself, else :class:`Sampled`; without, :class:`Everyone`."""
     if concurrency is None:
         return Everyone(world, seed)
+    algorithm = world.algorithm
+    if isinstance(algorithm, AsyncAlgorithm) and algorithm.selects_clients:
+        return Guided(world, seed, concurrency)
     return Sampled(world, seed, concurrency)
 
 
@@ -347,3 +351,46 @@ class Sampled:
 
     def freed(self, client: ClientState) -> None:
         self.freed_clients.append(client.index)
+
+
+class Guided(Sampled):
+    """At most C clients in flight, the asynchronous algorithm choosing each new one among the idle, present clients
+    (:meth:`~simfl.algorithms.base.AsyncAlgorithm.select`) in place of the selection stream's draw.
+
+    The pool is :class:`Sampled`'s (its weights unused, the stream never read: ``selections`` stays 0); whenever
+    slots free up, every member is asked for its presence (an absent one leaves until its return, as a drawn one
+    does), and the algorithm is handed the present ones, ascending, with the free slots to fill and the time. It
+    costs O(idle clients) per selection, which only a rule that selects pays.
+    """
+
+    def _fill(self, back: int | None = None) -> None:
+        """Make ``back`` (the arrival just taken) selectable, then dispatch the clients the algorithm selects for
+        the free slots (the busy server holds one)."""
+        w = self.world
+        st = w.state
+        pool = self.pool
+        if back is not None:
+            pool.add(back)
+        room = self.room(self.running + (st.server_phase == "busy"))
+        if room <= 0 or not pool.count:
+            return
+        candidates = pool.selectable()
+        if w.availability is not None:
+            present = []
+            for i in candidates:
+                if w.away(st.clients[i]):
+                    pool.remove(i)
+                else:
+                    present.append(i)
+            candidates = present
+        if not candidates:
+            return
+        count = min(room, len(candidates))
+        chosen = self.algorithm.select(candidates, count, w.clock.now)
+        members = set(candidates)
+        if len(chosen) != count or len(set(chosen)) != count or not members.issuperset(chosen):
+            raise ValueError(f"{type(self.algorithm).__name__}.select must return {count} distinct clients of the "
+                             f"{len(candidates)} idle, present ones it was given, returned {list(chosen)[:10]}")
+        for index in chosen:
+            pool.remove(index)
+            self._send(st.clients[index])

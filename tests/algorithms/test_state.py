@@ -42,6 +42,8 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("delay_adaptive", {"form": "koloskova", "delay_threshold": 1, "delay_scale": 0.5}),
     ("fedstaleweight", {"buffer": 3, "offset": 1, "bn_stats": "mean"}),
     ("fedstaleweight", {"buffer": 2, "window": 2}),
+    ("pisces", {}),
+    ("pisces", {"aggregation": "mean", "min_buffer": 2, "window": 2, "bn_stats": "mean"}),
 ]
 
 

@@ -37,6 +37,7 @@ ALGORITHMS: list[dict[str, Any]] = [
     {"name": "orthofl", "returning": "server"}, {"name": "orthofl"}, {"name": "fedbuff", "buffer": 2},
     {"name": "orthofl", "shift_source": "global", "returning": "server"}, {"name": "ca2fl", "buffer": 2},
     {"name": "fedavg", "clients_per_round": 2}, {"name": "moon", "clients_per_round": 2}, {"name": "fedac", "buffer": 2},
+    {"name": "pisces", "b": 3.0},
 ]
 
 
@@ -95,9 +96,9 @@ def check_resumes(raw: dict[str, Any]) -> int:
     return count[0]
 
 
-CASES = 8
-"""Cases 0 and 7 diverged before the streams' states were read without building them (a client's repeated
-first block, see tests/reliability/test_checkpoint.py's divergence case)."""
+CASES = 9
+"""One case per algorithm above. Cases 0 and 7 diverged before the streams' states were read without building them
+(a client's repeated first block, see tests/reliability/test_checkpoint.py's divergence case)."""
 
 
 @pytest.mark.parametrize("case", range(CASES))
