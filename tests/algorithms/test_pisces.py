@@ -178,3 +178,32 @@ def test_without_concurrency_pisces_is_its_pace_alone(monkeypatch: pytest.Monkey
     arrivals = [(e.time, e.client) for e in state.events if e.event == "arrival"]
     assert arrivals == [(1.0, 0), (2.0, 1), (2.0, 0), (3.0, 2), (3.0, 0), (4.0, 3), (4.0, 1)]
     assert seen == [1, 2]
+
+
+def test_the_seam_hands_over_only_present_clients(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Client 2 leaves at 0.5 s while idle and returns at 10 s: at t=1 (0 back) the candidates are 0 and 3 only, and
+    the unseen 3 goes out; 2 is a candidate again from its return on."""
+    asked: list[tuple[float, list[int]]] = []
+    original = Pisces.select
+
+    def spy(self: Pisces, candidates: list[int], count: int, now: float) -> list[int]:
+        asked.append((now, list(candidates)))
+        return original(self, candidates, count, now)
+
+    monkeypatch.setattr(Pisces, "select", spy)
+    raw = served({"server": {"concurrency": 2},
+                  "availability": {"departures": [{"client": 2, "leave": 0.5, "rejoin": 10.0}]}})
+    raw["budget"] = {"time": 12.0}
+    scn = scenario_mod.validate(raw)
+    state = run_one(scn, federation(scn, load_dataset(scn), 0), 0, verify=True).state
+    assert asked[0] == (0.0, [0, 1, 2, 3]) and asked[1] == (1.0, [0, 3])
+    assert all(2 not in candidates for now, candidates in asked if 0.5 <= now < 10.0)
+    assert any(2 in candidates for now, candidates in asked if now >= 10.0)
+    assert [(e.time, e.client) for e in state.events if e.event == "arrival"][:2] == [(1.0, 0), (2.0, 1)]
+
+
+def test_a_select_that_returns_other_clients_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Pisces, "select", lambda self, candidates, count, now: [candidates[0]] * count)
+    scn = scenario_mod.validate(served({"server": {"concurrency": 2}}))
+    with pytest.raises(ValueError, match="must return 2 distinct clients of the 4 idle, present ones"):
+        run_one(scn, federation(scn, load_dataset(scn), 0), 0)
