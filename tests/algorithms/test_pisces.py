@@ -3,6 +3,7 @@ served run whose dispatches and aggregation times follow from the rules (every n
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -12,7 +13,10 @@ from pydantic import ValidationError
 from simfl.algorithms.base import Arrival
 from simfl.algorithms.pisces import Pisces, PiscesConfig, data_quality
 from simfl.launch.experiment import federation, load_dataset, run_one
+from simfl.models.flat import Layout
 from simfl.schema import scenario as scenario_mod
+from simfl.train.configs import TrainConfig
+from simfl.train.local import Job, LocalTrainer
 from tests.algorithms.algo_helpers import close, linear_layout, make_setup, vec
 
 
@@ -79,6 +83,23 @@ def test_data_quality_is_oorts_statistical_utility() -> None:
     assert data_quality(50, {"loss_sq": 0.25}) == 25.0  # 50 * sqrt(.25)
     assert data_quality(50, {}) == 50.0  # nothing trained: |D| alone
     assert data_quality(50, {"loss_sq": float("nan")}) == 50.0
+
+
+def test_the_trainer_replies_each_samples_loss_squared() -> None:
+    """A Linear(2, 2) at zero weights scores both classes alike: every sample's loss is ln 2, so loss_sq = (ln 2)^2;
+    with weights [[1, 0], [0, 0]] and no bias, sample x = (1, 0) of class 0 has logits (1, 0), loss ln(1 + e^-1),
+    sample x = (2, 0) of class 1 logits (2, 0), loss ln(1 + e^2); one batch of both, one epoch."""
+    model = torch.nn.Linear(2, 2)
+    layout = Layout.of(model)
+    x, y = torch.tensor([[1.0, 0.0], [2.0, 0.0]]), torch.tensor([0, 1])
+    trainer = LocalTrainer(model, layout, [(x, y)], TrainConfig(epochs=1, batch_size=2, lr=0.1), seed=0)
+    zero = trainer.run(Job(0, 0, torch.zeros(layout.size)))
+    assert zero.metrics["loss_sq"] == pytest.approx(math.log(2) ** 2)
+    start = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])  # weight rows (1, 0), (0, 0); biases 0
+    reply = trainer.run(Job(0, 0, start))
+    first, second = math.log(1 + math.exp(-1)), math.log(1 + math.exp(2))
+    assert reply.metrics["loss_sq"] == pytest.approx((first**2 + second**2) / 2)
+    assert reply.metrics["loss"] == pytest.approx((first + second) / 2)  # the mean loss, as before
 
 
 def test_state_round_trip_mid_buffer() -> None:
