@@ -170,7 +170,7 @@ class ServerConfig(Section):
         "at each draw). Clients in flight are not drawn, and a large client is in flight more often, so over a "
         "run by_data dispatches the largest clients less often per sample than their share of the samples: "
         "the largest tenth of 1,000 fleet clients at concurrency 50 got 11.7% fewer arrivals than proportional "
-        "(python -m benchmarks.selection)."
+        "(python -m benchmarks.selection). An algorithm that selects its clients itself (pisces) replaces this draw."
     )
 
 
