@@ -11,7 +11,7 @@
 # trains with one thread, and each step runs its runs side by side on every core (`simfl run --workers`), so a
 # table takes about as long as its longest run on a machine with a core per run.
 # Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|bn_stats|bn_variance|tuned5|fedadam_lr|main|har|ablation|heterogeneity|delays|
-#   newsgroups|motivation|examples|scaffold|cross_device|report]...
+#   newsgroups|motivation|examples|scaffold|cross_device|stragglers|bandwidth|report]...
 # (default: all but tuned5, the long tuned comparison). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -146,6 +146,22 @@ sensitivity_run() {  # one run of the sensitivity study: $1 beta|epochs, $2 sett
   table "$file" "results/sensitivity-$study-mnist/$name" --set sweep=null --set "$set" --only "$entry" --seeds "$seed" \
     --workers 1
 }
+stragglers() (  # a share p of the clients 10x slower, MNIST at E = 1: a tune (halving, 2 rungs) at p = 0.2 on seed 100,
+  # the same tune without halving (the full search, to compare the choices), then each p with the tuned values and
+  # sequential seeds (3, at most 6); run with this machine's own kernels, as committed (results/README.md)
+  export SIMFL_NUMERICS=native
+  [ -d results/stragglers-mnist-tune ] || $SIMFL tune scenarios/studies/stragglers_mnist.yaml --out results/stragglers-mnist-tune --quiet
+  [ -d results/stragglers-mnist-tune-full ] || $SIMFL tune scenarios/studies/stragglers_mnist.yaml --set tune.halving=false \
+    --out results/stragglers-mnist-tune-full --quiet
+  for p in 0 20 50; do
+    if [ $p = 0 ]; then s=null; else s="{share: 0.$p, slowdown: 10}"; fi
+    table results/stragglers-mnist-tune/best.yaml "results/stragglers-mnist-p$p" --set 'seeds={first: 3, most: 6}' --set "stragglers=$s"
+  done
+)
+bandwidth() (  # a shared server link of 100 KB/s and 25 KB/s against none, MNIST at E = 1, 100 clients, 20 at work
+  export SIMFL_NUMERICS=native  # as committed
+  [ -d results/bandwidth-mnist ] || $SIMFL sweep scenarios/studies/bandwidth_mnist.yaml --out results/bandwidth-mnist --quiet
+)
 report() {
   $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report --force
   $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main --force
@@ -163,6 +179,8 @@ report() {
   $SIMFL report results/fedadam-lr-mnist-e5-a results/fedadam-lr-mnist-e5-b --baseline fedadam_lr0.01 --out results/report-fedadam-lr --force
   $SIMFL report results/scaffold-mnist-e1 --baseline fedavg --out results/report-scaffold --force
   $SIMFL report results/cross-device-mnist --baseline fedasync --out results/report-cross-device --force
+  $SIMFL report results/stragglers-mnist-p0 results/stragglers-mnist-p20 results/stragglers-mnist-p50 --apart --out results/report-stragglers --force
+  $SIMFL report results/bandwidth-mnist --out results/report-bandwidth --force
   # Figure 8: the main table's beta = 0.6, E = 5 runs fill that cell (its chain entry is the default OrthoFL)
   $SIMFL report results/sensitivity-beta-mnist results/paper-mnist-e5/orthofl_chain-seed0 results/paper-mnist-e5/orthofl_chain-seed1 results/paper-mnist-e5/orthofl_chain-seed2 results/paper-mnist-e5/fedavg-seed0 results/paper-mnist-e5/fedavg-seed1 results/paper-mnist-e5/fedavg-seed2 --by beta --as orthofl_chain=orthofl --out results/report-sensitivity-beta --force
   $SIMFL report results/sensitivity-epochs-mnist results/paper-mnist-e5/orthofl_chain-seed0 results/paper-mnist-e5/orthofl_chain-seed1 results/paper-mnist-e5/orthofl_chain-seed2 results/paper-mnist-e5/fedavg-seed0 results/paper-mnist-e5/fedavg-seed1 results/paper-mnist-e5/fedavg-seed2 --by train.epochs --as orthofl_chain=orthofl --target-from 5 --out results/report-sensitivity-epochs --force
