@@ -10,7 +10,9 @@ instant the whole run is :meth:`Simulation.data` (the
 latency model's and failure streams' states and the evaluation cache), and a
 Simulation built with ``resume=`` re-schedules the pending wake-ups in their
 creation order (so ties resolve identically) and resubmits in-flight training
-jobs, whose results depend only on their inputs.
+jobs, whose results depend only on their inputs. A run stopped by its time budget
+can also be kept as it stands then (``Checkpointing.at_end``): resumed with a later
+``budget.time`` (its stop wake-up moved there), it is the run to that budget.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from simfl.errors import InputError
 from simfl.latency.availability import Availability
 from simfl.latency.base import Latencies
 from simfl.sim.checkpoints import Checkpoints
-from simfl.sim.clock import ClockKind
+from simfl.sim.clock import ClockKind, Wake
 from simfl.sim.phases import Network, Phased
 from simfl.sim.population import population_for
 from simfl.sim.schedulers import scheduler_for
@@ -87,13 +89,14 @@ class Simulation:
         self.availability = availability
         self.executor = executor
         self._resumed = resume is not None
+        self._at_end = None if checkpointing is None else checkpointing.at_end
         last_eval: tuple[torch.Tensor, Scores] | None = None
         if resume is None:
             with collector.paused():  # a record per client, built at once
                 state = SimState([ClientState(m, n) for m, n in enumerate(client_sizes)])
         else:
             try:
-                state, last_eval = self._restore(resume, client_sizes, concurrency is not None)
+                state, last_eval = self._restore(resume, client_sizes, concurrency is not None, budget.time)
             except _DAMAGE as exc:
                 raise InputError("checkpoint", f"damaged simulation data ({type(exc).__name__}: "
                                  f"{(str(exc).splitlines() or [''])[0][:120]})") from None
@@ -118,10 +121,14 @@ class Simulation:
         self.world.attach(scheduler_for(self.world, algorithm, population, server_time, rules.deadline,
                                         rules.over_select), [*watchers, *observers])
 
-    def _restore(self, resume: dict[str, Any], client_sizes: list[int], serving: bool
+    def _restore(self, resume: dict[str, Any], client_sizes: list[int], serving: bool, until: float | None
                  ) -> tuple[SimState, tuple[torch.Tensor, Scores] | None]:
-        """Load a checkpoint's simulation data (raises on data that does not fit this simulation)."""
+        """Load a checkpoint's simulation data (raises on data that does not fit this simulation). The time budget
+        is this run's (``until``): the stop wake-up of a run kept at its end moves there, keeping its creation
+        order, as the run never stopped would have it; a checkpoint of the same budget has it there already."""
         state = SimState.from_data(resume["state"])
+        if until is not None:
+            state.pending = {o: w._replace(time=until) if w.kind == "stop" else w for o, w in state.pending.items()}
         if [c.num_samples for c in state.clients] != list(client_sizes):
             raise ValueError("the checkpoint's clients do not match this federation")
         self.algorithm.load_state(resume["algorithm"])
@@ -167,6 +174,7 @@ class Simulation:
                     raise InputError("checkpoint", f"damaged simulation data ({type(exc).__name__})") from None
             else:
                 world.start()
+        stop = self._stop_wake() if self._at_end is not None else None
         st = self.state
         # What exists now lives as long as the run: the collector's passes leave it alone; in pure-latency mode
         # the collector is off for the run (simfl/collector.py).
@@ -177,12 +185,27 @@ class Simulation:
             self._settle()
             self._release()
             raise RunStopped(exc.message, st) from exc
+        if self._at_end is not None and stop is not None and stop.order not in world.clock.pending():
+            self._at_end(self._kept(stop))  # stopped by its time budget: as it stands, before its last row is settled
         world.recorder.finish(st, self.algorithm.global_weights(), world.clock.now)
         self._settle()
         self._release()
         if world.stalled is not None:
             raise RunStopped(world.stalled, st, cause="no progress")
         return st
+
+    def _stop_wake(self) -> Wake | None:
+        """The time budget's pending stop wake-up (None: the run has no time budget)."""
+        return next((w for w in self.world.clock.pending().values() if w.kind == "stop"), None)
+
+    def _kept(self, stop: Wake) -> dict[str, Any]:
+        """The data of a run its time budget just stopped, the stop wake-up that fired still pending at its time
+        (:attr:`~simfl.sim.world.Checkpointing.at_end`): a run resumed from it moves that wake-up to its own budget
+        (:meth:`_restore`), so that every later wake-up keeps its creation order."""
+        data = self.data()
+        rows = [*data["state"]["pending"], (stop.kind, stop.order, stop.time, stop.target)]
+        data["state"]["pending"] = sorted(rows, key=lambda row: row[1])
+        return data
 
     def _settle(self) -> None:
         """The state takes what the clock holds while a run goes: the time, the pending wake-ups and their count."""

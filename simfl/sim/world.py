@@ -106,6 +106,10 @@ class Checkpointing:
     every_updates: int | None = None
     every_time: float | None = None
     every_wall: float | None = None
+    at_end: Callable[[dict[str, Any]], None] | None = None
+    """Also hand the data of a run its time budget stopped, as it stands then (the stop wake-up that fired still
+    pending at its time, which a resumed run moves to its own budget: :class:`~simfl.sim.engine.Simulation`), so
+    that a run with a later ``budget.time`` continues it (halving's promoted trials)."""
 
 
 Progress = Callable[[SimState], None]
