@@ -187,6 +187,27 @@ class Versions:
         self.dispatched = [int(v) for v in state["dispatched"]]
 
 
+
+class VersionedModel:
+    """Mixin for the buffered rules whose clients train from one global flat model ``w`` and whose staleness
+    counts its published versions (``versions``; FedBuff, FADAS, FedStaleWeight, Pisces; listed first among the
+    bases)."""
+
+    w: torch.Tensor
+    versions: Versions
+
+    def initial_weights(self, client: int) -> torch.Tensor:
+        # no side effect: at time 0 every client is dispatched version 0, as Versions starts
+        return self.w
+
+    def on_join(self, client: int) -> torch.Tensor:
+        # a late joiner is dispatched the current version: its staleness counts from here
+        self.versions.dispatch(client)
+        return self.w
+
+    def global_weights(self) -> torch.Tensor:
+        return self.w
+
 class AsyncAlgorithm(Algorithm[ConfigT]):
     """Aggregates each arrival at once and re-dispatches its client."""
 

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from simfl.algorithms import ops
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, Versions
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, VersionedModel, Versions
 from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import FADASConfig
 
@@ -56,7 +56,7 @@ def delay_adapted(lr: float, threshold: int | None, max_delay: int, step: str) -
     return lr / max_delay
 
 
-class FADAS(AsyncAlgorithm[FADASConfig]):
+class FADAS(VersionedModel, AsyncAlgorithm[FADASConfig]):
     """Buffered asynchronous updates taken by an AMSGrad server optimizer with a delay-adaptive rate."""
 
     Config = FADASConfig
@@ -73,13 +73,6 @@ class FADAS(AsyncAlgorithm[FADASConfig]):
         """The largest delay among the buffered updates."""
         self.versions = Versions(setup.num_clients)
         self.stats = BufferedStats(setup.layout, config.bn_stats)
-
-    def initial_weights(self, client: int) -> torch.Tensor:
-        return self.w
-
-    def on_join(self, client: int) -> torch.Tensor:
-        self.versions.dispatch(client)
-        return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
@@ -106,9 +99,6 @@ class FADAS(AsyncAlgorithm[FADASConfig]):
         self.count = 0
         self.max_delay = 0
         return step
-
-    def global_weights(self) -> torch.Tensor:
-        return self.w
 
     def state(self) -> dict[str, Any]:
         return {"w": self.w, "m": self.m, "v": self.v, "vhat": self.vhat, "acc": self.acc, "count": self.count,

@@ -24,12 +24,12 @@ from typing import Any
 
 import torch
 
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, Versions
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, VersionedModel, Versions
 from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import FedBuffConfig
 
 
-class FedBuff(AsyncAlgorithm[FedBuffConfig]):
+class FedBuff(VersionedModel, AsyncAlgorithm[FedBuffConfig]):
     """Buffered asynchronous aggregation of staleness-weighted client deltas."""
 
     Config = FedBuffConfig
@@ -41,15 +41,6 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
         self.acc = torch.zeros_like(self.w)
         self.count = 0
         self.stats = BufferedStats(setup.layout, config.bn_stats)
-
-    def initial_weights(self, client: int) -> torch.Tensor:
-        # no side effect: at time 0 every client is dispatched version 0, as set in __init__
-        return self.w
-
-    def on_join(self, client: int) -> torch.Tensor:
-        # a late joiner is dispatched the current version: its staleness counts from here
-        self.versions.dispatch(client)
-        return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
@@ -64,9 +55,6 @@ class FedBuff(AsyncAlgorithm[FedBuffConfig]):
             self.count = 0
         self.versions.dispatch(m)
         return self.w, weight
-
-    def global_weights(self) -> torch.Tensor:
-        return self.w
 
     def state(self) -> dict[str, Any]:
         return {

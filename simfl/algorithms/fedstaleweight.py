@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, Versions
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, VersionedModel, Versions
 from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import FedStaleWeightConfig
 
@@ -78,7 +78,7 @@ class StalenessAverages:
         self.seen = {int(c): [int(v) for v in r] for c, r in state.items()}
 
 
-class FedStaleWeight(AsyncAlgorithm[FedStaleWeightConfig]):
+class FedStaleWeight(VersionedModel, AsyncAlgorithm[FedStaleWeightConfig]):
     """Buffered asynchronous aggregation weighted by each client's average staleness."""
 
     Config = FedStaleWeightConfig
@@ -93,13 +93,6 @@ class FedStaleWeight(AsyncAlgorithm[FedStaleWeightConfig]):
         self.entries: list[int] = []
         """The buffer's updates, by client, in arrival order."""
         self.stats = BufferedStats(setup.layout, config.bn_stats)
-
-    def initial_weights(self, client: int) -> torch.Tensor:
-        return self.w
-
-    def on_join(self, client: int) -> torch.Tensor:
-        self.versions.dispatch(client)
-        return self.w
 
     def on_arrival(self, arrival: Arrival) -> tuple[torch.Tensor, float | None]:
         m = arrival.client
@@ -126,9 +119,6 @@ class FedStaleWeight(AsyncAlgorithm[FedStaleWeightConfig]):
         self.versions.publish()
         self.sums = {}
         self.entries = []
-
-    def global_weights(self) -> torch.Tensor:
-        return self.w
 
     def state(self) -> dict[str, Any]:
         return {"w": self.w, **self.versions.state(),

@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, Versions
+from simfl.algorithms.base import Arrival, AsyncAlgorithm, Setup, VersionedModel, Versions
 from simfl.algorithms.bn_stats import BufferedStats
 from simfl.algorithms.configs import PiscesConfig
 from simfl.algorithms.fedstaleweight import StalenessAverages
@@ -73,7 +73,7 @@ def data_quality(num_samples: int, metrics: Any) -> float:
     return num_samples * math.sqrt(loss_sq)
 
 
-class Pisces(AsyncAlgorithm[PiscesConfig]):
+class Pisces(VersionedModel, AsyncAlgorithm[PiscesConfig]):
     """Buffered asynchronous aggregation at an adaptive pace, its clients selected by staleness-discounted utility."""
 
     Config = PiscesConfig
@@ -98,13 +98,6 @@ class Pisces(AsyncAlgorithm[PiscesConfig]):
         self.count = 0
         """Updates in the buffer."""
         self.stats = BufferedStats(setup.layout, config.bn_stats)
-
-    def initial_weights(self, client: int) -> torch.Tensor:
-        return self.w
-
-    def on_join(self, client: int) -> torch.Tensor:
-        self.versions.dispatch(client)
-        return self.w
 
     def utility(self, client: int) -> float:
         """``q / (1 + sbar)^beta`` of a client seen."""
@@ -156,9 +149,6 @@ class Pisces(AsyncAlgorithm[PiscesConfig]):
         self.versions.publish()
         self.acc = torch.zeros_like(self.w)
         self.samples = self.count = 0
-
-    def global_weights(self) -> torch.Tensor:
-        return self.w
 
     def state(self) -> dict[str, Any]:
         return {"w": self.w, **self.versions.state(), "averages": self.averages.state(),
