@@ -187,6 +187,27 @@ def run_blob(algorithm: str, seed: int, wall_seconds: float, sim: dict[str, Any]
     return buffer.getvalue()
 
 
+def keep_run(folder: Path, algorithm: str, seed: int, blob: bytes) -> None:
+    """Keep a run as its time budget stopped it (:attr:`simfl.launch.units.Done.kept`) in ``folder``, as
+    ``<algorithm>/seed<k>.pt`` (same writing rules as a checkpoint), for a run with a later budget to continue."""
+    outdir.make_dir(folder, exist_ok=True)
+    path = outdir.writable(folder, f"{algorithm}/seed{seed}.pt")
+    path.parent.mkdir(exist_ok=True)
+    write_atomic(path, blob)
+
+
+def kept_run(folder: Path, algorithm: str, seed: int, at: float) -> tuple[dict[str, Any] | None, float]:
+    """The simulation :func:`keep_run` kept in ``folder`` of this run, stopped at virtual time ``at``, and the wall
+    seconds it had cost; (None, 0.0) when there is none (the run then starts at time 0, to the same end)."""
+    path = folder / algorithm / f"seed{seed}.pt"
+    if not path.is_file():
+        return None, 0.0
+    cur = load_run(path)
+    if (cur["algorithm"], cur["seed"]) != (algorithm, seed) or cur["sim"]["state"]["now"] != at:
+        return None, 0.0
+    return cur["sim"], float(cur["wall_seconds"])
+
+
 def _need(ok: bool, where: str, what: str) -> None:
     if not ok:
         raise InputError(where, f"damaged checkpoint: {what}; {FRESH}")

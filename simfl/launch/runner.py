@@ -34,7 +34,7 @@ import pandas as pd
 from simfl import numerics, outdir
 from simfl.data import Dataset
 from simfl.errors import InputError, NoSpace, UserCodeFailed, WorkerLost
-from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, WALL_DEFAULT, Session, parse_every
+from simfl.launch.checkpoint import CHECKPOINT_FILE, FAILED_FILE, WALL_DEFAULT, Session, keep_run, kept_run, parse_every
 from simfl.launch.experiment import Engine
 from simfl.launch.measure_speeds import learn, run_wall
 from simfl.launch.parallel import Backend, InProcess, LocalWorkers, RayTasks
@@ -85,6 +85,14 @@ class Target:
     left: set[tuple[str, int]] = field(default_factory=set)
     """Runs not finished yet, as (entry name, seed)."""
     published: Completed | None = None
+    keep: Path | None = None
+    """Where each run that can be checkpointed is kept as its time budget stops it
+    (:func:`~simfl.launch.checkpoint.keep_run`), for a later budget to continue; None: not kept."""
+    start_from: Path | None = None
+    """Where runs kept so (at :attr:`start_at` virtual seconds) are continued from, by the runs without a checkpoint of
+    their own; None: they start at time 0."""
+    start_at: float = 0.0
+    """The virtual time of the runs kept in ``start_from``."""
 
 
 @dataclass(frozen=True)
@@ -167,8 +175,10 @@ def units_for(targets: Sequence[Target], cells: Collection[int] | None = None) -
             if session.is_finished(unit.name, unit.seed):
                 continue
             resume, prior = session.resume_data(unit.name, unit.seed)
-            units.append(replace(unit, resume=resume, prior_wall=prior,
-                                 saved_as=str(session.run_path(unit.name, unit.seed))))
+            if resume is None and target.start_from is not None:
+                resume, prior = kept_run(target.start_from, unit.name, unit.seed, target.start_at)
+            units.append(replace(unit, resume=resume, prior_wall=prior, keep=target.keep is not None and
+                                 target.scn.checkpointable(unit.index), saved_as=str(session.run_path(unit.name, unit.seed))))
             target.left.add((unit.name, unit.seed))
     return units
 
@@ -273,6 +283,8 @@ def _run_look(targets: Sequence[Target], cells: set[int], launch: Launch,
             if item.line:
                 progress.said(item.key, item.line)
         elif isinstance(item, Done):
+            if item.kept is not None and target.keep is not None:  # before the folder is published: a later budget needs it
+                keep_run(target.keep, name, seed, item.kept)
             write_run(target.folder, name, seed, item.files)
             target.session.finish(name, seed, item.row)
             if local and item.cpu is not None:  # its CPU time is its work, whatever ran beside it

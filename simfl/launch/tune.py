@@ -25,12 +25,17 @@ trial level with the last one kept: :func:`~simfl.schema.tuning.survivors`) runs
 budget; the others are pruned. A bracket is an entry's trials (grid and random samplers draw them alike in any
 batches, :func:`bracket_size`), or with TPE, which learns from the scores, each batch. A trial
 run to a rung is the scenario with ``budget.time`` set to the rung: runs are deterministic and the budget only
-stops a run, so its curve is the full trial's up to that time (:func:`score_at` reads the same score from either),
-and each rung is run afresh from time 0. Which trials go on is decided from the scores of the whole batch at
-that rung, never from which finished first, so ``--workers``, ``--ray`` and ``--resume`` give the same trials.
-Each rung of a trial has its own folder ``trials/<entry>/trial<k>/rung<j>/``; only trials that reached the budget
-compete for ``best.yaml``. docs/fair-comparisons.md says where this keeps equal terms and where it does not (a
-rule that learns late and then overtakes).
+stops a run, so its curve is the full trial's up to that time (:func:`score_at` reads the same score from either).
+A trial that goes on continues from where its rung stopped (:func:`continues`): each of its runs is kept as its
+rung's budget stopped it (``trials/<entry>/trial<k>/rung<j>.end/``, :attr:`~simfl.launch.runner.Target.keep`) and
+resumed with the next rung's budget, which is the run to that budget, file for file (the kept state is removed once
+the next rung has run, or when the trial is pruned); a run without a kept state (an entry whose runs cannot be
+checkpointed, a ServerApp; a tune folder of an older simfl) is run afresh from time 0, to the same files. Which
+trials go on is decided from the scores of the whole batch at that rung, never from which finished first, so
+``--workers``, ``--ray`` and ``--resume`` give the same trials. Each rung of a trial has its own folder
+``trials/<entry>/trial<k>/rung<j>/``; only trials that reached the budget compete for ``best.yaml``.
+docs/fair-comparisons.md says where this keeps equal terms and where it does not (a rule that learns late and then
+overtakes).
 
 Grid edge extension (``tune.extend``, :func:`extension`): once every entry's grid has run, each axis of numbers whose
 best value is its lowest or highest is carried one step further in that direction (the grid's own spacing,
@@ -113,6 +118,9 @@ TRIALS_DIR = "trials"
 INSTALL = "pip install 'simfl[tune]'"
 _DROPPED = ("tune", "sweep", "tracking", "record")
 """Keys a trial's scenario leaves out: the search itself, a sweep grid, live trackers and extra recordings."""
+CONTINUE_RUNGS = True
+"""Whether a promoted trial continues from its rung's kept runs (:func:`continues`). Tests set it False to run every
+rung from time 0 and compare: the files are the same; the costs the tune states are the plan's either way."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,11 @@ class Plan:
         """A trial's result folder: ``trials/<entry>/trial<k>``, or its rung's below it with halving."""
         base = trial_folder(entry, number)
         return base if not self.rungs else f"{base}/rung{rung if rung is not None else len(self.rungs) - 1}"
+
+    def kept(self, entry: Entry, number: int, rung: int) -> str:
+        """Where a trial's runs are kept as rung ``rung``'s budget stopped them, for the next rung to continue:
+        ``trials/<entry>/trial<k>/rung<j>.end`` (:func:`continues`)."""
+        return f"{trial_folder(entry, number)}/rung{rung}.end"
 
 
 def trial_folder(entry: Entry, number: int) -> str:
@@ -465,16 +478,34 @@ def rung_counts(plan: Plan, size: int) -> list[int]:
     return counts
 
 
+def continues(plan: Plan, entry: Entry) -> bool:
+    """Whether the entry's trials that go on from a rung continue from where it stopped (with halving): its runs
+    can be checkpointed, so that a run kept as its rung's budget stopped it and resumed with the next rung's is the
+    run to that budget (:attr:`~simfl.sim.world.Checkpointing.at_end`). A ServerApp entry's cannot (its ``main``
+    runs as code, not data): each of its rungs is a run from time 0. A trial's scenario records nothing
+    (``record:`` is dropped), so the algorithm alone decides."""
+    return bool(plan.rungs) and bool(type(plan.scn.algorithms[entry.index]).checkpointable)
+
+
+def rung_seconds(plan: Plan, entry: Entry, rung: int) -> float:
+    """The virtual seconds of training one seed of a trial of ``entry`` takes to reach rung ``rung``: the rung's
+    time where it continues from the rung before (:func:`continues`), else each rung a run from time 0. The one
+    rule of a trial's cost (:func:`trial_cost`, :func:`halving_share`)."""
+    return plan.rungs[rung] if continues(plan, entry) else sum(plan.rungs[:rung + 1])
+
+
 def halving_share(plan: Plan) -> float:
     """The virtual seconds of training the tune runs, as a share of the same trials each run to the budget (1.0
-    without halving): each rung of a trial is a run from time 0 to the rung. Planned, so ties at a rung (which
-    keep more trials, :func:`~simfl.schema.tuning.survivors`) are not foreseen."""
+    without halving): each trial costs what reaching its last rung does (:func:`rung_seconds`). Planned, so ties at
+    a rung (which keep more trials, :func:`~simfl.schema.tuning.survivors`) are not foreseen."""
     if not plan.rungs:
         return 1.0
     ran = whole = 0.0
     for entry in plan.entries:
         for size in batch_sizes(plan, entry):
-            ran += sum(n * t for n, t in zip(rung_counts(plan, size), plan.rungs, strict=True))
+            counts = rung_counts(plan, size)
+            stopped = [n - after for n, after in zip(counts, [*counts[1:], 0], strict=True)]  # last reached rung j
+            ran += sum(n * rung_seconds(plan, entry, j) for j, n in enumerate(stopped))
             whole += size * plan.rungs[-1]
     return ran / whole
 
@@ -493,6 +524,9 @@ def estimate_line(plan: Plan, cost: tuple[float, float] | None) -> str:
         line += (f"; halving keeps the best 1/{plan.eta} of each {bracket_word(plan)} at "
                  f"{', '.join(f'{t:g}' for t in plan.rungs)} s (the rest pruned): {share:.2f} of the training of "
                  "every trial to the budget")
+        afresh = [e.name for e in plan.entries if not continues(plan, e)]
+        if afresh:
+            line += f" ({', '.join(afresh)}: each rung a run from time 0, as runs that cannot be checkpointed)"
     else:
         line += f"; {plan.halving_note}"
     if cost is not None:
@@ -638,11 +672,11 @@ def rung_column(time: float) -> str:
 
 
 def trial_cost(plan: Plan, trial: Trial) -> float:
-    """What a trial's runs cost in virtual seconds of training: each rung a run from 0 to it, times the seeds (wall
-    seconds, which depend on the machine, are in each run's summary.csv, not in the trials table)."""
-    rungs = (plan.rungs[:trial.rung + 1] if trial.rung is not None and not trial.straight
-             else [plan.scn.budget.time or math.nan])
-    return sum(rungs) * len(plan.scn.seeds)
+    """What a trial's runs cost in virtual seconds of training: reaching its last rung (:func:`rung_seconds`), times
+    the seeds (wall seconds, which depend on the machine, are in each run's summary.csv, not in the trials table)."""
+    if trial.rung is None or trial.straight:
+        return (plan.scn.budget.time or math.nan) * len(plan.scn.seeds)
+    return rung_seconds(plan, trial.entry, trial.rung) * len(plan.scn.seeds)
 
 
 def trials_rows(plan: Plan, trials: Sequence[Trial]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -1501,11 +1535,13 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
 
         def run_batch(batch: Sequence[Trial]) -> None:  # a batch's trials, rung by rung: those not run yet
             alive = [t for t in batch if not t.straight]
+            last = len(plan.rungs) - 1
             for j, budget in enumerate(plan.rungs or [None]):
                 rung = None if budget is None else j
                 if j > 0:  # the scores of the whole batch at the rung before say who goes on, not who finished first
-                    alive = going_on(plan, out, alive, j - 1)
-                if j == len(plan.rungs) - 1:
+                    before, alive = alive, going_on(plan, out, alive, j - 1)
+                    _drop_kept(plan, out, _others(before, alive), j - 1)  # pruned: their runs go no further
+                if j == last:
                     alive += [t for t in batch if t.straight]
                 targets, started = [], set()
                 for trial in alive:
@@ -1516,15 +1552,24 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
                         scn = trial_scenario(plan.raw, trial.entry, trial.values(), plan.config.validation, where,
                                              trial.number, budget)
                         label = f"{trial.entry.name} trial {trial.number}"
-                        share = 1.0
-                        if budget is not None and j < len(plan.rungs) - 1:
-                            label, share = f"{label} to {budget:g} s", budget / plan.rungs[-1]
-                        targets.append(staged_target(scn, final, label, wall * share if wall is not None else None))
+                        on = budget is not None and not trial.straight and CONTINUE_RUNGS and continues(plan, trial.entry)
+                        start = plan.rungs[j - 1] if on and j > 0 else 0.0
+                        share = 1.0 if budget is None else (budget - start) / plan.rungs[-1]
+                        if budget is not None and (j < last or start):
+                            label = f"{label} {f'from {start:g} ' if start else ''}to {budget:g} s"
+                        target = staged_target(scn, final, label, wall * share if wall is not None else None)
+                        if on and j < last:  # kept as the rung's budget stops it, for the next rung to continue
+                            target.keep = out / plan.kept(trial.entry, trial.number, j)
+                        if start:
+                            target.start_from, target.start_at = out / plan.kept(trial.entry, trial.number, j - 1), start
+                        targets.append(target)
                         started.add((trial.entry.name, trial.number))
                 if targets:
                     say(f"tune: {len(targets)} trials ({', '.join(t.label for t in targets)})")
                     run_targets(targets, launch, on_published=published)
                     ran.update(started)
+                if j > 0:  # continued from (or, for a run not kept, run again to) this rung: no longer needed
+                    _drop_kept(plan, out, alive, j - 1)
 
         while True:
             batch = [t for e, s in zip(plan.entries, studies, strict=True) for t in _next_batch(plan, e, s)]
@@ -1548,6 +1593,21 @@ def run_tune(plan: Plan, out: Path, launch: Launch, resume: bool = False,
             run_batch(pending)
             written = tables()
         return TuneOutcome(out, plan, written, len(ran))
+
+
+def _others(trials: Sequence[Trial], kept: Sequence[Trial]) -> list[Trial]:
+    """The ``trials`` not among ``kept`` (by entry and number)."""
+    names = {(t.entry.name, t.number) for t in kept}
+    return [t for t in trials if (t.entry.name, t.number) not in names]
+
+
+def _drop_kept(plan: Plan, out: Path, trials: Sequence[Trial], rung: int) -> None:
+    """Remove the runs of ``trials`` kept at rung ``rung`` (:meth:`Plan.kept`): continued already, or pruned there."""
+    for trial in trials:
+        folder = out / plan.kept(trial.entry, trial.number, rung)
+        if outdir.is_ours(folder):
+            outdir.remove_own(folder, [f for f in outdir.files_under(folder) if f.endswith((".pt", ".pt.tmp"))]
+                              + [outdir.MARKER], root=True)
 
 
 def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = None, overrides: Sequence[str] = (),

@@ -92,6 +92,9 @@ class Unit:
     clock: Engine = "auto"
     """The clock the run is simulated on (``--clock``; :attr:`~simfl.launch.experiment.RunOptions.engine`): the same
     numbers on both."""
+    keep: bool = False
+    """Hand the run's state at its end, when its time budget stopped it, as :attr:`Done.kept`, so that a run of the
+    same scenario with a later ``budget.time`` continues it (halving's promoted trials, :mod:`simfl.launch.tune`)."""
 
     @property
     def key(self) -> Key:
@@ -145,6 +148,9 @@ class Done:
     cpu: float | None = None
     """The run's CPU seconds where they measure its work (:meth:`~simfl.train.configs.ExecutorConfig.timed_by_cpu`,
     a fresh run), else None."""
+    kept: bytes | None = None
+    """With :attr:`Unit.keep`, the run as its time budget stopped it (:func:`~simfl.launch.checkpoint.run_blob`),
+    else None."""
 
 
 @dataclass(frozen=True)
@@ -227,19 +233,23 @@ class _Feeds:
     def grown(self, file: str, text: str, fresh: bool) -> None:
         self.emit(Grown(self.unit.key, file, text, fresh))
 
-    def checkpointing(self) -> Checkpointing | None:
+    def checkpointing(self, kept: list[bytes]) -> Checkpointing | None:
+        """The run's checkpoints on its schedule, and with :attr:`Unit.keep` its state at its end put in ``kept``."""
         every, wall = self.unit.every, self.unit.wall
-        if every is None and wall is None:
+        if every is None and wall is None and not self.unit.keep:
             return None
         schedule = parse_every(every) if every is not None else Every("")
 
-        def save(sim: dict[str, Any]) -> None:
-            wall = self.unit.prior_wall + time.perf_counter() - self.started
-            state = sim["state"]
-            self.emit(Saved(self.unit.key, run_blob(self.unit.name, self.unit.seed, wall, sim), float(state["now"]),
-                            int(state["updates"])))
+        def blob(sim: dict[str, Any]) -> bytes:  # made at once: the run's store and executor close after it
+            return run_blob(self.unit.name, self.unit.seed, self.unit.prior_wall + time.perf_counter() - self.started,
+                            sim)
 
-        return Checkpointing(save, every_updates=schedule.updates, every_time=schedule.seconds, every_wall=wall)
+        def save(sim: dict[str, Any]) -> None:
+            state = sim["state"]
+            self.emit(Saved(self.unit.key, blob(sim), float(state["now"]), int(state["updates"])))
+
+        return Checkpointing(save, every_updates=schedule.updates, every_time=schedule.seconds, every_wall=wall,
+                             at_end=(lambda sim: kept.append(blob(sim))) if self.unit.keep else None)
 
 
 def unit_scenario(unit: Unit) -> Scenario:
@@ -276,7 +286,8 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
         watchers: list[Progress] = [growing]
         if feed is not None:
             watchers.append(feed.progress)
-        options = RunOptions(chain(watchers), unit.verify, feeds.checkpointing(), resume,
+        kept: list[bytes] = []
+        options = RunOptions(chain(watchers), unit.verify, feeds.checkpointing(kept), resume,
                              on_update=None if feed is None else feed.on_update, say=feeds.say, pulse=feeds.moved,
                              engine=unit.clock)
         try:
@@ -302,7 +313,7 @@ def _run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None) ->
             feed.finish(row)
         files = {**run_files(result.state, result.tables, growing.handed_on(result.state)), numerics.FILE: numerics.record()}
         cpu = result.cpu_seconds if scn.executor.timed_by_cpu() and not unit.prior_wall else None
-        return Done(unit.key, files, row, wall, state_loss_note(result.state), cpu)
+        return Done(unit.key, files, row, wall, state_loss_note(result.state), cpu, kept[0] if kept else None)
     finally:
         torch.set_num_threads(before)
 

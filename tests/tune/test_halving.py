@@ -65,17 +65,17 @@ def test_the_best_share_of_a_rung_goes_on() -> None:
 
 
 def test_halving_share_by_hand() -> None:
-    # per entry one batch of 6 at rungs 10, 30, 90 s: 6 to 10 s, 2 to 30 s, 1 to 90 s = 60 + 60 + 90 = 210 of
-    # 6 x 90 = 540 virtual seconds: 0.3889
+    # per entry one batch of 6 at rungs 10, 30, 90 s, a promoted trial continuing from its rung: 4 stop at 10 s,
+    # 1 at 30 s, 1 at 90 s = 40 + 30 + 90 = 160 of 6 x 90 = 540 virtual seconds: 0.2963
     plan = plan_of(validate(halving_scenario()))
     assert plan.rungs == [10.0, 30.0, 90.0] and plan.eta == 3
-    assert halving_share(plan) == pytest.approx(210 / 540)
+    assert halving_share(plan) == pytest.approx(160 / 540)
     # a grid's trials do not depend on the scores: all 6 of an entry compete at its rungs, whatever tune.batch
-    assert halving_share(plan_of(validate(halving_scenario(batch=4)))) == pytest.approx(210 / 540)
+    assert halving_share(plan_of(validate(halving_scenario(batch=4)))) == pytest.approx(160 / 540)
     # TPE learns from the scores, batch by batch: batches of 4 and 2 (6 trials, batch 4) are halved apart,
-    # 4 x 10 + 2 x 30 + 1 x 90 = 190 and 2 x 10 + 1 x 30 + 1 x 90 = 140, of 6 x 90 = 540
+    # 2 x 10 + 1 x 30 + 1 x 90 = 140 and 1 x 10 + 1 x 90 = 100, of 6 x 90 = 540
     tpe = halving_scenario(batch=4, sampler="tpe", params={"train.lr": {"log": [0.001, 0.5]}})
-    assert halving_share(plan_of(validate(tpe))) == pytest.approx(330 / 540)
+    assert halving_share(plan_of(validate(tpe))) == pytest.approx(240 / 540)
 
 
 def test_halving_is_on_where_it_is_safe_and_says_why_it_is_off(tmp_path: Path) -> None:
@@ -134,9 +134,9 @@ def test_halving_prunes_at_the_same_rungs_for_every_entry_and_finds_the_best(hal
         # 6 trials at 10 s, the best 2 at 30 s, the best 1 at 90 s: the same rungs and shares for both entries
         assert sorted(float(r["rung"]) for r in mine) == [10.0] * 4 + [30.0, 90.0]
         assert [r["state"] for r in mine].count("pruned") == 5 and [r["state"] for r in mine].count("scored") == 1
-        assert sum(float(r["virtual_seconds"]) for r in mine) == 6 * 10 + 2 * 30 + 90
+        assert sum(float(r["virtual_seconds"]) for r in mine) == 4 * 10 + 30 + 90  # promoted trials continue
         full = next(r for r in mine if r["state"] == "scored")
-        assert float(full["train.lr"]) == 0.3  # the value that clearly wins, found with 0.39 of the training
+        assert float(full["train.lr"]) == 0.3  # the value that clearly wins, found with 0.30 of the training
         assert full["folder"] == f"trials/{entry}/trial{full['trial']}/rung2"
         # every trial's score at the rungs it reached; a trial's score is its last rung's
         for r in mine:
@@ -192,7 +192,7 @@ def test_the_replay_of_a_full_search_makes_the_choices_of_a_live_halving(halved:
         line = next(x for x in lines if x.startswith(f"{entry}:"))
         assert f"the full search's best is trial {live[entry]['trial']} (train.lr=0.3: " in line
         assert line.endswith("halving keeps the same")
-    assert lines[-1].startswith("halving at 10, 30, 90 s keeping 1/3 of each entry: 10 of 12 trials pruned, 0.39 of "
+    assert lines[-1].startswith("halving at 10, 30, 90 s keeping 1/3 of each entry: 10 of 12 trials pruned, 0.30 of "
                                 "the full search's virtual training")
     # what halving kept at each rung is what the live tune ran to it
     pruned_at = {(r["entry"], r["trial"]): r["rung"] for r in rows(halved / TRIALS_FILE)}
@@ -219,11 +219,12 @@ def test_validate_states_the_tunes_cost_and_the_training_it_runs(tmp_path: Path,
     raw.update(budget={"time": 900.0}, eval={"every": 100.0}, algorithms=[{"name": "fedasync", "alpha": 0.6}])
     assert main(["validate", str(write_scenario(raw))]) == 0
     printed = capsys.readouterr().out
-    # 3 trials to 100 s, 1 to 300 s, 1 to 900 s: 300 + 300 + 900 = 1500 of 3 x 900 = 2700 virtual seconds
-    assert "halving keeps the best 1/3 of each entry at 100, 300, 900 s (the rest pruned): 0.56 of the training" in printed
+    # 3 trials to 100 s, 1 of them on to 300 s and 900 s, continuing: 2 x 100 + 900 = 1100 of 3 x 900 = 2700 virtual
+    # seconds
+    assert "halving keeps the best 1/3 of each entry at 100, 300, 900 s (the rest pruned): 0.41 of the training" in printed
     assert "#   cost:          the tune: CPU about " in printed and "on 4 Ray nodes like this one" in printed
     plan = plan_of(validate(raw))
     cost = tune_seconds(plan)
-    assert cost is not None and cost[0] == pytest.approx(cost[1] * 1500 / 2700)
+    assert cost is not None and cost[0] == pytest.approx(cost[1] * 1100 / 2700)
     out = tune(raw, tmp_path / "tuned", workers=1, quiet=True, base=tmp_path).out
-    assert sum(float(r["virtual_seconds"]) for r in rows(out / TRIALS_FILE)) == 1500.0
+    assert sum(float(r["virtual_seconds"]) for r in rows(out / TRIALS_FILE)) == 1100.0
