@@ -25,7 +25,12 @@ SURVIVORS = {"fedasync": 2, "fedavg": 2}
 """Trials of each entry that go on from the first rung (6 trials, eta 3: ceil(6 / 3))."""
 
 
-def test_a_run_kept_at_its_budget_and_resumed_with_a_later_one_is_the_run_to_it() -> None:
+@pytest.mark.parametrize("algorithms", [
+    None,  # the tiny tune's FedAsync and FedAvg
+    [{"name": "flower", "strategy": "FedYogi"}],  # a Flower strategy's state (its moments) and tables go on too
+])
+def test_a_run_kept_at_its_budget_and_resumed_with_a_later_one_is_the_run_to_it(
+        algorithms: list[dict[str, Any]] | None) -> None:
     # the run to 30 s kept as its budget stopped it (clients in flight, the 30 s evaluation row written, the stop
     # wake-up that fired still pending) and resumed with budget.time 90 ends in the state of the run to 90 s, field for
     # field; resumed without moving its stop wake-up it would end at once, at 30 s
@@ -33,13 +38,18 @@ def test_a_run_kept_at_its_budget_and_resumed_with_a_later_one_is_the_run_to_it(
     from simfl.sim.engine import Checkpointing
     from tests.sim.same import assert_same_state
 
-    plan = plan_of(validate(halving_scenario()))
+    raw = halving_scenario()
+    if algorithms is not None:
+        pytest.importorskip("flwr")
+        raw["algorithms"] = algorithms
+    plan = plan_of(validate(raw))
     for entry in plan.entries:
         def scenario(budget: float, entry: Any = entry) -> Any:
             return trial_scenario(plan.raw, entry, {"train.lr": 0.3}, 0.1, "test", 5, budget)
 
         whole = scenario(90.0)
-        direct = run_one(whole, federation(whole, load_dataset(whole), 0, 0), 0).state
+        ran = run_one(whole, federation(whole, load_dataset(whole), 0, 0), 0)
+        direct = ran.state
         kept: list[bytes] = []
 
         def keep(sim: dict[str, Any], kept: list[bytes] = kept) -> None:
@@ -55,9 +65,11 @@ def test_a_run_kept_at_its_budget_and_resumed_with_a_later_one_is_the_run_to_it(
         assert sim["state"]["now"] == 30.0 and sim["state"]["metrics"][-1]["virtual_time"] == 30.0
         assert any(c["handle"] is not None for c in sim["state"]["clients"])  # rounds in flight at the rung
         assert [row for row in sim["state"]["pending"] if row[0] == "stop"][0][2] == 30.0
-        continued = run_one(whole, federation(whole, load_dataset(whole), 0, 0), 0, RunOptions(resume=sim)).state
+        again = run_one(whole, federation(whole, load_dataset(whole), 0, 0), 0, RunOptions(resume=sim))
+        continued = again.state
         assert continued.now == 90.0 and len(continued.events) > len(short.events)
         assert_same_state(continued, direct)
+        assert again.tables == ran.tables  # a Flower strategy's federated.csv and train.csv rows
 
 
 @pytest.fixture
