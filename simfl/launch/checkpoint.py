@@ -198,11 +198,15 @@ def keep_run(folder: Path, algorithm: str, seed: int, blob: bytes) -> None:
 
 def kept_run(folder: Path, algorithm: str, seed: int, at: float) -> tuple[dict[str, Any] | None, float]:
     """The simulation :func:`keep_run` kept in ``folder`` of this run, stopped at virtual time ``at``, and the wall
-    seconds it had cost; (None, 0.0) when there is none (the run then starts at time 0, to the same end)."""
+    seconds it had cost; (None, 0.0) when there is none, or none that reads as such (damaged, another run's: it saves
+    time, it decides nothing, and the run then starts at time 0, to the same end)."""
     path = folder / algorithm / f"seed{seed}.pt"
     if not path.is_file():
         return None, 0.0
-    cur = load_run(path)
+    try:
+        cur = load_run(path)
+    except InputError:
+        return None, 0.0
     if (cur["algorithm"], cur["seed"]) != (algorithm, seed) or cur["sim"]["state"]["now"] != at:
         return None, 0.0
     return cur["sim"], float(cur["wall_seconds"])

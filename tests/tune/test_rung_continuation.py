@@ -202,3 +202,19 @@ def test_the_cost_states_the_continued_share(write_scenario, capsys: pytest.Capt
     printed = capsys.readouterr().out
     assert "halving keeps the best 1/3 of each entry at 30, 90 s (the rest pruned): 0.56 of the training" in printed
     assert "each rung a run from time 0" not in printed
+
+
+def test_a_kept_run_that_does_not_read_as_this_one_is_not_continued(tmp_path: Path) -> None:
+    # a kept state saves time and decides nothing: one that is damaged, another run's or kept at another time is
+    # passed over (the run then starts at time 0, to the same files)
+    from simfl.launch.checkpoint import keep_run, kept_run, run_blob
+
+    sim = {"state": {"now": 10.0, "updates": 3, "clients": [], "events": [], "metrics": [], "pending": []},
+           "algorithm": {}, "latency": {}, "availability": None, "last_eval": None}
+    keep_run(tmp_path / "end", "fedasync", 0, run_blob("fedasync", 0, 1.5, sim))
+    found, wall = kept_run(tmp_path / "end", "fedasync", 0, 10.0)
+    assert found is not None and found["state"]["updates"] == 3 and wall == 1.5
+    assert kept_run(tmp_path / "end", "fedasync", 0, 30.0) == (None, 0.0)  # kept at another rung
+    assert kept_run(tmp_path / "end", "fedasync", 1, 10.0) == (None, 0.0)  # no such seed
+    (tmp_path / "end" / "fedasync" / "seed0.pt").write_bytes(b"not a checkpoint")
+    assert kept_run(tmp_path / "end", "fedasync", 0, 10.0) == (None, 0.0)
