@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.population_setup
 	$(PY) -m benchmarks.flower_engine
 	$(PY) -m benchmarks.checkpoints
+	$(PY) -m benchmarks.local_cost
 
 reference: $(STAMP)
 	$(VENV)/bin/simfl reference > scenarios/REFERENCE.md

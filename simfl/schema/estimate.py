@@ -557,8 +557,8 @@ def estimate(scenario: Any, cells: int = 1, checkpoints: bool = False, learned: 
                                               on_disk, speed, served=server is not None, draw=draw,
                                               passes=passes[name] or 0.0, clients=clients)
             elif trains and trained:
-                wall = costs.training_run_seconds(ext.arrivals, evals or 0.0, samples, scenario.train.epochs,
-                                                  scenario.train.batch_size, data.test,
+                wall = costs.training_run_seconds(ext.arrivals * algo.update_cost(), evals or 0.0, samples,
+                                                  scenario.train.epochs, scenario.train.batch_size, data.test,
                                                   min(float(scenario.executor.jobs()), ext.in_flight), speed)
             if wall is not None:
                 wall = ((wall + costs.rounds_seconds(ext.rounds, speed) + setup) * speed.learned

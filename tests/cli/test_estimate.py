@@ -361,3 +361,27 @@ def test_the_trackers_costs_are_counted(monkeypatch: pytest.MonkeyPatch) -> None
     assert not any("wandb" in u for u in tracked.unstated)
     both = estimate.estimate(validate({**raw, "tracking": {"mlflow": {}, "wandb": {"mode": "offline"}}}))
     assert any(u.startswith("tracking.wandb: its cost is not measured") for u in both.unstated)
+
+
+def test_a_rules_training_cost_over_plain_sgd_is_counted() -> None:
+    """MOON's clients run two more forward passes a batch (``train_cost`` 1.9, python -m benchmarks.local_cost):
+    the same rounds under FedAvg and MOON differ by 0.9 x FedAvg's training of the same updates; MOON at mu = 0
+    sends no hook and costs FedAvg's. The training is FedAvg's wall less that of a run of 1 ms (no update; the
+    same two evaluations, at 0 and the end) and less its rounds' own cost (``ROUND_SECONDS`` each)."""
+    def entry(rule: dict[str, Any], time: float) -> estimate.Run:
+        raw = tiny_scenario(algorithms=[rule], budget={"time": time}, executor={"kind": "inline"},
+                            eval={"every": 1e6})
+        est = estimate.estimate(validate(raw), learned=False)
+        run = est.entries[0]
+        assert run.wall_seconds is not None and run.evaluations == 2 and run.extent is not None
+        return run
+
+    fedavg, moon = ({"name": "fedavg", "clients_per_round": 3}, {"name": "moon", "clients_per_round": 3})
+    assert validate(tiny_scenario(algorithms=[moon])).algorithms[0].update_cost() == 1.9
+    base, plain = entry(fedavg, 1e-3), entry(fedavg, 600.0)
+    assert plain.extent is not None and plain.extent.rounds > 0
+    rounds = costs.rounds_seconds(plain.extent.rounds, estimate.estimate(validate(tiny_scenario()), learned=False).speeds)
+    training = plain.wall_seconds - base.wall_seconds - rounds  # type: ignore[operator]
+    assert training > 0
+    assert entry(moon, 600.0).wall_seconds - plain.wall_seconds == pytest.approx(0.9 * training)  # type: ignore[operator]
+    assert entry({**moon, "mu": 0.0}, 600.0).wall_seconds == pytest.approx(plain.wall_seconds)
