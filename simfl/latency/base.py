@@ -212,9 +212,34 @@ class LatencyModel(ABC, Generic[ConfigT]):
     @classmethod
     def round_times(cls, config: ConfigT, num_clients: int, seed: int, workload: Workload) -> RoundTimes | None:
         """What the model's round times are for ``num_clients`` clients under ``seed`` (:class:`RoundTimes`), for
-        the estimate; None: the model states nothing (the estimate then says so). Light: no latency is drawn
-        beyond what assigns clients their kinds (devices, speeds)."""
+        the estimate; None: the estimate counts the model's own draws (:meth:`drawn_round_times`). Light: no latency
+        is drawn beyond what assigns clients their kinds (devices, speeds)."""
         return None
+
+    DRAWN_CLIENTS: ClassVar[int] = 1_000
+    """Clients whose own draws :meth:`drawn_round_times` takes: every client up to this many, else this many
+    spread evenly over the population."""
+    DRAWN_ROUNDS: ClassVar[int] = 20
+    """Round times it draws of each of them."""
+
+    @classmethod
+    def drawn_round_times(cls, config: ConfigT, num_clients: int, seed: int, workload: Workload) -> RoundTimes:
+        """The round times the model's own draws give, where it states none (:meth:`round_times` is None): a model
+        built as a run builds it draws :data:`DRAWN_ROUNDS` rounds of every client, or of :data:`DRAWN_CLIENTS`
+        spread evenly over a larger population; each row is one of them (its mean, spread and shortest), standing
+        for the clients nearer to it than to the next drawn one. The estimate then counts what the model does,
+        whatever it does, at the cost of those draws (20,000 at most); not seen: absences its trace would give
+        (:meth:`absences`), and rounds beyond the first :data:`DRAWN_ROUNDS` that differ from them."""
+        model = cls(config, num_clients, seed, workload)
+        picked = np.unique(np.linspace(0, num_clients - 1, min(num_clients, cls.DRAWN_CLIENTS)).round().astype(int))
+        drawn = np.array([[model.sample(int(m)) for _ in range(cls.DRAWN_ROUNDS)] for m in picked.tolist()])
+        edges = np.concatenate(([0.0], (picked[1:] + picked[:-1]) / 2.0 + 0.5, [float(num_clients)]))
+        weight = np.diff(np.floor(edges))  # the clients nearest each drawn one (ties to the lower)
+        low, high = drawn.min(axis=1), drawn.max(axis=1)
+        fixed = low == high  # every round the same: stated exactly (no spread from the sums' rounding)
+        mean = np.where(fixed, low, drawn.mean(axis=1))
+        std = np.where(fixed, 0.0, drawn.std(axis=1))
+        return RoundTimes.of(mean, std, np.minimum(low, mean), weight)
 
     def sample(self, client: int) -> float:
         """The next round latency of ``client``."""

@@ -391,6 +391,8 @@ def round_times(scenario: Any, clients: int, seed: int, workload: Workload) -> R
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             stated = cls.round_times(scenario.latency, clients, seed, workload)
+            if stated is None:  # counted from the model's own draws
+                stated = cls.drawn_round_times(scenario.latency, clients, seed, workload)
     except _Unknown:
         return "it scales with the model's FLOPs, known once the run starts"
     except InputError:  # the model's own refusal, as the run gives it
@@ -398,8 +400,6 @@ def round_times(scenario: Any, clients: int, seed: int, workload: Workload) -> R
     except (OverflowError, ZeroDivisionError, ValueError, FloatingPointError) as exc:
         raise InputError(f"latency.model {name}", "its parameters overflow or state no usable round times "
                          f"({type(exc).__name__}: {exc}); use values of a sane size") from None
-    if stated is None:
-        return "it states no round times"
     if not isinstance(stated, RoundTimes):
         raise InputError(f"latency.model {name}", f"round_times returned a {type(stated).__name__}, not "
                          "simfl.latency.base.RoundTimes (or None)")

@@ -1,7 +1,8 @@
 """The estimate's counts against a run's, one scenario of each kind the estimate counts.
 
 The estimate states a run's counts (client updates, rounds, late updates, the clients reached) in closed form
-(:mod:`simfl.schema.bounds`); these tests hold those statements to what the simulator itself does on the same
+(:mod:`simfl.schema.bounds`) from the latency model's statement, or from its own draws where it states none;
+these tests hold those statements to what the simulator itself does on the same
 scenario in pure-latency mode, where the schedule is the trained run's (training changes no virtual time). The
 tolerance, 1.2x, is the grid's measured spread of the counts (0.87-1.12 over 43 cases, benchmarks/README.md): a
 change to a scheduling rule in ``simfl/sim`` that the estimate does not follow fails here.
@@ -12,12 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import simfl
 from simfl.schema import estimate
 from simfl.schema.scenario import validate
 from tests.conftest import tiny_scenario
+from tests.plugins.rules import Steps
 
 pytestmark = pytest.mark.fast  # a change to a scheduling rule shows here first: in the contributors' loop
 
@@ -86,11 +89,31 @@ def test_the_estimates_counts_are_a_runs(kind: str, tmp_path: Path) -> None:
         assert est.reached is not None and within(min(est.reached, 400), reached), (est.reached, reached)
 
 
-def test_a_plugin_latency_model_stating_nothing_is_not_counted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A plugin latency model with no ``round_times`` statement: the estimate counts nothing for it and says so,
-    rather than a number the simulator would not give."""
+class Drifting(Steps):
+    """A plugin latency model stating nothing, whose rounds vary: client m's rounds are uniform on
+    [base (m + 1), 3 base (m + 1)] seconds."""
+
+    def draw(self, client: int, gen: np.random.Generator) -> float:
+        return self.config.base * (client + 1) * float(gen.uniform(1.0, 3.0))
+
+
+@pytest.mark.parametrize(("clients", "base", "time"), [(500, 0.01, 200.0), (3_000, 0.5, 200.0)])
+def test_a_plugin_latency_model_stating_nothing_is_counted_from_its_draws(clients: int, base: float, time: float,
+                                                                          tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plugin latency model with no ``round_times`` statement is counted from its own draws (every client's of
+    500; 1,000 clients' spread over 3,000, each row standing for its nearest clients), within the same tolerance of
+    a run."""
     monkeypatch.setenv("SIMFL_ALLOW_IMPORTS", "1")
-    raw = tiny_scenario(executor={"kind": "none"}, latency={"model": "tests.plugins.rules:Steps", "base": 1.0})
-    est = estimate.estimate(validate(raw), learned=False)
-    assert est.entries[0].extent is None
-    assert any(u.startswith("latency.model tests.plugins.rules:Steps") for u in est.unstated), est.unstated
+    raw = tiny_scenario(executor={"kind": "none"}, eval={"every": 1e6}, data=population(clients),
+                        latency={"model": "tests.cli.test_estimate_kinds:Drifting", "base": base},
+                        budget={"time": time})
+    scenario_ = validate(raw)
+    stated = Drifting.drawn_round_times(scenario_.latency, clients, 0, None)  # type: ignore[arg-type]
+    assert len(stated.mean) == min(clients, Drifting.DRAWN_CLIENTS) and stated.clients == clients
+    assert stated.low.min() >= base and (stated.std > 0).all()
+    est = estimate.estimate(scenario_, learned=False)
+    extent = est.entries[0].extent
+    assert extent is not None and not est.unstated
+    got = int(simfl.run(raw, tmp_path / "out").summary["updates"].iloc[0])
+    assert within(extent.arrivals, got), (extent.arrivals, got)
