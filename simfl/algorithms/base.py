@@ -244,6 +244,23 @@ class AsyncAlgorithm(Algorithm[ConfigT]):
         Default: the lowest indices."""
         return candidates[:count]
 
+    @property
+    def recalls_clients(self) -> bool:
+        """True when the algorithm may recall clients whose rounds are in flight after an arrival (:meth:`recall`,
+        PORT's urgent report to a stale client); False (default): every round runs its drawn time. Stated by the
+        config (:attr:`simfl.algorithms.configs.AlgorithmConfig.recalls_clients`)."""
+        return self.config.recalls_clients
+
+    def recall(self) -> list[int]:
+        """When :attr:`recalls_clients`: right after each :meth:`on_arrival`, the clients whose rounds in flight
+        should report early, each at its next epoch boundary with the epochs done by then (its job becomes the first
+        epochs of the same round: the same stream, so the weights a full job has after them). The simulation cuts
+        them in the order given (:meth:`simfl.sim.world.World.recall`, where the boundary lies) and passes over a
+        client not in flight, already cut, in its last epoch or past its compute, so a rule may name clients from
+        its own bookkeeping without knowing which are in flight. Deterministic, from the algorithm's state (no
+        global random state). Default: none."""
+        return []
+
     _kept: ClientVectors | None = None
 
     def keep(self, client: int, weights: torch.Tensor) -> None:

@@ -7,7 +7,8 @@ too: ``client_vectors`` (model-sized vectors kept per client), ``keeps_client_mo
 cross-device serving a client trains again from the model its last arrival returned),
 ``arrival_passes`` (its server's work on the model at an arrival without training, in passes over the model's
 bytes), ``chooses_clients`` (the algorithm picks each round's clients), ``selects_clients`` (an asynchronous one
-picks the clients of free slots under cross-device serving), ``checkpointable`` (its runs can be
+picks the clients of free slots under cross-device serving), ``recalls_clients`` (an asynchronous one may cut
+rounds in flight short at an epoch boundary), ``checkpointable`` (its runs can be
 checkpointed), ``holds_model`` (its own code holds the model) and :meth:`AlgorithmConfig.check_federation`
 (refusals that need the number of clients). A plugin's config derives from :class:`AlgorithmConfig`
 and sets them alike.
@@ -76,6 +77,10 @@ class AlgorithmConfig(Section):
     synchronous: ClassVar[bool] = False
     """True for a synchronous rule (its implementation a ``SyncAlgorithm``): a comparison's default baseline is the
     first synchronous entry (:mod:`simfl.output.comparison`). A plugin's config gets it from its class."""
+    recalls_clients: ClassVar[bool] = False
+    """True when an asynchronous algorithm may cut clients' rounds in flight short after an arrival
+    (``AsyncAlgorithm.recall``, PORT's urgent report at the next epoch boundary); the simulation asks it only
+    then."""
 
     label: Label | None = Field(
         None,
@@ -425,6 +430,42 @@ class PiscesConfig(AlgorithmConfig):
         "discounted", description="'discounted' (the authors' Plato code): W += sum_i (n_i / sum n) Delta_i / (1 + "
         "mean staleness of client i)^beta over the buffer; 'mean' (AFL-Lib): W = the mean of the buffered models.")
     bn_stats: BnStats = bn_stats_field()
+
+
+class PORTConfig(AlgorithmConfig):
+    """Parameters of PORT (Su and Li, IWQoS 2022): buffered updates weighted by staleness and by their agreement with
+    the last global step, and stale clients recalled to report at their next epoch boundary."""
+
+    recalls_clients: ClassVar[bool] = True
+    arrival_passes: ClassVar[float | None] = 7.0
+
+    name: Literal["port"] = Field("port", description="Algorithm name.")
+    buffer: PositiveInt = Field(10, description="Updates the buffer holds before it is aggregated (AFL-Lib's "
+                                "min_clients, 10; the authors' Plato example: 15).")
+    alpha: NonNegFloat = Field(3.0, description="Weight of the staleness term omega / (s + omega) of an update s "
+                               "global versions old (AFL-Lib's alpha and the Plato example's staleness_weight: 3).")
+    beta: NonNegFloat = Field(1.0, description="Weight of the interference term (cos + 1) / 2, cos the cosine of the "
+                              "update with the last global step (AFL-Lib's beta and the Plato example's "
+                              "similarity_weight: 1).")
+    omega: PositiveInt = Field(10, description="The staleness bound: the staleness term's scale, and a client in "
+                               "flight more than omega versions old is recalled to report at its next epoch boundary "
+                               "(AFL-Lib's omega and the Plato example's staleness_bound: 10).")
+    aggregation: Literal["deltas", "models"] = Field(
+        "deltas", description="'deltas' (the authors' Plato example): W += sum_i p_i (W_i - W_start,i); 'models' "
+        "(AFL-Lib): W = sum_i p_i W_i, the buffered models' weighted mean (p_i: the normalised weights).")
+    similarity: Literal["last_step", "constant"] = Field(
+        "last_step", description="The interference term's cosine: 'last_step' (the Plato example), of the update's "
+        "delta with the last global step, for an update 2 or more versions old (a fresher one, or before a second "
+        "version, counts cos 1); 'constant' (AFL-Lib as it runs: its previous model is the aggregate just made, so "
+        "its global change is zero), cos 1 before the first aggregation and 0 after.")
+    recall: bool = Field(True, description="Recall clients in flight past the staleness bound after each "
+                         "aggregation (the paper's bound; false: the weights alone).")
+    bn_stats: BnStats = bn_stats_field()
+
+    def check_federation(self, num_clients: int, client_app: bool, where: str) -> None:
+        if client_app and self.recall:
+            raise InputError(where, "port recalls stale clients to report at their next epoch boundary, which a "
+                             "Flower ClientApp's training (its epochs are the app's) cannot do; set recall: false")
 
 
 class OrthoFLConfig(AlgorithmConfig):
@@ -827,6 +868,7 @@ BUILTINS: dict[str, Builtin] = {
     "delay_adaptive": _builtin(DelayAdaptiveConfig, "delay_adaptive:DelayAdaptive"),
     "fedstaleweight": _builtin(FedStaleWeightConfig, "fedstaleweight:FedStaleWeight"),
     "pisces": _builtin(PiscesConfig, "pisces:Pisces"),
+    "port": _builtin(PORTConfig, "port:PORT"),
     "fedavg": _builtin(FedAvgConfig, "fedavg:FedAvg"),
     "fedprox": _builtin(FedProxConfig, "fedprox:FedProx"),
     "fednova": _builtin(FedNovaConfig, "fednova:FedNova"),

@@ -305,6 +305,7 @@ def run_one(
         clock="heap" if engine == "heap" or (engine == "auto" and null) else "simpy",
         observers=() if opts.pulse is None else (Pulse(opts.pulse),),
         phased=None if network is None else Phased(network, fed.workload.model_bytes, fleet),
+        epochs=scenario.train.epochs,
     )
     start, cpu = time.perf_counter(), time.process_time()
     try:

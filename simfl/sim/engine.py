@@ -56,7 +56,9 @@ class RoundRules:
 
 class Simulation:
     """One run: ``algorithm`` under ``latency`` with training done by ``executor``; ``observers`` hear the world
-    after the verifier and the checkpoints (e.g. a :class:`~simfl.sim.pulse.Pulse`)."""
+    after the verifier and the checkpoints (e.g. a :class:`~simfl.sim.pulse.Pulse`); ``epochs``: ``train.epochs``,
+    the epochs of a round, at whose boundaries a rule's recall cuts it (:meth:`~simfl.sim.world.World.recall`;
+    None: no round is cut)."""
 
     def __init__(
         self,
@@ -81,6 +83,7 @@ class Simulation:
         clock: ClockKind = "simpy",
         observers: Sequence[Observer] = (),
         phased: Phased | None = None,
+        epochs: int | None = None,
     ) -> None:
         if budget.time is None and budget.updates is None:
             raise ValueError("a run needs a time or an update budget")
@@ -104,6 +107,7 @@ class Simulation:
         self.world = World(
             state, algorithm, latency, executor, evaluate, budget, eval_every, availability,
             Watching(progress, on_update, eval_each_update), self.data, resumed=resume is not None, clock=clock,
+            epochs=epochs,
         )
         self.world.recorder.last = last_eval
         if resume is not None and (state.network is None) != (phased is None):

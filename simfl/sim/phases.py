@@ -10,6 +10,8 @@ When transfers end is :mod:`simfl.sim.link`'s rule, the one place that decides i
 - A round that fails (``availability.p``) fails at the end of its compute: it sends nothing.
 - A departure during any phase ends the round there (its transfer leaves the link, or its compute is cut), at its
   ``leave`` wake-up, created at dispatch: a departure at the very instant a phase ends takes the round.
+- A recalled round (an asynchronous rule's recall, :meth:`Network.cut`) ends its compute at its next epoch boundary
+  (one epoch when recalled before its compute began); its upload then moves the whole model as any upload does.
 - The weights a client trains from are the server's at dispatch (the download carries that version), so an arrival's
   staleness counts the updates since its dispatch, as without phases.
 - A client's ``latency`` is its compute draw while the round goes, and the round's whole time (dispatch to its
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 from simfl.sim.clock import Wake, wake_of
 from simfl.sim.configs import NetworkConfig
 from simfl.sim.link import PHASE_COLUMNS, Links, NetState, RoundPhases, Transfer, bandwidths
+from simfl.sim.recall import boundary
 from simfl.sim.state import ClientState
 
 if TYPE_CHECKING:
@@ -104,6 +107,30 @@ class Network:
             return
         self.links.ask(now, client.index, True, self.size, self.up[client.index])
         self._schedule()
+
+    def cut(self, client: ClientState, epochs: int) -> int | None:
+        """A recall (:meth:`World.recall <simfl.sim.world.World.recall>`): ``client``'s compute ends at its next epoch
+        boundary of ``epochs`` (:func:`simfl.sim.recall.boundary`), its compute wake-up moved there; a round still
+        downloading or waiting for its connection computes one epoch once it is downloaded. The epochs it then trains,
+        or None when nothing is cut (its compute ended: the upload carries the whole round; or its last epoch)."""
+        w = self.world
+        phases = self.state.rounds[client.index]
+        if phases.compute_start is None:
+            cut = boundary(0.0, 0.0, phases.compute, epochs)
+        elif phases.computing is not None:
+            cut = boundary(phases.compute_start, w.clock.now, phases.compute, epochs)
+        else:
+            return None
+        if cut is None:
+            return None
+        k, compute = cut
+        phases.compute = client.latency = compute
+        if phases.computing is not None:
+            assert phases.compute_start is not None
+            w.cancel(wake_of("compute", phases.computing[1], phases.computing[0], client.index))
+            end = phases.compute_start + compute
+            phases.computing = (end, w.wake("compute", end, client.index).order)
+        return k
 
     def _uploaded(self, client: ClientState, phases: RoundPhases, now: float) -> None:
         self._end(client, phases, now)

@@ -66,6 +66,8 @@ class AsyncServer:
         self.server_time = server_time
         self._send_next = population.next
         """The population's per-arrival call, bound once."""
+        self.recalls = algorithm.recalls_clients
+        """The algorithm may recall rounds in flight after an arrival (:meth:`AsyncAlgorithm.recall`)."""
         self.waiting = False
         """The server is idle, waiting for the next delivery."""
         self.taking = -1
@@ -121,6 +123,10 @@ class AsyncServer:
                                             client.dispatch_time, weight, "arrival")))
         if w.network is not None:
             w.network.stamp(client, True)
+        if self.recalls:
+            clients = st.clients
+            for recalled in self.algorithm.recall():
+                w.recall(clients[recalled])
         if w.updated(index):
             self.population.release(client, weights)
             return

@@ -55,6 +55,9 @@ class ClientState:
     """Synchronous rounds: whether the client's round in the open round delivered (None: still running)."""
     memory: torch.Tensor | None = None
     """What the client keeps on its device between rounds (:data:`simfl.train.message.MEMORY`; None: nothing)."""
+    epochs: int | None = None
+    """The epochs of the round in flight once an asynchronous rule recalled it (:meth:`simfl.sim.world.World.recall`:
+    its job and its end cut at an epoch boundary); None: the round trains every epoch of ``train.epochs``."""
 
     @property
     def arrival_time(self) -> float:

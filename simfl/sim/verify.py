@@ -41,9 +41,10 @@ class RunStopped(InvariantError):
 
 
 class Verifier(Observer):
-    """Checks time order, arrival times, staleness, concurrency and finiteness of weights."""
+    """Checks time order, arrival times, staleness, concurrency, recalled rounds' epoch boundaries and finiteness of
+    weights."""
 
-    hears = frozenset({"resumed", "dispatching", "delivering", "collected", "merged", "recorded"})
+    hears = frozenset({"resumed", "dispatching", "delivering", "recalled", "collected", "merged", "recorded"})
     world: World
 
     def __init__(self, population: Population, present: Callable[[int, float], bool] | None = None,
@@ -97,6 +98,19 @@ class Verifier(Observer):
                 f"client {client.index} round {client.rounds - 1}: ended at {now!r}, but dispatch time "
                 f"{client.dispatch_time!r} + latency {client.latency!r} = {expected!r}"
             )
+
+    def recalled(self, client: ClientState, now: float, epochs: int, draw: float, compute: float) -> None:
+        """A recalled round is in flight and cut at an epoch boundary before its last: ``1 <= k < E`` epochs, its
+        compute ``draw * k / E`` (:func:`simfl.sim.recall.boundary`), and (without phases) its new end not before
+        now."""
+        total = self.world.epochs
+        where = f"client {client.index} round {client.rounds - 1} recalled at {now!r}"
+        if client.phase != "round" or total is None or not 1 <= epochs < total or client.epochs != epochs:
+            raise InvariantError(f"{where}: cut to {epochs} of {total} epochs while {client.phase}")
+        if compute != draw * epochs / total:
+            raise InvariantError(f"{where}: its compute {compute!r} is not {epochs}/{total} of its draw {draw!r}")
+        if not self.phased and client.dispatch_time + client.latency < now:
+            raise InvariantError(f"{where}: its new end {client.dispatch_time + client.latency!r} is in the past")
 
     def collected(self, client: ClientState, staleness: int, update: int, weights: torch.Tensor) -> None:
         """Staleness is at least 1 and the trained weights are finite."""

@@ -38,6 +38,7 @@ from simfl.latency.availability import Availability
 from simfl.latency.base import Latencies
 from simfl.sim.clock import Clock, ClockKind, Wake, WakeKind, make_clock
 from simfl.sim.evaluation import Recorder, next_grid_time
+from simfl.sim.recall import boundary
 from simfl.sim.server import Scheduler
 from simfl.sim.state import ClientState, Event, EventKind, Phase, SimState
 from simfl.train.evaluate import Scores
@@ -140,6 +141,10 @@ class Phasing(Protocol):
     def ended(self, client: ClientState) -> float:
         """When ``client``'s upload ended."""
 
+    def cut(self, client: ClientState, epochs: int) -> int | None:
+        """Cut ``client``'s compute at its next epoch boundary (of ``epochs``): the epochs it then trains, or None
+        when nothing is cut (its compute ended, or it is in its last epoch)."""
+
 
 class Observer:
     """Hears the world's events at defined points, without being asked for by the rules: verification and
@@ -166,6 +171,10 @@ class Observer:
     def delivering(self, client: ClientState, now: float) -> None:
         """``client``'s round ends at its arrival time."""
 
+    def recalled(self, client: ClientState, now: float, epochs: int, draw: float, compute: float) -> None:
+        """``client``'s round was cut at ``now`` to its first ``epochs`` epochs (:meth:`World.recall`): its compute
+        of ``draw`` seconds became ``compute``."""
+
     def collected(self, client: ClientState, staleness: int, update: int, weights: torch.Tensor) -> None:
         """``client``'s reply was collected as update ``update``."""
 
@@ -190,7 +199,7 @@ class World:
     :meth:`cancel` and :attr:`soon` (a zero-time step); start rounds (:meth:`dispatch`, :meth:`send`,
     :meth:`away`); collect an arrival (:meth:`arrival`) and say it was aggregated (:meth:`updated`,
     :meth:`closed`); :meth:`discard` a straggler, :meth:`note` an event, :meth:`rejoin_later` after a
-    failure, and stop a run that is :meth:`stuck`.
+    failure, :meth:`recall` a round in flight to its next epoch boundary, and stop a run that is :meth:`stuck`.
     """
 
     scheduler: Scheduler
@@ -213,6 +222,7 @@ class World:
         save: Callable[[], dict[str, Any]],
         resumed: bool = False,
         clock: ClockKind = "simpy",
+        epochs: int | None = None,
     ) -> None:
         self.state = state
         self.algorithm = algorithm
@@ -224,6 +234,8 @@ class World:
         self.watching = watching
         self.save = save
         """The whole simulation as data (for checkpoints)."""
+        self.epochs = epochs
+        """``train.epochs``: the epochs of a round, whose boundaries a recall cuts at (None: not known, no cut)."""
         self._handlers: dict[WakeKind, Callable[[Wake], None]] = {
             "deliver": self._deliver, "leave": self._leave, "rejoin": self._rejoin, "return": self._return,
             "eval": self._evaluation, "stop": self._time_up, "checkpoint": _ignore, "save": _ignore,
@@ -253,6 +265,7 @@ class World:
         self._resumed: tuple[Callable[[], None], ...] = ()
         self._dispatching: tuple[Callable[[ClientState, float, int], None], ...] = ()
         self._delivering: tuple[Callable[[ClientState, float], None], ...] = ()
+        self._recalled: tuple[Callable[[ClientState, float, int, float, float], None], ...] = ()
         self._collected: tuple[Callable[[ClientState, int, int, torch.Tensor], None], ...] = ()
         self._merged: tuple[Callable[[torch.Tensor, int, int | None, float], None], ...] = ()
         self._counted: tuple[Callable[[], None], ...] = ()
@@ -270,7 +283,7 @@ class World:
 
         self._started, self._resumed = hear("started"), hear("resumed")
         self._dispatching, self._delivering, self._collected = hear("dispatching"), hear("delivering"), hear("collected")
-        self._merged, self._counted = hear("merged"), hear("counted")
+        self._merged, self._counted, self._recalled = hear("merged"), hear("counted"), hear("recalled")
         self.recorder.heard = hear("recorded")
 
     def handle(self, kind: WakeKind, handler: Callable[[Wake], None]) -> None:
@@ -304,7 +317,7 @@ class World:
             if c.handle is not None:
                 assert c.start is not None
                 message = c.message if c.message is not None else self.algorithm.message(c.index, c.rounds - 1)
-                c.handle = self.executor.submit(Job(c.index, c.rounds - 1, c.start, message))
+                c.handle = self.executor.submit(Job(c.index, c.rounds - 1, c.start, message, c.epochs))
         self.scheduler.resume()
         for wake in sorted(st.pending.values(), key=lambda w: w.order):
             self.clock.at(wake)
@@ -327,6 +340,7 @@ class World:
         arrival = now + latency
         fails = availability is not None and availability.fails(index)
         client.start, client.dispatch_time, client.latency, client.fails = weights, now, latency, fails
+        client.epochs = None
         if fails:
             client.handle = client.message = None
         else:
@@ -348,6 +362,48 @@ class World:
             self.wake("leave", leave, index)
         else:
             self.wake("deliver", arrival, index)
+
+    def recall(self, client: ClientState) -> bool:
+        """Cut ``client``'s round in flight short: it reports at its next epoch boundary with the epochs done by then
+        (an asynchronous rule's recall, :attr:`simfl.algorithms.base.AsyncAlgorithm.recalls_clients`); whether it was
+        cut. Where the boundary lies is :func:`simfl.sim.recall.boundary`'s rule: epoch ``k`` of ``E`` ends ``draw * k
+        / E`` after the compute began (at dispatch; with phases, at the download's end, and a round still downloading
+        trains one epoch). Its job becomes the first ``k`` epochs of the same round (the same stream: the same
+        weights as the full job's after its ``k``-th epoch), submitted again; without phases its end wake-up moves
+        there (a departure before the boundary still takes the round), with phases its compute's end does and its
+        upload follows as any upload. A round not in flight, already cut, in its last epoch or past its compute is
+        left as it is. A failing round fails at the boundary."""
+        epochs = self.epochs
+        if client.phase != "round" or client.epochs is not None or epochs is None:
+            return False
+        index, draw = client.index, client.latency
+        if self.network is not None:
+            k = self.network.cut(client, epochs)
+            if k is None:
+                return False
+            end = client.dispatch_time + client.latency  # a due hint only: the upload follows
+        else:
+            cut = boundary(client.dispatch_time, self.clock.now, client.latency, epochs)
+            if cut is None:
+                return False
+            k, latency = cut
+            end = client.dispatch_time + latency
+            wake = next(w for w in self.clock.pending().values()
+                        if w.target == index and (w.kind == "deliver" or w.kind == "leave"))
+            if wake.kind == "leave" and wake.time <= end:
+                return False  # the departure comes first and takes the round, cut or not
+            self.cancel(wake)
+            client.latency = latency
+            self.wake("deliver", end, index)
+        client.epochs = k
+        if client.handle is not None:
+            assert client.start is not None and client.message is not None
+            self.executor.discard(client.handle)
+            client.handle = self.executor.submit(Job(index, client.rounds - 1, client.start, client.message, k),
+                                                 due=end)
+        for hear in self._recalled:
+            hear(client, self.clock.now, k, draw, client.latency)
+        return True
 
     def _deliver(self, wake: Wake) -> None:
         """A round ends at its arrival time (:meth:`end_round`)."""

@@ -71,7 +71,7 @@ class CudaExecutor(Executor):
                 continue
             try:
                 with torch.cuda.stream(stream):
-                    out = trainer.run(Job(job.client, job.round, job.start.to(self.device), job.message))
+                    out = trainer.run(Job(job.client, job.round, job.start.to(self.device), job.message, job.epochs))
                     result = Reply(out.weights.to("cpu", non_blocking=False),
                                    {k: v.to("cpu") for k, v in out.arrays.items()}, out.metrics)
                 stream.synchronize()

@@ -426,6 +426,8 @@ class ClientAppTrainer(AppCaller):
         if sent is not None:
             return self._relay(job, sent)
         where = f"client.flower_app (client {job.client}, node {job.client + 1}, its round {job.round + 1})"
+        if job.epochs is not None:  # validation refuses a rule that recalls rounds under a ClientApp
+            raise InputError(where, "the round was cut to fewer epochs, which a ClientApp's own training cannot be")
         reply, context = self.call(MessageType.TRAIN, job.client, job.start, self._config(job),
                                    job.message.arrays.get(MEMORY), job, f"{job.client}.{job.round}", where)
         return self._reply(reply, context, where)

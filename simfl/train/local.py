@@ -33,6 +33,10 @@ class Job:
     """Flat weights the client starts from."""
     message: Message = field(default_factory=Message)
     """What the server sent with the weights (:mod:`simfl.train.message`); empty: plain SGD."""
+    epochs: int | None = None
+    """The epochs this round trains, when the server cut it short (an asynchronous rule's recall,
+    :meth:`simfl.sim.world.World.recall`); None: ``train.epochs``. A job of k epochs is the first k epochs of the
+    full one: each epoch's batch order is the next permutation drawn from the round's one stream."""
 
 
 def channels_last_helps(model: nn.Module) -> bool:
@@ -106,7 +110,7 @@ class LocalTrainer:
         steps = samples = 0
         total = torch.zeros((), device=device)
         squares = torch.zeros((), device=device)
-        for _ in range(cfg.epochs):
+        for _ in range(cfg.epochs if job.epochs is None else job.epochs):
             order = torch.randperm(n, generator=gen).to(device)
             for i in range(0, stop, cfg.batch_size):
                 idx = order[i : i + cfg.batch_size]

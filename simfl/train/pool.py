@@ -71,9 +71,9 @@ def _worker(
             return
         if msg is _STOP:
             return
-        handle, client, round_, hooks, arrays, plain = msg
+        handle, client, round_, hooks, arrays, plain, epochs = msg
         try:
-            reply = trainer.run(Job(client, round_, slot_in, Message(hooks, from_numpy(arrays), plain)))
+            reply = trainer.run(Job(client, round_, slot_in, Message(hooks, from_numpy(arrays), plain), epochs))
             slot_out.copy_(reply.weights)
             conn.send(("done", handle, "", to_numpy(reply.arrays), dict(reply.metrics)))
         except (InputError, UserCodeFailed) as exc:  # a user's mistake or code: raised as such in the parent
@@ -212,7 +212,8 @@ class ProcessExecutor(Executor):
             job = self._pending.pop(handle)
             self._slots[w][0].copy_(job.start)
             m = job.message
-            self._conns[w].send((handle, job.client, job.round, dict(m.hooks), to_numpy(m.arrays), dict(m.config)))
+            self._conns[w].send((handle, job.client, job.round, dict(m.hooks), to_numpy(m.arrays), dict(m.config),
+                                 job.epochs))
             self._busy[w] = handle
 
     def _dispatch(self) -> None:

@@ -139,9 +139,9 @@ class _Trainer:
 
     def train(
         self, client: int, round_: int, start: np.ndarray, hooks: dict[str, Any], arrays: dict[str, np.ndarray],
-        config: dict[str, Any],
+        config: dict[str, Any], epochs: int | None = None,
     ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, float]]:
-        job = Job(client, round_, torch.from_numpy(start.copy()), Message(hooks, from_numpy(arrays), config))
+        job = Job(client, round_, torch.from_numpy(start.copy()), Message(hooks, from_numpy(arrays), config), epochs)
         reply = self.trainer.run(job)
         return reply.weights.numpy(), to_numpy(reply.arrays), dict(reply.metrics)
 
@@ -186,7 +186,7 @@ class RayExecutor(Executor):
         a = min(range(len(self._actors)), key=self._load.__getitem__)
         m = job.message
         ref = self._actors[a].train.remote(job.client, job.round, job.start.numpy(), dict(m.hooks), to_numpy(m.arrays),
-                                           dict(m.config))
+                                           dict(m.config), job.epochs)
         self._load[a] += 1
         self._jobs[handle] = (ref, a)
         return handle

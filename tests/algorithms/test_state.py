@@ -44,6 +44,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("fedstaleweight", {"buffer": 2, "window": 2}),
     ("pisces", {}),
     ("pisces", {"aggregation": "mean", "min_buffer": 2, "window": 2, "bn_stats": "mean"}),
+    ("port", {}), ("port", {"buffer": 2, "omega": 1, "aggregation": "models", "bn_stats": "mean"}),
 ]
 
 

@@ -37,7 +37,7 @@ ALGORITHMS: list[dict[str, Any]] = [
     {"name": "orthofl", "returning": "server"}, {"name": "orthofl"}, {"name": "fedbuff", "buffer": 2},
     {"name": "orthofl", "shift_source": "global", "returning": "server"}, {"name": "ca2fl", "buffer": 2},
     {"name": "fedavg", "clients_per_round": 2}, {"name": "moon", "clients_per_round": 2}, {"name": "fedac", "buffer": 2},
-    {"name": "pisces", "b": 3.0},
+    {"name": "pisces", "b": 3.0}, {"name": "port", "buffer": 1, "omega": 1},
 ]
 
 
@@ -96,7 +96,7 @@ def check_resumes(raw: dict[str, Any]) -> int:
     return count[0]
 
 
-CASES = 9
+CASES = 10
 """One case per algorithm above. Cases 0 and 7 diverged before the streams' states were read without building them
 (a client's repeated first block, see tests/reliability/test_checkpoint.py's divergence case)."""
 

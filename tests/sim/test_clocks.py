@@ -38,6 +38,8 @@ ASYNC: list[dict[str, Any]] = [
     {"name": "fedstaleweight", "buffer": 2}, {"name": "fedstaleweight", "buffer": 3, "window": 2, "offset": 1},
     {"name": "fedac", "buffer": 2}, {"name": "fedac", "buffer": 3, "direction": "last_step", "correction": False},
     {"name": "pisces"}, {"name": "pisces", "aggregation": "mean", "min_buffer": 2, "b": 5.0, "window": 2},
+    {"name": "port", "buffer": 1, "omega": 1},
+    {"name": "port", "buffer": 2, "omega": 2, "aggregation": "models", "similarity": "constant"},
 ]
 SYNC: list[dict[str, Any]] = [
     {"name": "fedavg", "clients_per_round": 2}, {"name": "fedprox", "clients_per_round": 2, "mu": 0.1},
