@@ -420,12 +420,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     check_installed(scn.tracking)  # what run would refuse, validate refuses too
     lines = _check_estimate(scn, args, check_cells(scn.sweep, str(args.file)))
     if scn.tune is not None:
-        from simfl.launch.tune import estimate_line, plan_of, tune_seconds, tune_units
+        from simfl import outdir
+        from simfl.launch.tune import disk_needs, estimate_line, plan_of, tune_seconds, tune_units
         from simfl.launch.workers import workers_for
+        from simfl.schema import limits
 
         tuning = plan_of(scn, str(args.file))
+        needs = disk_needs(tuning, args.out if args.out is not None else outdir.default_out(f"{scn.name}-tune"))
+        limits.check_needs(needs, f"{args.file}: estimate of the tune")
         cost = tune_seconds(tuning)
         lines.append(estimate_line(tuning, cost))
+        lines += [line.replace("#   free disk:  ", "#   tune disk:  ", 1) for line in limits.needs_lines(needs)]
         if cost is not None:
             lines.append(_cost_text("the tune", cost[0], cost[0], workers_for(None, [scn], tune_units(tuning)),
                                     "" if not tuning.rungs else f" ({_span(cost[1], cost[1])} of one core without "

@@ -82,6 +82,7 @@ from simfl import outdir, rng, yamlsafe
 from simfl.algorithms.configs import run_name
 from simfl.errors import InputError
 from simfl.schema import scenario as scenario_mod
+from simfl.schema.limits import DiskNeed
 from simfl.schema.scenario import Scenario
 from simfl.schema.tuning import (
     SCORES,
@@ -508,6 +509,36 @@ def halving_share(plan: Plan) -> float:
             ran += sum(n * rung_seconds(plan, entry, j) for j, n in enumerate(stopped))
             whole += size * plan.rungs[-1]
     return ran / whole
+
+
+def disk_needs(plan: Plan, out: Path) -> list[DiskNeed]:
+    """What a tune writes to ``out`` at the most: each trial's result folders (one per rung it reaches with
+    halving: a folder's own files, and each seed's run files up to that rung, its rows scaled by the rung's share of
+    the budget) and the rung states kept at once for the trials that go on (:func:`continues`: every trial of the
+    batches under way, until the rung's cut, each at most a checkpoint of the run to the budget)."""
+    from simfl.schema import estimate
+    from simfl.schema.costs import whole
+
+    est = estimate.estimate(plan.scn)
+    folder, files = whole("FOLDER_BYTES"), whole("RUN_FILES_BYTES")
+    rows = max(0.0, (est.results_bytes - folder) / max(1, est.runs) - files)  # a run's rows to the budget
+    seeds = len(plan.scn.seeds)
+    budget = plan.rungs[-1] if plan.rungs else 1.0
+    total = 0.0
+    for entry in plan.entries:
+        for size in batch_sizes(plan, entry):
+            reached = zip(rung_counts(plan, size), plan.rungs, strict=True) if plan.rungs else [(size, budget)]
+            total += sum(n * (folder + seeds * (files + rows * t / budget)) for n, t in reached)
+    trials = sum(e.trials for e in plan.entries)
+    needs = [DiskNeed("trials' results", int(total), out,
+                      f"{trials} trials x {seeds} seed{'s' * (seeds != 1)}, a folder per rung reached",
+                      "lower the budget or raise eval.every, or give an --out on a larger disk")]
+    kept = sum(min(plan.bracket(e), e.trials) for e in plan.entries if continues(plan, e)) * seeds
+    if kept and len(plan.rungs) > 1:
+        needs.append(DiskNeed("kept rung states", kept * est.checkpoint_bytes, out,
+                              f"{estimate.bytes_text(est.checkpoint_bytes)} each, {kept} kept at once until their rung's "
+                              "cut", "lower tune.batch, or give an --out on a larger disk"))
+    return needs
 
 
 def estimate_line(plan: Plan, cost: tuple[float, float] | None) -> str:
@@ -1647,6 +1678,8 @@ def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = 
     from simfl.schema import estimate, limits
 
     limits.check(estimate.estimate(scn), limits.default_max_memory(), f"{where}: estimate")  # as simfl run and sweep
+    if resume is None:  # a resumed tune has written part of it already
+        limits.check_needs(disk_needs(plan, out), f"{where}: estimate")
     if not quiet:
         (log or (lambda line: print(line, file=sys.stderr, flush=True)))(estimate_line(plan, tune_seconds(plan)))
     count = workers_for(workers, [scn], tune_units(plan), ray=ray_address is not None)

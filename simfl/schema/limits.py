@@ -184,8 +184,13 @@ def _by_device(needs: list[DiskNeed]) -> dict[int, tuple[int, list[DiskNeed]]]:
 
 def free_lines(est: Estimate, out: Path, workers: int = 1) -> list[str]:
     """``# ``-comment lines: the disk each filesystem gets and its free space (``simfl validate``)."""
+    return needs_lines(disk_needs(est, out, workers))
+
+
+def needs_lines(stores: list[DiskNeed]) -> list[str]:
+    """``# ``-comment lines: the disk each filesystem gets of ``stores`` and its free space."""
     lines = []
-    for free, needs in _by_device(disk_needs(est, out, workers)).values():
+    for free, needs in _by_device(stores).values():
         total = sum(n.bytes for n in needs)
         folders = ", ".join(dict.fromkeys(str(existing(n.folder)) for n in needs))
         lines.append(f"#   free disk:     {bytes_text(free)} in {folders}, {bytes_text(total)} needed "
@@ -196,7 +201,12 @@ def free_lines(est: Estimate, out: Path, workers: int = 1) -> list[str]:
 def check_disk(est: Estimate, out: Path, where: str = "estimate", workers: int = 1) -> None:
     """Refuse a scenario whose stores on a filesystem exceed its free space, in one line naming the largest
     store there, how much it needs, what is free and how to lower it."""
-    for free, needs in _by_device(disk_needs(est, out, workers)).values():
+    check_needs(disk_needs(est, out, workers), where)
+
+
+def check_needs(stores: list[DiskNeed], where: str) -> None:
+    """Refuse ``stores`` where they exceed a filesystem's free space (:func:`check_disk`'s one line)."""
+    for free, needs in _by_device(stores).values():
         total = sum(n.bytes for n in needs)
         if total > free:
             big = max(needs, key=lambda n: n.bytes)
