@@ -50,6 +50,10 @@ MAX_PATH = 4095
 SYSTEM_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
 LOCK_SUFFIX = ".lock"
 """Suffix of the lock file beside an output folder (``<out>.lock``)."""
+SWEEP_FILE = "sweep.yaml"
+"""A sweep folder's scenario as it was started (:mod:`simfl.launch.grid`), beside its cells' folders."""
+CELLS_FILE = "cells.csv"
+"""A sweep folder's index of its cells (with sequential seeds, those of every point's looks)."""
 _OWN_NAMES = re.compile(
     r"(?:scenario\.yaml|summary\.csv|comparison\.(?:csv|md)|(?:accuracy|sensitivity|sweep)(?:\.png\.tmp)?\.png|FAILED|INCOMPLETE|checkpoint\.pt|crash\.txt|table\.(?:csv|md|tex)"
     r"|running/[^/]+/seed[0-9]+\.pt"

@@ -64,13 +64,12 @@ from simfl.errors import InputError
 from simfl.launch.checkpoint import WALL_DEFAULT
 from simfl.launch.experiment import Engine
 from simfl.launch.runner import Launch, Target, comparison_of, run_targets, seeds_after, staged_target, workers_for
+from simfl.outdir import CELLS_FILE, SWEEP_FILE
 from simfl.output import comparison as comparing
 from simfl.output.comparison import Comparison
 from simfl.schema import scenario as scenario_mod
 from simfl.schema.scenario import Scenario, SeedPlan
 
-SWEEP_FILE = "sweep.yaml"
-CELLS_FILE = "cells.csv"
 FIGURE_FILE = "sweep.png"
 _LABEL_KEYS = ("model", "name", "kind", "dataset")
 CELL_BYTES = 200

@@ -29,7 +29,7 @@ from simfl import yamlsafe
 from simfl.errors import InputError
 from simfl.fields import PATH_KEYS
 from simfl.names import short_name
-from simfl.outdir import name_problem
+from simfl.outdir import CELLS_FILE, SWEEP_FILE, name_problem
 from simfl.output.comparison import Comparison, accuracy_at, compare, entries_of, time_to_target
 from simfl.output.sequential import Looks
 from simfl.output.tables import Kind, read_table
@@ -97,8 +97,11 @@ class RunGroup:
     """Each folder's entries as its scenario lists them: one list when every folder of the group lists the same (a run,
     a sweep's grid point), several when folders of different entries are pooled (none: no scenario lists them)."""
     looks: Looks | None = None
-    """The plan of sequential seeds of the group's one folder (None for a list of seeds, or folders pooled: their
-    seeds then follow no one plan, and the intervals are the fixed ones)."""
+    """The plan of sequential seeds the group's runs followed: its one folder's, or the sweep's whose cells (one per
+    seed of a grid point) are the group's folders. None for a list of seeds, or folders pooled otherwise: their seeds
+    then follow no one plan, and the intervals are the fixed ones."""
+    sweep: Path | None = None
+    """The sweep folder whose plan :attr:`looks` is, when the group's folders are its cells."""
 
     def note(self, scenario: Mapping[str, Any], where: Path) -> None:
         """Take the entry kinds, target, baseline and plan of sequential seeds a folder's scenario states."""
@@ -106,7 +109,11 @@ class RunGroup:
         listed = listed_entries(scenario)
         if listed:
             self.listed.add(listed)
-        self.looks = looks_of(scenario.get("seeds"), where) if len(self.folders) == 1 else None
+        own, cell = looks_of(scenario.get("seeds"), where), sweep_looks(where.parent)
+        if len(self.folders) == 1:
+            self.looks, self.sweep = (own, None) if own is not None or cell is None else (cell[1], cell[0])
+        elif own is not None or cell is None or self.sweep is None or cell[0] != self.sweep:
+            self.looks = self.sweep = None
         found = scenario.get("eval")
         evaluation: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         try:
@@ -142,6 +149,23 @@ def looks_of(seeds: Any, where: Path) -> Looks | None:
         return Looks(first, most, int(seeds.get("step") or first), None if width is None else float(width))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(str(where), f"seeds: not a plan of sequential seeds ({exc})") from None
+
+
+def sweep_looks(folder: Path) -> tuple[Path, Looks] | None:
+    """Where ``folder`` is a cell of a sweep with sequential seeds (listed in its sweep's cells.csv): the sweep's
+    folder and its plan's looks, which the point's comparison follows (as the sweep's own comparison.csv does)."""
+    sweep, cells = folder.parent / SWEEP_FILE, folder.parent / CELLS_FILE
+    if not (sweep.is_file() and cells.is_file()):
+        return None
+    try:
+        listed = set(pd.read_csv(cells, usecols=["cell"])["cell"].astype(str))
+    except (OSError, ValueError, pd.errors.ParserError):
+        return None  # not a sweep's index: the folder is read as a run of its own
+    if folder.name not in listed:
+        return None
+    raw = yamlsafe.load_file(sweep.read_text(encoding="utf-8"), str(sweep))
+    looks = looks_of(raw.get("seeds"), sweep) if isinstance(raw, Mapping) else None
+    return None if looks is None else (folder.parent, looks)
 
 
 def listed_entries(scenario: Mapping[str, Any]) -> tuple[str, ...]:

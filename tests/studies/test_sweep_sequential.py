@@ -126,3 +126,18 @@ def test_a_list_of_seeds_sweeps_as_before(tmp_path: Path) -> None:
     res = simfl.sweep(_sweep(seeds=[0, 1]), out=tmp_path / "list", workers=1, quiet=True)
     assert "stopped" not in res.comparison.columns
     assert list(pd.read_csv(tmp_path / "list" / "cells.csv")["seed"]) == [0, 1, 0, 1]
+
+
+def test_a_report_of_the_sweep_gives_its_sequential_intervals(swept: tuple[Path, Path], tmp_path: Path) -> None:
+    # simfl report over the sweep's folder pools each point's cells as its seeds and, the cells being the sweep's,
+    # adjusts the time ratios' intervals for the sweep's looks as the sweep's own comparison.csv does (the fixed
+    # intervals, narrower, would disagree with it on what is settled)
+    _, out = swept
+    assert main(["report", str(out), "--out", str(tmp_path / "report")]) == 0
+    own = pd.read_csv(out / "comparison.csv").set_index(["scenario", "entry"])
+    reported = pd.read_csv(tmp_path / "report" / "comparison.csv").set_index(["dataset", "entry"])
+    for key, row in own.iterrows():
+        other = reported.loc[key]
+        assert other["seeds"] == row["seeds"] and other["stopped"] == row["stopped"], key
+        for column in ("ratio", "ratio_low", "ratio_high", "time_to_target_low", "time_to_target_high"):
+            assert other[column] == pytest.approx(row[column], nan_ok=True), (key, column)
