@@ -8,10 +8,10 @@ cross-device serving a client trains again from the model its last arrival retur
 ``arrival_passes`` (its server's work on the model at an arrival without training, in passes over the model's
 bytes), ``chooses_clients`` (the algorithm picks each round's clients), ``selects_clients`` (an asynchronous one
 picks the clients of free slots under cross-device serving), ``recalls_clients`` (an asynchronous one may cut
-rounds in flight short at an epoch boundary), ``checkpointable`` (its runs can be
-checkpointed), ``holds_model`` (its own code holds the model) and :meth:`AlgorithmConfig.check_federation`
-(refusals that need the number of clients). A plugin's config derives from :class:`AlgorithmConfig`
-and sets them alike.
+rounds in flight short at an epoch boundary), ``client_hooks`` (the hooks its messages ask the client's
+training for), ``checkpointable`` (its runs can be checkpointed), ``holds_model`` (its own code holds the model)
+and :meth:`AlgorithmConfig.check_federation` (refusals that need the number of clients). A plugin's config
+derives from :class:`AlgorithmConfig` and sets them alike.
 """
 
 from __future__ import annotations
@@ -81,6 +81,11 @@ class AlgorithmConfig(Section):
     """True when an asynchronous algorithm may cut clients' rounds in flight short after an arrival
     (``AsyncAlgorithm.recall``, PORT's urgent report at the next epoch boundary); the simulation asks it only
     then."""
+    client_hooks: ClassVar[frozenset[str]] = frozenset()
+    """The hook keys (:mod:`simfl.train.hooks`) its messages may carry, i.e. how it changes the clients' local
+    training: a Flower ClientApp, which trains as its own code says, can take only FedProx's term (as Flower's
+    ``proximal-mu``), so validation refuses the others under ``client.flower_app``
+    (:data:`simfl.train.configs.CLIENT_APP_HOOKS`)."""
 
     label: Label | None = Field(
         None,
@@ -92,6 +97,11 @@ class AlgorithmConfig(Section):
         None, description="This entry's own local training options (lr, batch_size, momentum, weight_decay), over "
         "the scenario's train: section, e.g. {lr: 0.03} (default: the scenario's). Epochs are the scenario's.",
     )
+
+    def hooks_sent(self) -> frozenset[str]:
+        """The hook keys this entry's messages may carry, as its options set them (validation's, under a ClientApp):
+        :attr:`client_hooks` unless an option turns a hook off."""
+        return self.client_hooks
 
     def vectors_kept(self) -> int:
         """Model-sized vectors this entry keeps per client it reaches, as its options set them (the estimate's
@@ -323,6 +333,7 @@ class FedACConfig(AlgorithmConfig):
 
     client_vectors: ClassVar[int] = 1
     arrival_passes: ClassVar[float | None] = 12.0
+    client_hooks: ClassVar[frozenset[str]] = frozenset({"control_variate"})
 
     name: Literal["fedac"] = Field("fedac", description="Algorithm name.")
     buffer: PositiveInt = Field(5, description="K >= 1: client updates aggregated per global update (AFL-Lib's 5).")
@@ -580,6 +591,12 @@ class FedAvgConfig(AlgorithmConfig):
 class FedProxConfig(FedAvgConfig):
     """Parameters of FedProx (FedAvg's, plus mu)."""
 
+    client_hooks: ClassVar[frozenset[str]] = frozenset({"prox_mu"})
+
+    def hooks_sent(self) -> frozenset[str]:
+        """``mu: 0`` sends no hook."""
+        return self.client_hooks if self.mu > 0 else frozenset()
+
     name: Literal["fedprox"] = Field("fedprox", description="Algorithm name.")  # type: ignore[assignment]
     mu: NonNegFloat = Field(0.01, description="Weight mu >= 0 of the proximal term mu/2 ||w - w_global||^2.")
 
@@ -607,6 +624,7 @@ class ScaffoldConfig(AlgorithmConfig):
 
     client_vectors: ClassVar[int] = 1
     arrival_passes: ClassVar[float | None] = 6.0
+    client_hooks: ClassVar[frozenset[str]] = frozenset({"control_variate"})
 
     name: Literal["scaffold"] = Field("scaffold", description="Algorithm name.")
     clients_per_round: PositiveInt = Field(
@@ -635,6 +653,7 @@ class FedDynConfig(AlgorithmConfig):
 
     client_vectors: ClassVar[int] = 1
     arrival_passes: ClassVar[float | None] = 8.0
+    client_hooks: ClassVar[frozenset[str]] = frozenset({"prox_mu", "linear_term"})
 
     name: Literal["feddyn"] = Field("feddyn", description="Algorithm name.")
     clients_per_round: PositiveInt = Field(
@@ -660,6 +679,7 @@ class MOONConfig(FedAvgConfig):
 
     client_vectors: ClassVar[int] = 1
     arrival_passes: ClassVar[float | None] = 4.0
+    client_hooks: ClassVar[frozenset[str]] = frozenset({"contrastive"})
     train_cost: ClassVar[float] = 1.9  # python -m benchmarks.local_cost: 1.887 (LeNet5 on MNIST, shared machine)
 
     name: Literal["moon"] = Field("moon", description="Algorithm name.")  # type: ignore[assignment]
@@ -673,6 +693,10 @@ class MOONConfig(FedAvgConfig):
     def update_cost(self) -> float:
         """``mu: 0`` sends no hook: plain local SGD's cost."""
         return self.train_cost if self.mu > 0 else 1.0
+
+    def hooks_sent(self) -> frozenset[str]:
+        """``mu: 0`` sends no hook."""
+        return self.client_hooks if self.mu > 0 else frozenset()
 
 
 class MIFAConfig(AlgorithmConfig):
@@ -819,6 +843,13 @@ class ServerAppConfig(AlgorithmConfig):
         DEFAULT_TIMEOUT, description="Wall-clock seconds one turn of the ServerApp may run (from the grid's answer to "
         "its next call of the grid, or to main's end: its strategy, its evaluate_fn, its own code), at most 1e6; a "
         "turn still running then ends the run in one line naming the app and this limit (exit 2). null: no limit."
+    )
+
+    budget_updates: bool = Field(
+        True, description="Whether budget.updates ends its runs too (each message it sends counts as an update, "
+        "evaluate and query messages included). false: only its main's end and budget.time do, so that simfl's own "
+        "rules beside it run to budget.updates while the app runs all its rounds (what simfl flwr run --compare "
+        "writes); needs budget.time."
     )
 
     @field_validator("timeout")

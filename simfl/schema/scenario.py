@@ -37,7 +37,7 @@ from simfl.output.tracking import TrackingConfig
 from simfl.schema import plugins, tuning
 from simfl.schema.tuning import TuneConfig
 from simfl.sim.configs import NetworkConfig, Selection
-from simfl.train.configs import ClientConfig, ExecutorConfig, TrainConfig
+from simfl.train.configs import CLIENT_APP_HOOKS, ClientConfig, ExecutorConfig, TrainConfig
 from simfl.yamlsafe import short_value as short_value  # re-exported: sweeps and messages show values with it
 
 
@@ -363,9 +363,11 @@ class Scenario(Section):
                                  "rounds.over_select does not apply (a deadline does)")
         if self.client is not None and self.client.flower_app is not None:
             for i, algo in enumerate(self.algorithms):
-                if algo.name == "scaffold":
-                    raise ValueError(f"algorithms[{i}]: scaffold's control variates change simfl's own local "
-                                     "training, which a Flower ClientApp (client.flower_app) replaces")
+                hooks = sorted(algo.hooks_sent() - CLIENT_APP_HOOKS)
+                if hooks:
+                    raise ValueError(f"algorithms[{i}]: {algo.name} changes simfl's own local training (its hook "
+                                     f"{', '.join(hooks)}), which a Flower ClientApp (client.flower_app) replaces: "
+                                     "the app's own code trains")
         return self
 
     @model_validator(mode="after")
@@ -386,6 +388,16 @@ class Scenario(Section):
         if self.availability is not None and self.availability.p >= 1.0 and self.budget.time is None:
             raise ValueError("availability.p 1.0 fails every round, so budget.updates is never reached; "
                              "set budget.time")
+        return self
+
+    @model_validator(mode="after")
+    def _a_time_budget_where_updates_do_not_stop(self) -> Scenario:
+        """An entry that budget.updates does not stop (a ServerApp's ``budget_updates: false``) ends at its own end or
+        at budget.time: without one, a run that never ends its main would have no end."""
+        for i, algo in enumerate(self.algorithms):
+            if getattr(algo, "budget_updates", True) is False and self.budget.time is None:
+                raise ValueError(f"algorithms[{i}] ({algo.name}) has budget_updates: false, so budget.updates does not "
+                                 "stop its runs; set budget.time too")
         return self
 
     @field_validator("name")

@@ -26,6 +26,10 @@ DEFAULT_TIMEOUT = 600.0
 """Seconds one call of a ClientApp may run by default (``client.timeout``)."""
 MAX_TIMEOUT = 1e6
 """The longest ``client.timeout`` (about 11.6 days; longer waits overflow the platform's timers)."""
+CLIENT_APP_HOOKS = frozenset({"prox_mu"})
+"""The hooks an algorithm's message may ask of a Flower ClientApp: FedProx's term alone, which reaches the app as the
+config key Flower's FedProx sends (``proximal-mu``, :class:`simfl.train.flower.ClientAppTrainer`); the app's own code
+trains, so no other hook can change its training."""
 
 
 def wall_limit(value: float | None) -> float | None:
