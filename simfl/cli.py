@@ -263,6 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_frun.add_argument("--allow-imports", action="store_true",
                         help="let the scenario (or --set) name components by import path package.module:Class; the "
                         "app's own ServerApp and ClientApp need no permission (also SIMFL_ALLOW_IMPORTS=1)")
+    p_frun.add_argument("--compare", default=None, metavar="RULES",
+                        help="also run simfl's rules over the app's ClientApp beside its ServerApp (the baseline), on "
+                        "the same nodes, data, latencies and seeds, and print the verdict: comma-separated names "
+                        "(fedbuff,orthofl) or a YAML list of entries ('[fedbuff, {name: fedbuff, buffer: 3, label: b3}]')")
     p_frun.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<app name>)")
     p_frun.add_argument("--force", action="store_true", help="replace an existing, non-empty output folder")
     p_frun.add_argument("--quiet", action="store_true", help="no progress bar and no line per finished run")
@@ -580,9 +584,9 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
     flwr_app.importable(args.app_dir)
     if args.resume is not None:
         if (args.scenario is not None or args.overrides or args.seeds or args.run_config or args.federation_config
-                or args.out is not None):
-            raise InputError("--resume", "takes no --scenario, --set, --seeds, --run-config, --federation-config or "
-                             "--out: it continues OUT as it was")
+                or args.out is not None or args.compare is not None):
+            raise InputError("--resume", "takes no --scenario, --set, --seeds, --run-config, --federation-config, "
+                             "--compare or --out: it continues OUT as it was")
         with names.trusting(app.components()), outdir.hold(args.resume):
             flwr_app.check_resumed(app, args.resume)
             return _run_resumed(args, every)
@@ -591,17 +595,29 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
         scenario_mod.apply_override(base, text)
     run_config = flwr_app.parse_pairs(args.run_config, "--run-config")
     federation = flwr_app.parse_pairs(args.federation_config, "--federation-config")
+    rules = flwr_app.compared(args.compare) if args.compare is not None else None
     where = str(args.scenario) if args.scenario is not None else str(args.app_dir)
-    # Running the app's own code is what the command is for, as with flwr run; an import path the scenario or a --set
-    # names is that file's, and needs --allow-imports as under simfl run.
-    with names.trusting(app.components()):
-        raw = flwr_app.app_scenario(app, base, run_config, federation)
-        if "latency" not in base and not args.quiet:
-            print(f"simfl: {flwr_app.LATENCY_NOTE}", file=sys.stderr, flush=True)
+    args.file = args.scenario or args.app_dir
+
+    def validate(raw: dict[str, object]) -> Scenario:
         scn = scenario_mod.validate(raw, where=where)
         if args.scenario is not None:
             scn = scenario_mod.resolve_paths(scn, args.scenario.parent)
-        args.file = args.scenario or args.app_dir
+        if rules is not None:  # --compare refuses what a run would, before anything runs
+            _check_clients(scn)
+        return scn
+
+    # Running the app's own code is what the command is for, as with flwr run; an import path the scenario or a --set
+    # names is that file's, and needs --allow-imports as under simfl run.
+    with names.trusting(app.components()):
+        raw = flwr_app.app_scenario(app, base, run_config, federation, rules)
+        if rules is not None:
+            flwr_app.check_rules(raw, validate, where)
+        scn = validate(raw)
+        if rules is not None:
+            flwr_app.check_model(scn)
+        if "latency" not in base and not args.quiet:
+            print(f"simfl: {flwr_app.LATENCY_NOTE}", file=sys.stderr, flush=True)
         return _run_fresh(args, scn, every)
 
 

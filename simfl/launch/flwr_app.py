@@ -29,24 +29,36 @@ its ``main`` returns, so the budget is one no app reaches (100,000 periods of ``
 virtual seconds). simfl's own rules over the app have no ``main`` to end them: their budget is the app's rounds (the
 run config's ``num-server-rounds``, with ``--run-config`` applied by Flower's parser) as client updates,
 :func:`own_budget`, and without that key they are refused in one line naming ``budget.updates``.
+
+``--compare RULES`` (:func:`compared`) puts simfl's rules beside the app's ServerApp, in one folder: the entry
+``serverapp`` first (the comparison's baseline, ``eval.baseline``), then one entry per rule over the same ClientApp,
+nodes, data, latencies, seeds and evaluation grid. Without a budget of the user's each rule runs the app's rounds as
+client updates (:func:`own_budget`, as alone), and the ServerApp all its rounds: its entry says ``budget_updates:
+false``, so the update budget does not cut its last round (its evaluate or query messages count as updates too).
+A rule that cannot run over the app is refused before anything runs, in one line naming it
+(:func:`check_rules`, :func:`check_model`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 import tomllib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simfl import yamlsafe
 from simfl.errors import InputError
 from simfl.yamlsafe import MAX_DEPTH
+
+if TYPE_CHECKING:
+    from simfl.schema.scenario import Scenario
 
 DEFAULT_CPUS = 2
 """Flower's simulation gives each ClientApp 2 CPUs unless told otherwise (``flower_default`` reads Flower's own)."""
@@ -75,6 +87,8 @@ ROUNDS_KEY = "num-server-rounds"
 """The run-config key of an app's rounds (Flower's app templates'; what ``ServerAppConfig.max_rounds`` reads)."""
 DEFAULT_EVAL = 60.0
 """Virtual seconds between simfl's evaluations of the model the app sent last, unless the scenario says."""
+BASELINE = "serverapp"
+"""The entry of the app's own ServerApp: the baseline of ``--compare``."""
 
 
 @dataclass(frozen=True)
@@ -206,8 +220,9 @@ def _whole(value: Any, where: str) -> int:
 
 
 def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[str, Any],
-                 federation: Mapping[str, Any]) -> dict[str, Any]:
-    """The scenario of ``app``: ``base`` (the ``--scenario`` file's contents) completed as the module says."""
+                 federation: Mapping[str, Any], compare: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The scenario of ``app``: ``base`` (the ``--scenario`` file's contents) completed as the module says; with
+    ``compare`` (the entries of :func:`compared`), the ServerApp's entry and then those."""
     raw = dict(base)
     options = {**app.federation, **federation}
     config = fused(app, run_config)
@@ -215,7 +230,19 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
     if "client" in raw:
         raise InputError("--scenario: client", "is the app's ClientApp under simfl flwr run; leave client out")
     raw["client"] = {"flower_app": app.clientapp, "run_config": config, "app_hash": app_hash(app.folder)}
-    raw.setdefault("algorithms", [{"name": "serverapp", "app": app.serverapp, "run_config": config}])
+    server: dict[str, Any] = {"name": BASELINE, "app": app.serverapp, "run_config": config}
+    if compare is None:
+        raw.setdefault("algorithms", [server])
+    else:
+        if "algorithms" in raw:
+            raise InputError("--compare", "names the entries itself (the app's ServerApp, then the rules): leave "
+                             "algorithms out of --scenario and --set")
+        if "budget" not in raw:  # the rules run to the app's rounds as updates, the ServerApp to its main's end
+            server["budget_updates"] = False
+        raw["algorithms"] = [server, *compare]
+        given = raw.get("eval", {"every": DEFAULT_EVAL})
+        if isinstance(given, Mapping):  # else validation names it
+            raw["eval"] = {"baseline": BASELINE, **given}
     raw.setdefault("eval", {"every": DEFAULT_EVAL})
     every = raw["eval"].get("every", DEFAULT_EVAL) if isinstance(raw["eval"], Mapping) else DEFAULT_EVAL
     nodes = _whole(options["num-supernodes"], "--federation-config: num-supernodes") if "num-supernodes" in options \
@@ -296,14 +323,16 @@ def own_budget(algorithms: Any, run_config: Mapping[str, Any], clients: int | No
     smaller one more), else, with asynchronous rules only, every one of the ``clients`` (a round of every node, as
     Flower's FedAvg samples by default): as many client updates as R rounds of K clients. None when every entry is
     the app's ServerApp (``main`` ends its run). One line naming ``budget`` when no R can be read, and when the
-    ServerApp runs beside simfl's own rules (its every message counts as an update, so one budget cannot be both)."""
+    ServerApp runs beside simfl's own rules (its every message counts as an update, so one budget cannot be both)
+    unless its entry says ``budget_updates: false`` (``--compare``: the update budget then stops the rules only)."""
     entries = list(algorithms) if isinstance(algorithms, list) else []
-    own = [e for e in entries if not (isinstance(e, Mapping) and e.get("name") == "serverapp")]
+    servers = [e for e in entries if isinstance(e, Mapping) and e.get("name") == BASELINE]
+    own = [e for e in entries if not (isinstance(e, Mapping) and e.get("name") == BASELINE)]
     if not own:
         return None
     how = ("set one, e.g. --set budget.updates=N (client updates; a synchronous round of K clients makes K) or "
            "--set budget.time=SECONDS (virtual seconds)")
-    if len(own) < len(entries):
+    if any(e.get("budget_updates", True) is not False for e in servers):
         raise InputError("budget", "is needed when simfl's own rules run beside the app's ServerApp: the ServerApp's "
                          "run ends when its main returns, theirs at the budget, and every message the ServerApp sends "
                          f"counts as an update, so no budget is taken from the app's rounds; {how}")
@@ -388,3 +417,113 @@ def check_resumed(app: FlowerApp, out: Path) -> None:
         raise InputError("--resume", f"the app in {app.folder} changed since {out}'s runs began (the files Flower "
                          "would bundle differ: its code, pyproject.toml or other files): continuing would mix two "
                          "versions of the app in one folder; give the app as it was, or run it anew into another --out")
+
+
+def rule_names() -> list[str]:
+    """The names ``--compare`` takes: simfl's built-in rules (the ServerApp's entry aside: it is the baseline) and the
+    installed plugins' (an import path ``package.module:Class`` too, with ``--allow-imports``)."""
+    from simfl.algorithms.configs import BUILTINS
+    from simfl.schema import plugins
+
+    return [name for name in BUILTINS if name != BASELINE] + plugins.installed_names("algorithms")
+
+
+def compared(text: str) -> list[dict[str, Any]]:
+    """The entries ``--compare RULES`` names: comma-separated rule names (``fedbuff,orthofl``, each with its
+    defaults), or a YAML list as ``--set algorithms=...`` takes, of names and entries with options
+    (``'[fedbuff, {name: fedavg, clients_per_round: 6}]'``). One line naming ``--compare`` for an unknown name (the
+    allowed ones listed), the ServerApp's own entry, a name twice, or none."""
+    from simfl.schema.scenario import apply_override
+
+    where = "--compare"
+    if text.strip().startswith("["):
+        holder: dict[str, Any] = {}
+        apply_override(holder, f"rules={text}")
+        items = holder["rules"] if isinstance(holder.get("rules"), list) else []
+    else:
+        items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise InputError(where, f"names no rule, got {text!r}; e.g. --compare fedbuff,orthofl")
+    known = rule_names()
+    entries: list[dict[str, Any]] = []
+    for item in items:
+        entry: dict[str, Any] = {"name": item} if isinstance(item, str) else \
+            {str(k): v for k, v in item.items()} if isinstance(item, Mapping) else {}
+        name = entry.get("name")
+        if not isinstance(name, str):
+            raise InputError(where, f"each rule is a name or an entry {{name: ..., option: value}}, got {item!r}")
+        if name == BASELINE:
+            raise InputError(where, f"{BASELINE} is the app's own ServerApp, which --compare runs as the baseline; "
+                             "name simfl's rules only")
+        if name not in known and ":" not in name:
+            raise InputError(where, f"no rule named {name!r}; simfl's rules: {', '.join(known)} (or an import path "
+                             "package.module:Class, with --allow-imports)")
+        entries.append(entry)
+    labels = [_rule(e) for e in entries]
+    twice = sorted({label for label in labels if labels.count(label) > 1 or label == BASELINE})
+    if twice:
+        raise InputError(where, f"names {twice[0]} twice (or as the baseline's name); give each entry its own label, "
+                         f"e.g. '[{twice[0]}, {{name: {twice[0]}, label: {twice[0]}_2}}]'")
+    return entries
+
+
+def _rule(entry: Mapping[str, Any]) -> str:
+    """How a line names a ``--compare`` entry (a raw one): as its runs are named, its label, else its name (for an
+    import path, the class's name: :func:`simfl.algorithms.configs.run_name`)."""
+    from simfl.names import short_name
+
+    return str(entry.get("label") or short_name(str(entry.get("name"))))
+
+
+def _about_entry(exc: InputError, where: str, entry: Mapping[str, Any]) -> str:
+    """What a refusal of the scenario ``where`` with one entry says, without the entry's path ``algorithms[0]`` (the
+    line names the rule before it); for a bare name refused for one of its options, where the options go."""
+    text = (exc.message if exc.where == where else str(exc)).removeprefix("(top level): ")  # a model validator's
+    prefix = "algorithms[0]"
+    if not text.startswith(prefix):
+        return text
+    hint = "" if set(entry) != {"name"} or not text.startswith(prefix + ".") else (
+        f"; options go in the YAML form, --compare '[{{name: {entry['name']}, option: value}}]'")
+    return text[len(prefix):].lstrip(".:").strip() + hint
+
+
+def check_rules(raw: Mapping[str, Any], validate: Callable[[dict[str, Any]], Scenario], where: str) -> None:
+    """Refuse, in one line naming the rule and why, a ``--compare`` rule (``raw``'s entries after the ServerApp's)
+    that cannot run over the app: ``validate`` (the command's: validation, paths, the checks that need the clients)
+    of the scenario with that rule alone refuses it (an option out of range, a hook a ClientApp cannot take, PORT's
+    recall); ``where`` is what its lines name the scenario by. The scenario with the ServerApp alone is validated
+    first, so that a mistake of the scenario's own is said as it is, not blamed on a rule."""
+    entries = list(raw["algorithms"])
+    validate({**raw, "algorithms": entries[:1]})
+    alone = {key: value for key, value in raw["eval"].items() if key != "baseline"}  # the baseline is not there
+    for entry in entries[1:]:
+        try:
+            validate({**raw, "algorithms": [entry], "eval": alone})
+        except InputError as exc:
+            raise InputError("--compare", f"{_rule(entry)}: cannot run over this app: "
+                             f"{_about_entry(exc, where, entry)}") from None
+
+
+def check_model(scn: Scenario) -> None:
+    """Refuse the ``--compare`` rules of ``scn`` (its entries after the ServerApp's) in one line when the app gives
+    them no model: with the app's model (``model: flower_app``) they take its ServerApp's first train message's
+    arrays, which this probes once, as each of their runs will (:func:`simfl.launch.experiment.app_model`; the first
+    seed), so that a vertical or analytics app is refused before anything runs."""
+    from simfl.algorithms.configs import run_name
+    from simfl.launch.experiment import app_model
+    from simfl.models.configs import FlowerAppModelConfig
+
+    if not isinstance(scn.model, FlowerAppModelConfig) or len(scn.algorithms) < 2:
+        return
+    clients = scn.stated_clients()
+    assert clients is not None, "simfl flwr run states its clients (data.partition.clients)"
+    flower_log = logging.getLogger("flwr")  # its warnings come again from each run's own start of main
+    level = flower_log.level
+    flower_log.setLevel(logging.ERROR)
+    try:
+        app_model(scn.model, clients, scn.seeds[0])
+    except InputError as exc:
+        rules = ", ".join(run_name(a) for a in scn.algorithms[1:])
+        raise InputError("--compare", f"{rules}: cannot run over this app: {exc.message}") from None
+    finally:
+        flower_log.setLevel(level)
