@@ -158,7 +158,8 @@ class Plan:
     eta: int = 1
     """Halving's factor: each rung keeps the best ``1/eta`` of a batch (1: no halving)."""
     halving_note: str = ""
-    """Why halving is off, when it is (a line of the tune's summary)."""
+    """Why halving is off, when it is (a line of the tune's summary); with halving, what its rungs' times say against
+    the scenario's mean round time, if anything."""
 
     def bracket(self, entry: Entry) -> int:
         """The entry's trials asked at a time, which with halving compete at its rungs (:func:`bracket_size`)."""
@@ -377,10 +378,33 @@ def _halving(scn: Scenario, config: TuneConfig, entries: Sequence[Entry], sample
         problem = (f"an entry's first batch has {smallest} trial{'s' * (smallest != 1)}, fewer than eta "
                    f"{settings.eta}: none would be pruned (raise tune.{'batch' if sampler in LEARNING else 'trials'})")
     else:
-        return settings, times, ""
+        return _after_first_rounds(scn, settings, times, asked is None)
     if asked is None:
         return None, [], f"halving off: {problem}"
     raise InputError(f"{where}: tune.halving", f"cannot run: {problem}; or set tune.halving: false")
+
+
+def _after_first_rounds(scn: Scenario, settings: HalvingConfig, times: list[float],
+                        default: bool) -> tuple[HalvingConfig | None, list[float], str]:
+    """Halving's rungs checked against the scenario's mean round time (the estimate's): a rung before it would cut
+    trials before most clients' first update, on noise. The default then takes fewer rungs (off when fewer than two
+    are left); rungs the scenario asks for are kept, and the note says so."""
+    from simfl.schema import estimate
+
+    budget, every = scn.budget.time, scn.eval.every
+    assert budget is not None
+    first = estimate.estimate(scn).mean_latency
+    if first is None or times[0] >= first:
+        return settings, times, ""
+    early = f"a rung before {first:,.0f} s, the mean round time, would cut trials before most clients' first update"
+    if not default:
+        return settings, times, f"its first rung at {times[0]:g} s comes first: {early}; fewer tune.halving.rungs avoid it"
+    while len(times) >= 2 and times[0] < first:
+        settings = settings.model_copy(update={"rungs": settings.rungs - 1})
+        times = rung_times(settings, budget, every)
+    if len(times) < 2:
+        return None, [], f"halving off: {early}, and a single rung is the budget"
+    return settings, times, f"{settings.rungs} rungs: {early}"
 
 
 def plan_of(scn: Scenario, where: str = "scenario", resume: bool = False) -> Plan:
@@ -558,6 +582,8 @@ def estimate_line(plan: Plan, cost: tuple[float, float] | None) -> str:
         afresh = [e.name for e in plan.entries if not continues(plan, e)]
         if afresh:
             line += f" ({', '.join(afresh)}: each rung a run from time 0, as runs that cannot be checkpointed)"
+        if plan.halving_note:
+            line += f" ({plan.halving_note})"
     else:
         line += f"; {plan.halving_note}"
     if cost is not None:
@@ -847,7 +873,7 @@ def halving_note(plan: Plan, trials: Sequence[Trial]) -> str | None:
     return (f"rungs at {', '.join(f'{t:g}' for t in plan.rungs)} s keeping the best 1/{plan.eta} of each "
             f"{bracket_word(plan)}: "
             f"{pruned} of {len(trials)} trials pruned, {ran / whole if whole else math.nan:.2f} of the training of "
-            "every trial run to the budget")
+            "every trial run to the budget" + (f" ({plan.halving_note})" if plan.halving_note else ""))
 
 
 def best_scenario(plan: Plan, best: Mapping[str, Trial], ran: Mapping[str, int], out: Path,

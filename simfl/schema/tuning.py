@@ -272,8 +272,9 @@ class TuneConfig(Section):
         "validation split at the same rungs of virtual time, and the same share of each batch goes on to the next "
         "rung (the rest are pruned). true: eta 3 over 3 rungs; a mapping sets eta and rungs; false: every trial "
         "runs the whole budget. Unset: on where it is safe (a time budget with at least two rungs on the "
-        "evaluation grid, and at least eta trials in each entry's first batch), else off; the tune's first line "
-        "says which.",
+        "evaluation grid, and at least eta trials in each entry's first batch), with fewer rungs where a rung "
+        "would come before the mean round time (the estimate's: before most clients' first update), else off; "
+        "the tune's first line says which.",
     )
     extend: ExtendConfig | None = Field(
         None, description="Extend a grid where an entry's best value is at its edge ({limit: 2}: at most two rounds "

@@ -228,3 +228,20 @@ def test_validate_states_the_tunes_cost_and_the_training_it_runs(tmp_path: Path,
     assert cost is not None and cost[0] == pytest.approx(cost[1] * 1100 / 2700)
     out = tune(raw, tmp_path / "tuned", workers=1, quiet=True, base=tmp_path).out
     assert sum(float(r["virtual_seconds"]) for r in rows(out / TRIALS_FILE)) == 1100.0
+
+
+@pytest.mark.parametrize(("seconds", "asked", "rungs", "note"), [
+    ([2.0, 3.0, 5.0, 7.0], None, [10.0, 30.0, 90.0], ""),  # mean round 4.25 s: every rung after it
+    ([12.0, 14.0, 16.0, 18.0], None, [30.0, 90.0], "2 rungs: a rung before 15 s, the mean round time"),
+    ([40.0, 50.0, 60.0, 70.0], None, [], "halving off: a rung before 55 s, the mean round time"),
+    ([12.0, 14.0, 16.0, 18.0], {"eta": 3, "rungs": 3}, [10.0, 30.0, 90.0], "its first rung at 10 s comes first"),
+])
+def test_no_default_rung_before_the_mean_round(seconds: list[float], asked: dict[str, int] | None,
+                                               rungs: list[float], note: str) -> None:
+    # rungs at 10, 30, 90 s by default; a rung before the mean round time cuts trials before most clients' first
+    # update: the default takes fewer rungs (none: off), a halving asked for keeps its rungs and says so
+    raw = halving_scenario(halving=asked)
+    raw["latency"] = {"model": "constant", "seconds": seconds}
+    plan = plan_of(validate(raw))
+    assert plan.rungs == rungs
+    assert plan.halving_note.startswith(note) if note else plan.halving_note == ""
