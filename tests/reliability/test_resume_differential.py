@@ -38,6 +38,9 @@ ALGORITHMS: list[dict[str, Any]] = [
     {"name": "orthofl", "shift_source": "global", "returning": "server"}, {"name": "ca2fl", "buffer": 2},
     {"name": "fedavg", "clients_per_round": 2}, {"name": "moon", "clients_per_round": 2}, {"name": "fedac", "buffer": 2},
     {"name": "pisces", "b": 3.0}, {"name": "port", "buffer": 1, "omega": 1},
+    {"name": "fadas", "buffer": 2, "delay_threshold": 1}, {"name": "asyncfeded"}, {"name": "fedstaleweight", "buffer": 2},
+    {"name": "delay_adaptive", "form": "koloskova", "delay_threshold": 1}, {"name": "mifa", "clients_per_round": 2},
+    {"name": "fednova", "clients_per_round": 2}, {"name": "feddyn", "clients_per_round": 2, "alpha": 0.1},
 ]
 
 
@@ -96,7 +99,7 @@ def check_resumes(raw: dict[str, Any]) -> int:
     return count[0]
 
 
-CASES = 10
+CASES = len(ALGORITHMS)
 """One case per algorithm above. Cases 0 and 7 diverged before the streams' states were read without building them
 (a client's repeated first block, see tests/reliability/test_checkpoint.py's divergence case)."""
 
