@@ -92,6 +92,13 @@ def _mnist() -> Any:
     return Mnist.load(MnistConfig(partition={"kind": "iid", "clients": 1}))
 
 
+def _record(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """AFL-Lib's client file holds one pickled dict {'x', 'y'} under the key data (its read_data: ``.tolist()``)."""
+    record = np.empty((), dtype=object)
+    record[()] = {"x": x, "y": y}
+    return record
+
+
 def prepare(afl: Path, out: Path) -> None:
     """Write simfl's partition as its indices file and as AFL-Lib's per-client npz files."""
     from simfl import rng
@@ -111,10 +118,10 @@ def prepare(afl: Path, out: Path) -> None:
     for m in range(CLIENTS):
         x = data.x_train[chosen[m]].numpy().astype(np.float32)
         y = labels[chosen[m]].astype(np.int64)
-        np.savez_compressed(base / "train" / f"{m}.npz", data={"x": x, "y": y})
+        np.savez_compressed(base / "train" / f"{m}.npz", data=_record(x, y))
         tx = data.x_test[test_shares[m]].numpy().astype(np.float32)
         ty = data.y_test[test_shares[m]].numpy().astype(np.int64)
-        np.savez_compressed(base / "test" / f"{m}.npz", data={"x": tx, "y": ty})
+        np.savez_compressed(base / "test" / f"{m}.npz", data=_record(tx, ty))
     counts = [np.bincount(labels[c], minlength=10).tolist() for c in chosen]
     with (out / "partition_counts.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -167,7 +174,8 @@ def _inner(rule: str, seed: int, updates: int, window: int, log: Path, fresh: bo
     import importlib
 
     base = importlib.import_module("alg.base")
-    base.load_model = simfl_mlp  # the model both sides train; AFL-Lib's own adds a ReLU on the logits
+    # the model both sides train (AFL-Lib's own adds a ReLU on the logits); setattr: a module of the copy
+    setattr(base, "load_model", simfl_mlp)  # noqa: B010
     from utils.options import args_parser
 
     args = args_parser()
