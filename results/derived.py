@@ -124,7 +124,8 @@ def main() -> None:
     e5 = sum(v for k, v in minutes.items() if "-e5" in k and not k.startswith("tune-") and "-tuned-" not in k)
     cross = minutes.get(CROSS_DEVICE.name, 0.0)
     sensitivity = sum(v for k, v in minutes.items() if k.startswith("sensitivity-"))
-    later = sum(v for k, v in minutes.items() if k.startswith(("stragglers-", "bandwidth-")))  # wall: see their sections
+    later = sum(v for k, v in minutes.items()
+                if k.startswith(("stragglers-", "bandwidth-", "async-rules-", "crosscheck-")))  # wall: see their sections
     print(f"cpu_hours_total={(sum(minutes.values()) - e5 - cross - sensitivity - tune - tuned - later) / 60:.1f}")
     print(f"cpu_hours_e5={e5 / 60:.1f}")
     print(f"cpu_hours_tune={tune / 60:.1f}")

@@ -11,7 +11,7 @@
 # trains with one thread, and each step runs its runs side by side on every core (`simfl run --workers`), so a
 # table takes about as long as its longest run on a machine with a core per run.
 # Usage: results/reproduce.sh [main5|har5|ablation5|ca2fl_readings|bn_stats|bn_variance|tuned5|fedadam_lr|main|har|ablation|heterogeneity|delays|
-#   newsgroups|motivation|examples|scaffold|cross_device|stragglers|bandwidth|report]...
+#   newsgroups|motivation|examples|scaffold|cross_device|stragglers|bandwidth|async_rules|report]...
 # (default: all but tuned5, the long tuned comparison). The report step's `simfl report` lines are also what tests/studies/test_report.py rebuilds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -162,6 +162,16 @@ bandwidth() (  # a shared server link of 100 KB/s and 25 KB/s against none, MNIS
   export SIMFL_NUMERICS=native  # as committed
   [ -d results/bandwidth-mnist ] || $SIMFL sweep scenarios/studies/bandwidth_mnist.yaml --out results/bandwidth-mnist --quiet
 )
+async_rules() (  # every asynchronous rule on MNIST at E = 1: each tuned on equal terms (the same grid size, halving
+  # over 2 rungs, seed 100), PORT in its own tune of the same terms, then the tuned values on seeds 0, 1, 2; run with
+  # this machine's own kernels, as committed (results/README.md, "Every asynchronous rule")
+  export SIMFL_NUMERICS=native
+  [ -d results/async-rules-mnist-tune ] || $SIMFL tune scenarios/studies/async_rules_mnist.yaml --out results/async-rules-mnist-tune --quiet
+  [ -d results/async-rules-mnist-port-tune ] || $SIMFL tune scenarios/studies/async_rules_mnist_port.yaml \
+    --out results/async-rules-mnist-port-tune --quiet
+  table results/async-rules-mnist-tune/best.yaml results/async-rules-mnist
+  table results/async-rules-mnist-port-tune/best.yaml results/async-rules-mnist-port
+)
 report() {
   $SIMFL report results/quickstart-300s results/quickstart-delays-300s --out results/report --force
   $SIMFL report results/paper-mnist-e1 results/paper-har-e1 --out results/report-main --force
@@ -181,6 +191,7 @@ report() {
   $SIMFL report results/cross-device-mnist --baseline fedasync --out results/report-cross-device --force
   $SIMFL report results/stragglers-mnist-p0 results/stragglers-mnist-p20 results/stragglers-mnist-p50 --apart --out results/report-stragglers --force
   $SIMFL report results/bandwidth-mnist --out results/report-bandwidth --force
+  $SIMFL report results/async-rules-mnist results/async-rules-mnist-port --baseline fedasync --out results/report-async-rules --force
   # Figure 8: the main table's beta = 0.6, E = 5 runs fill that cell (its chain entry is the default OrthoFL)
   $SIMFL report results/sensitivity-beta-mnist results/paper-mnist-e5/orthofl_chain-seed0 results/paper-mnist-e5/orthofl_chain-seed1 results/paper-mnist-e5/orthofl_chain-seed2 results/paper-mnist-e5/fedavg-seed0 results/paper-mnist-e5/fedavg-seed1 results/paper-mnist-e5/fedavg-seed2 --by beta --as orthofl_chain=orthofl --out results/report-sensitivity-beta --force
   $SIMFL report results/sensitivity-epochs-mnist results/paper-mnist-e5/orthofl_chain-seed0 results/paper-mnist-e5/orthofl_chain-seed1 results/paper-mnist-e5/orthofl_chain-seed2 results/paper-mnist-e5/fedavg-seed0 results/paper-mnist-e5/fedavg-seed1 results/paper-mnist-e5/fedavg-seed2 --by train.epochs --as orthofl_chain=orthofl --target-from 5 --out results/report-sensitivity-epochs --force

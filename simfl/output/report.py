@@ -58,9 +58,14 @@ METHOD_NAMES = {
     "orthofl": ("OrthoFL", "OrthoFL"),
     "orthofl_global": ("OrthoFL (global)", "OrthoFL (global)"),
     "orthofl_chain": ("OrthoFL (chain)", "OrthoFL (chain)"),
+    "fadas": ("FADAS", "FADAS"), "fedac": ("FedAC", "FedAC"), "fedstaleweight": ("FedStaleWeight", "FedStaleWeight"),
+    "asyncfeded": ("AsyncFedED", "AsyncFedED"), "delay_adaptive": ("Delay-adaptive ASGD", "Delay-adaptive ASGD"),
+    "pisces": ("Pisces", "Pisces"), "port": ("PORT", "PORT"), "mifa": ("MIFA", "MIFA"),
+    "fednova": ("FedNova", "FedNova"), "feddyn": ("FedDyn", "FedDyn"), "moon": ("MOON", "MOON"),
 }
-"""Display names (markdown, LaTeX) in the paper's row order, with the labels of the two OrthoFL readings last;
-other algorithms and labels follow in order of appearance, shown as they are."""
+"""Display names (markdown, LaTeX) in the paper's row order, with the labels of the two OrthoFL readings after it
+and the rules of the later literature last; other algorithms and labels follow in order of appearance, shown as they
+are."""
 
 
 def display_name(label: str, tex: bool = False) -> str:
