@@ -137,7 +137,7 @@ NonNegInt = Annotated[int, AfterValidator(_range(0, None, False, True))]
 """An int >= 0."""
 
 
-PATH_KEYS = ("data.root", "data.cache_dir", "data.partition.path", "client_state.dir", "latency.path",
+PATH_KEYS = ("data.root", "data.cache_dir", "data.partition.path", "client_state.dir", "latency.path", "latency.traces",
              "latency.behavior", "tracking.tensorboard.dir", "tracking.wandb.dir")
 """The scenario settings (dotted keys) that name a file or folder. A scenario file gives them relative to its
 own folder: :func:`simfl.schema.scenario.resolve_paths` makes them absolute for a run, the scenario.yaml a run

@@ -82,3 +82,23 @@ def test_data_root_from_the_data_folder_is_not_written(tmp_path: Path, write_sce
     out = tmp_path / "out"
     assert main(["run", str(write_scenario(raw)), "--out", str(out), "--quiet"]) == 0
     assert yaml.safe_load((out / "scenario.yaml").read_text())["data"]["root"] == "../data"
+
+
+def test_a_traces_folder_is_read_relative_to_the_scenario_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # latency.traces names a folder as latency.path names a file: relative to the scenario file, whatever the
+    # working folder, and written relative to the result folder's scenario.yaml
+    from simfl.latency.profiles import DATA_DIR
+
+    root = tmp_path / "project"
+    (root / "scenarios" / "studies").mkdir(parents=True)
+    shutil.copytree(DATA_DIR, root / "scenarios" / "traces")
+    raw = tiny_scenario(latency={"model": "rpi_gaussian", "traces": "../traces"}, executor={"kind": "none"})
+    path = root / "scenarios" / "studies" / "s.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert scenario_mod.load(path).latency.traces == str((root / "scenarios" / "traces").resolve())
+    out = root / "results" / "r"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert yaml.safe_load((out / "scenario.yaml").read_text())["latency"]["traces"] == "../../scenarios/traces"
