@@ -1,6 +1,7 @@
 """The ServerApp: a loop of its own that sends query messages, no model. Round 1 asks every node for its label
 counts (``query``), round 2 for a histogram of its pixel intensities (``query.pixels``); the sums are the whole
-federation's, logged and saved (``save-to``, JSON)."""
+federation's, logged and saved (``save-to``, JSON). ``rounds`` (default 1) asks both again that many times, the last
+answers kept: a run of many small messages (``python -m benchmarks.flower_engine --app analytics``)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ def ask(grid: Grid, message_type: str, config: ConfigRecord) -> list[Message]:
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    counts = sum(np.array(r.content["answer"]["counts"]) for r in ask(grid, "query", ConfigRecord({})))
     bins = int(context.run_config["bins"])
-    answers = [r.content["answer"] for r in ask(grid, "query.pixels", ConfigRecord({"bins": bins}))]
+    for _ in range(int(context.run_config.get("rounds", 1))):  # the same two queries again: a message-heavy run
+        counts = sum(np.array(r.content["answer"]["counts"]) for r in ask(grid, "query", ConfigRecord({})))
+        answers = [r.content["answer"] for r in ask(grid, "query.pixels", ConfigRecord({"bins": bins}))]
     histogram = sum(np.array(a["histogram"]) for a in answers)
     mean = sum(a["sum"] for a in answers) / sum(a["pixels"] for a in answers)
     log(INFO, "label counts %s, pixel histogram %s, mean intensity %.4f", counts.tolist(), histogram.tolist(), mean)
