@@ -49,11 +49,13 @@ class BenchApp:
     nodes: int
     rounds_key: str
     scenario: Path | None
+    saves_model: bool = True
+    """Its ``save-to`` is a torch file of the model and the rounds' metrics (the analytics app writes JSON)."""
 
 
 APPS = {
     "digits": BenchApp(APP, "digits_app", 6, "num-server-rounds", APP / "scenario.yaml"),
-    "analytics": BenchApp(ROOT / "examples" / "flower" / "analytics", "digits_analytics", 5, "rounds", None),
+    "analytics": BenchApp(ROOT / "examples" / "flower" / "analytics", "digits_analytics", 5, "rounds", None, False),
 }
 """``--app``: the example app (FedAvg over a small CNN, a round a train and an evaluation message per node), and the
 analytics example (no model: a round two query messages per node, each answered in about a millisecond), where the
@@ -83,7 +85,7 @@ _run_simulation(num_supernodes={nodes}, exit_event=EventType.PYTHON_API_RUN_SIMU
 
 
 def flower_engine(config: dict[str, Any], nodes: int, cpus: int = 1, app: Path = APP,
-                  package: str = "digits_app") -> dict[str, Any]:
+                  package: str = "digits_app", saves_model: bool = True) -> dict[str, Any]:
     """Run the app with ``config`` (its whole run config, ``save-to`` included) under Flower's simulation engine in
     a fresh process; what its ServerApp saved (empty for an app that saves no model: the analytics app)."""
     import torch
@@ -95,7 +97,7 @@ def flower_engine(config: dict[str, Any], nodes: int, cpus: int = 1, app: Path =
                               cwd=work)
     if done.returncode != 0:
         raise RuntimeError(f"Flower's engine failed:\n{done.stderr[-3000:]}")
-    if package != "digits_app":
+    if not saves_model:
         return {}
     return torch.load(config["save-to"])  # type: ignore[no-any-return]
 
@@ -125,7 +127,7 @@ def walls(rounds: int, repeat: int, app: BenchApp = APPS["digits"]) -> dict[str,
             simfl_flwr_run(work / "out", rounds, save_to=work / "simfl.pt", app=app)
             taken["simfl"].append(time.perf_counter() - start)
             start = time.perf_counter()
-            flower_engine(config, app.nodes, app=app.folder, package=app.package)
+            flower_engine(config, app.nodes, app=app.folder, package=app.package, saves_model=app.saves_model)
             taken["flower"].append(time.perf_counter() - start)
     return {side: statistics.median(values) for side, values in taken.items()}
 

@@ -103,6 +103,7 @@ if TYPE_CHECKING:  # the runner and the result tables load torch and pandas: imp
     import optuna
 
     from simfl.launch.runner import Launch
+    from simfl.schema.estimate import Estimate
 
 TUNE_FILE = "tune.yaml"
 STARTED_FILE = "started.json"
@@ -147,6 +148,9 @@ class Plan:
     scn: Scenario
     raw: dict[str, Any]
     """The scenario as plain data, data paths absolute (what every trial's scenario starts from)."""
+    estimate: Estimate
+    """The estimate of the scenario's runs (:func:`simfl.schema.estimate.estimate`), made once: what the halving's
+    rungs, the tune's cost and its disk are counted from."""
     config: TuneConfig
     entries: list[Entry]
     sampler: str
@@ -357,7 +361,7 @@ def bracket_size(config: TuneConfig, sampler: str, halving: bool, entry: Entry) 
     return entry.trials if halving and sampler not in LEARNING else config.batch
 
 
-def _halving(scn: Scenario, config: TuneConfig, entries: Sequence[Entry], sampler: str, where: str,
+def _halving(scn: Scenario, est: Estimate, config: TuneConfig, entries: Sequence[Entry], sampler: str, where: str,
              resume: bool) -> tuple[HalvingConfig | None, list[float], str]:
     """The halving a tune runs with, its rungs, and why it is off when it is. Unset, it is on where it is safe
     (and off in a folder written before halving existed, which a resume continues as it was); asked for where it
@@ -378,22 +382,19 @@ def _halving(scn: Scenario, config: TuneConfig, entries: Sequence[Entry], sample
         problem = (f"an entry's first batch has {smallest} trial{'s' * (smallest != 1)}, fewer than eta "
                    f"{settings.eta}: none would be pruned (raise tune.{'batch' if sampler in LEARNING else 'trials'})")
     else:
-        return _after_first_rounds(scn, settings, times, asked is None)
+        return _after_first_rounds(scn, est.mean_latency, settings, times, asked is None)
     if asked is None:
         return None, [], f"halving off: {problem}"
     raise InputError(f"{where}: tune.halving", f"cannot run: {problem}; or set tune.halving: false")
 
 
-def _after_first_rounds(scn: Scenario, settings: HalvingConfig, times: list[float],
+def _after_first_rounds(scn: Scenario, first: float | None, settings: HalvingConfig, times: list[float],
                         default: bool) -> tuple[HalvingConfig | None, list[float], str]:
-    """Halving's rungs checked against the scenario's mean round time (the estimate's): a rung before it would cut
-    trials before most clients' first update, on noise. The default then takes fewer rungs (off when fewer than two
-    are left); rungs the scenario asks for are kept, and the note says so."""
-    from simfl.schema import estimate
-
+    """Halving's rungs checked against the scenario's mean round time ``first`` (the estimate's): a rung before it
+    would cut trials before most clients' first update, on noise. The default then takes fewer rungs (off when fewer
+    than two are left); rungs the scenario asks for are kept, and the note says so."""
     budget, every = scn.budget.time, scn.eval.every
     assert budget is not None
-    first = estimate.estimate(scn).mean_latency
     if first is None or times[0] >= first:
         return settings, times, ""
     early = f"a rung before {first:,.0f} s, the mean round time, would cut trials before most clients' first update"
@@ -448,13 +449,17 @@ def plan_of(scn: Scenario, where: str = "scenario", resume: bool = False) -> Pla
                 trial_scenario(raw, entry, {key: value}, config.validation, f"{where}: tune.params: {key}={value!r}")
     top = max(scn.seeds)
     seeds = config.seeds if config.seeds is not None else list(range(top + 1, top + 1 + len(scn.seeds)))
-    halving, rungs, note = _halving(scn, config, entries, sampler, where, resume)
+    from simfl.schema import estimate
+
+    est = estimate.estimate(scn)
+    halving, rungs, note = _halving(scn, est, config, entries, sampler, where, resume)
     if config.halving is None and not resume:  # tune.yaml states what was chosen, so that a resume continues it
         scn = scn.model_copy(deep=True)
         assert scn.tune is not None
         scn.tune.halving = halving if halving is not None else False
         config = scn.tune
-    return Plan(scn, raw, config, entries, sampler, seeds, rungs, halving.eta if halving is not None else 1, note)
+    return Plan(scn, raw, est, config, entries, sampler, seeds, rungs, halving.eta if halving is not None else 1,
+                note)
 
 
 def _check_extend(config: TuneConfig, sampler: str, entries: Sequence[Entry], where: str) -> None:
@@ -540,10 +545,10 @@ def disk_needs(plan: Plan, out: Path) -> list[DiskNeed]:
     halving: a folder's own files, and each seed's run files up to that rung, its rows scaled by the rung's share of
     the budget) and the rung states kept at once for the trials that go on (:func:`continues`: every trial of the
     batches under way, until the rung's cut, each at most a checkpoint of the run to the budget)."""
-    from simfl.schema import estimate
     from simfl.schema.costs import whole
+    from simfl.schema.estimate import bytes_text
 
-    est = estimate.estimate(plan.scn)
+    est = plan.estimate
     folder, files = whole("FOLDER_BYTES"), whole("RUN_FILES_BYTES")
     rows = max(0.0, (est.results_bytes - folder) / max(1, est.runs) - files)  # a run's rows to the budget
     seeds = len(plan.scn.seeds)
@@ -560,7 +565,7 @@ def disk_needs(plan: Plan, out: Path) -> list[DiskNeed]:
     kept = sum(min(plan.bracket(e), e.trials) for e in plan.entries if continues(plan, e)) * seeds
     if kept and len(plan.rungs) > 1:
         needs.append(DiskNeed("kept rung states", kept * est.checkpoint_bytes, out,
-                              f"{estimate.bytes_text(est.checkpoint_bytes)} each, {kept} kept at once until their rung's "
+                              f"{bytes_text(est.checkpoint_bytes)} each, {kept} kept at once until their rung's "
                               "cut", "lower tune.batch, or give an --out on a larger disk"))
     return needs
 
@@ -622,9 +627,7 @@ def tune_units(plan: Plan) -> int:
 def tune_seconds(plan: Plan) -> tuple[float, float] | None:
     """The tune's estimated seconds of one worker, with its halving and without (None: not known ahead): the
     schema's estimate of one run of the scenario, times the trials' runs, times :func:`halving_share`."""
-    from simfl.schema import estimate
-
-    wall = estimate.estimate(plan.scn).wall_seconds
+    wall = plan.estimate.wall_seconds
     if wall is None:
         return None
     runs = sum(e.trials for e in plan.entries) * len(plan.scn.seeds)
@@ -1701,9 +1704,9 @@ def tune(path: str | Path | Mapping[str, Any] | None = None, out: Path | None = 
         where = str(path)
     out = Path(out) if out is not None else outdir.default_out(f"{scn.name}-tune")
     plan = plan_of(scn, where, resume is not None)
-    from simfl.schema import estimate, limits
+    from simfl.schema import limits
 
-    limits.check(estimate.estimate(scn), limits.default_max_memory(), f"{where}: estimate")  # as simfl run and sweep
+    limits.check(plan.estimate, limits.default_max_memory(), f"{where}: estimate")  # as simfl run and sweep
     if resume is None:  # a resumed tune has written part of it already
         limits.check_needs(disk_needs(plan, out), f"{where}: estimate")
     if not quiet:
