@@ -27,7 +27,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS) tests
 
-# the rules' tests alone (marker `fast`): the contributors' quick loop (311 tests in 37 s on 2 cores)
+# the rules' tests alone (marker `fast`): the contributors' quick loop (380 tests in 39 s on 2 cores)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n 2 -m fast tests
 
