@@ -434,7 +434,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         limits.check_needs(needs, f"{args.file}: estimate of the tune")
         cost = tune_seconds(tuning)
         lines.append(estimate_line(tuning, cost))
-        lines += [line.replace("#   free disk:  ", "#   tune disk:  ", 1) for line in limits.needs_lines(needs)]
+        lines += limits.needs_lines(needs, "tune disk")
         if cost is not None:
             lines.append(_cost_text("the tune", cost[0], cost[0], workers_for(None, [scn], tune_units(tuning)),
                                     "" if not tuning.rungs else f" ({_span(cost[1], cost[1])} of one core without "

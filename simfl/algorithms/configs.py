@@ -103,6 +103,11 @@ class AlgorithmConfig(Section):
         :attr:`client_hooks` unless an option turns a hook off."""
         return self.client_hooks
 
+    def stopped_by_updates(self) -> bool:
+        """Whether ``budget.updates`` ends this entry's runs (a run's budget): True unless an option says the entry runs
+        to its own end or ``budget.time`` instead (a ServerApp's ``budget_updates: false``)."""
+        return True
+
     def vectors_kept(self) -> int:
         """Model-sized vectors this entry keeps per client it reaches, as its options set them (the estimate's
         per-client state): :attr:`client_vectors` unless an option changes what the algorithm keeps."""
@@ -851,6 +856,9 @@ class ServerAppConfig(AlgorithmConfig):
         "rules beside it run to budget.updates while the app runs all its rounds (what simfl flwr run --compare "
         "writes); needs budget.time."
     )
+
+    def stopped_by_updates(self) -> bool:
+        return self.budget_updates
 
     @field_validator("timeout")
     @classmethod

@@ -291,8 +291,7 @@ def run_one(
     )
     recorder = None if scenario.record is None else LayerRecorder(algorithm, fed.layout, scenario.record.layer)
     observers = [o for o in (recorder, opts.on_update) if o is not None]
-    # an entry that budget.updates does not stop (a ServerApp's budget_updates: false) runs to its own end or budget.time
-    updates = scenario.budget.updates if getattr(config, "budget_updates", True) else None
+    updates = scenario.budget.updates if config.stopped_by_updates() else None  # else its own end or budget.time
     budget = Budget(scenario.budget.time, updates)
     executor = make_executor(scenario, fed, entry_train(scenario, algo_index))
     server = scenario.server

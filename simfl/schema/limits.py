@@ -187,13 +187,14 @@ def free_lines(est: Estimate, out: Path, workers: int = 1) -> list[str]:
     return needs_lines(disk_needs(est, out, workers))
 
 
-def needs_lines(stores: list[DiskNeed]) -> list[str]:
-    """``# ``-comment lines: the disk each filesystem gets of ``stores`` and its free space."""
+def needs_lines(stores: list[DiskNeed], label: str = "free disk") -> list[str]:
+    """``# ``-comment lines headed ``label``: the disk each filesystem gets of ``stores`` and its free space."""
+    head = f"#   {label + ':':<15}"
     lines = []
     for free, needs in _by_device(stores).values():
         total = sum(n.bytes for n in needs)
         folders = ", ".join(dict.fromkeys(str(existing(n.folder)) for n in needs))
-        lines.append(f"#   free disk:     {bytes_text(free)} in {folders}, {bytes_text(total)} needed "
+        lines.append(f"{head}{bytes_text(free)} in {folders}, {bytes_text(total)} needed "
                      f"({', '.join(n.store for n in needs)})")
     return lines
 

@@ -395,7 +395,7 @@ class Scenario(Section):
         """An entry that budget.updates does not stop (a ServerApp's ``budget_updates: false``) ends at its own end or
         at budget.time: without one, a run that never ends its main would have no end."""
         for i, algo in enumerate(self.algorithms):
-            if getattr(algo, "budget_updates", True) is False and self.budget.time is None:
+            if not algo.stopped_by_updates() and self.budget.time is None:
                 raise ValueError(f"algorithms[{i}] ({algo.name}) has budget_updates: false, so budget.updates does not "
                                  "stop its runs; set budget.time too")
         return self
