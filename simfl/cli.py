@@ -531,8 +531,11 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
     """Run the target's unfinished runs, then print the comparison of its entries, the verdict and its folder."""
     from simfl.launch.runner import Launch, VerifyFailed, run_targets
 
+    spare = getattr(args, "spare_pool", None)  # a Flower App's ClientApp calls: the cores the runs leave, once heavy
+    pool = spare(workers) if spare is not None and args.ray is None else 0
     try:
-        done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet, clock=getattr(args, "clock", "auto")))[0]
+        done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet, clock=getattr(args, "clock", "auto"),
+                                            pool=pool))[0]
     except VerifyFailed as exc:
         print(one_line(f"simfl: verify: {exc.line}; results so far in {exc.out} (marked FAILED)"), file=sys.stderr)
         return 1
@@ -618,6 +621,7 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
             flwr_app.check_model(scn)
         if "latency" not in base and not args.quiet:
             print(f"simfl: {flwr_app.LATENCY_NOTE}", file=sys.stderr, flush=True)
+        args.spare_pool = lambda side_by_side: flwr_app.spare_pool(raw, scn.executor.train_threads(), side_by_side)
         return _run_fresh(args, scn, every)
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.fast
 
 def test_every_kind_is_listed_with_a_class_that_builds_itself() -> None:
     assert set(EXECUTORS) == set(get_args(ExecutorKind))
-    for kind in ("inline", "none", "process"):  # ray and cuda import their own packages only when built
+    for kind in ("inline", "none", "process", "adaptive"):  # ray and cuda import their own packages only when built
         cls = registry.load(EXECUTORS[kind])
         assert issubclass(cls, Executor) and cls.of.__func__ is not Executor.of.__func__, kind
 

@@ -12,9 +12,10 @@ The folder's ``pyproject.toml`` says what Flower's ``flwr run`` reads:
 
 The scenario (``--scenario FILE``, none needed) gives what Flower's simulation has no word for: latencies,
 availability, failures, seeds, budget. To it this module adds ``client: {flower_app, run_config}``, the training
-threads (``num-cpus``, Flower's default 2, so that numbers match Flower's engine; with ``backend.init-args.num-cpus``,
-as many ClientApp calls side by side in worker processes as Flower's engine would run, its CPUs over each
-ClientApp's) and, unless the scenario names its
+threads (``num-cpus``, Flower's default 2, so that numbers match Flower's engine; as many ClientApp calls side by side
+in worker processes as Flower's engine would run, its CPUs over each ClientApp's: with ``backend.init-args.num-cpus``
+from the start; without it, the machine's cores as Flower's default, once the calls have proved heavy enough to pay
+for the workers' start, :func:`spare_pool`, which the launch applies, not the scenario) and, unless the scenario names its
 own algorithms (an asynchronous rule over the same ClientApp, ``--set 'algorithms=[{name: orthofl}]'``), the
 entry ``{name: serverapp}`` (:mod:`simfl.algorithms.serverapp`): the app's ServerApp as written. Without a
 ``latency:`` section the nodes are the measured Raspberry Pi devices (:data:`DEFAULT_LATENCY`, said in one line).
@@ -55,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from simfl import yamlsafe
 from simfl.errors import InputError
+from simfl.train.configs import cores
 from simfl.yamlsafe import MAX_DEPTH
 
 if TYPE_CHECKING:
@@ -276,6 +278,18 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
             executor.update({"kind": "process", "workers": side})
     raw["executor"] = executor
     return raw
+
+
+def spare_pool(raw: Mapping[str, Any], threads: int, side_by_side: int) -> int:
+    """The workers of the process pool each run of the app's scenario ``raw`` may start once its ClientApp calls prove
+    heavy (the ``adaptive`` executor, :mod:`simfl.train.adaptive`): Flower's engine, given no CPUs of its backend,
+    runs the machine's cores over each ClientApp's side by side, so simfl gives each run the cores the
+    ``side_by_side`` runs leave it, over its ``threads``; 0 where the scenario names its executor, or no two calls fit."""
+    executor = raw.get("executor")
+    if not isinstance(executor, Mapping) or "kind" in executor:
+        return 0
+    pool = cores() // max(threads, 1) // max(side_by_side, 1)
+    return pool if pool >= 2 else 0
 
 
 def _clients(data: Any) -> int | None:

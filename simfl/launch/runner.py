@@ -108,6 +108,9 @@ class Launch:
     """Receives the finished-unit lines (default: stderr)."""
     clock: Engine = "auto"
     """The clock every run is simulated on (``--clock``): ``simpy``, ``heap`` or ``auto`` (:class:`RunOptions`)."""
+    pool: int = 0
+    """Workers of the process pool each run with an ``inline`` executor may start once its training proves heavy
+    (:attr:`Unit.pool`; 0: none)."""
 
 
 class _Stop(Exception):
@@ -255,7 +258,7 @@ def _run_look(targets: Sequence[Target], cells: set[int], launch: Launch,
               on_published: Callable[[Target], None] | None) -> set[int]:
     """Run the unfinished runs of the targets of ``cells`` (their seeds so far) and publish each folder they complete;
     returns the cells whose sequential seeds take another batch."""
-    units = [replace(u, clock=launch.clock) for u in units_for(targets, cells)]
+    units = [replace(u, clock=launch.clock, pool=launch.pool) for u in units_for(targets, cells)]
     for cell in sorted(cells):
         targets[cell].session.write()
     progress = Progress(units, launch.workers, launch.quiet, sum(len(t.session.finished) for t in targets),

@@ -92,6 +92,10 @@ class Unit:
     clock: Engine = "auto"
     """The clock the run is simulated on (``--clock``; :attr:`~simfl.launch.experiment.RunOptions.engine`): the same
     numbers on both."""
+    pool: int = 0
+    """Workers of a process pool the run, where its executor is ``inline``, starts once its training has proved
+    heavy enough (the ``adaptive`` executor: the same numbers; 0: none). The launch sets it from the cores the runs
+    side by side leave each (a Flower App's ClientApp calls, :func:`simfl.launch.flwr_app.spare_pool`)."""
     keep: bool = False
     """Hand the run's state at its end, when its time budget stopped it, as :attr:`Done.kept`, so that a run of the
     same scenario with a later ``budget.time`` continues it (halving's promoted trials, :mod:`simfl.launch.tune`)."""
@@ -257,6 +261,8 @@ def unit_scenario(unit: Unit) -> Scenario:
     so that a unit sent to a machine with another core count runs with the same thread counts."""
     scn = scenario_mod.validate(yaml.safe_load(unit.scenario), where=f"{unit.title}: scenario")
     executor = scn.executor.model_copy(update={"threads": unit.threads, "workers": unit.workers})
+    if unit.pool >= 2 and executor.inline():
+        executor = executor.model_copy(update={"kind": "adaptive", "workers": unit.pool})
     return scn.model_copy(update={"executor": executor})
 
 

@@ -64,11 +64,12 @@ class EntryTrainConfig(Section):
         return train.model_copy(update=self.model_dump(exclude_none=True))
 
 
-ExecutorKind = Literal["inline", "process", "ray", "cuda", "none"]
+ExecutorKind = Literal["inline", "process", "adaptive", "ray", "cuda", "none"]
 """Where local training runs (``executor.kind``; :mod:`simfl.train.executor`)."""
 EXECUTORS: dict[str, str] = {
     "inline": "simfl.train.executor:InlineExecutor",
     "process": "simfl.train.pool:ProcessExecutor",
+    "adaptive": "simfl.train.adaptive:AdaptiveExecutor",
     "ray": "simfl.train.ray_executor:RayExecutor",
     "cuda": "simfl.train.cuda:CudaExecutor",
     "none": "simfl.train.executor:NullExecutor",
@@ -92,8 +93,10 @@ class ExecutorConfig(Section):
         "inline",
         description=(
             "inline: in the simulating process, one job at a time. process: a pool of CPU worker "
-            "processes training in-flight clients concurrently. ray: Ray actors (a local Ray instance "
-            "unless address is set). cuda: one GPU, several in-flight clients at once on CUDA streams. "
+            "processes training in-flight clients concurrently. adaptive: inline until the jobs trained have "
+            "taken switch_after seconds, then a process pool (the same numbers either way). "
+            "ray: Ray actors (a local Ray instance unless address is set). "
+            "cuda: one GPU, several in-flight clients at once on CUDA streams. "
             "none: pure-latency mode, no training and no evaluation (see simfl.train.executor.NullExecutor)."
         ),
     )
@@ -109,6 +112,10 @@ class ExecutorConfig(Section):
     )
     start_method: Literal["spawn", "forkserver", "fork"] = Field(
         "spawn", description="How process workers start (spawn is safe with torch's thread pools)."
+    )
+    switch_after: PositiveFloat = Field(
+        1.0, description="adaptive only: wall seconds of inline training after which a process pool starts, "
+        "taking the jobs submitted once it is ready.",
     )
     address: str | None = Field(None, description="ray only: address of an existing Ray cluster (default: local).")
     update_scale: PositiveFloat = Field(
@@ -141,13 +148,22 @@ class ExecutorConfig(Section):
         """Whether clients train at all (``none``: pure-latency mode, no training and no evaluation)."""
         return self.kind != "none"
 
+    def inline(self) -> bool:
+        """Whether jobs train in the simulating process, one at a time (``inline``)."""
+        return self.kind == "inline"
+
+    def pooled(self) -> bool:
+        """Whether jobs may train in parallel on the CPU, in worker processes or Ray actors (``adaptive``'s pool once it
+        has started: its costs are counted as the pool's, the most it can take)."""
+        return self.kind in ("process", "adaptive", "ray")
+
     def jobs(self) -> int:
         """Training jobs that run at once: one inline, the pool's workers (or streams) otherwise."""
         return 1 if self.kind in ("inline", "none") else self.pool_size()
 
     def cores_busy(self) -> int:
         """Cores one run keeps busy: its threads, times the workers where jobs train in parallel on the CPU."""
-        if self.kind in ("process", "ray"):
+        if self.pooled():
             return self.pool_size() * self.train_threads()
         return self.train_threads()
 
@@ -165,7 +181,7 @@ class ExecutorConfig(Section):
         """Whether jobs are trained before the engine collects them, so that each client in flight may hold its
         trained weights until its arrival (the pools of workers or streams); inline and none train a job only
         when it is collected."""
-        return self.kind in ("process", "ray", "cuda")
+        return self.pooled() or self.kind == "cuda"
 
     def in_actors(self) -> bool:
         """Whether jobs run in Ray actors, which hold their own cores (a unit's Ray task is declared without them)."""
@@ -174,12 +190,12 @@ class ExecutorConfig(Section):
     def planned_workers(self) -> int | None:
         """The workers as a plan fixes them: a process or Ray pool's size (its default, the planning machine's
         cores), else ``workers`` as given."""
-        return self.pool_size() if self.kind in ("process", "ray") else self.workers
+        return self.pool_size() if self.pooled() else self.workers
 
     def processes(self) -> int:
         """Processes beside the simulating one, each holding the runtime and a model (process workers, Ray
         actors)."""
-        return self.pool_size() if self.kind in ("process", "ray") else 0
+        return self.pool_size() if self.pooled() else 0
 
 
 class ClientConfig(Section):

@@ -95,8 +95,10 @@ class ProcessExecutor(Executor):
     def __init__(
         self, model: nn.Module, layout: Layout, shards: Shards,
         config: TrainConfig, seed: int, workers: int, threads: int, start_method: str = "spawn",
-        client: ClientConfig | None = None,
+        client: ClientConfig | None = None, wait: bool = True,
     ) -> None:
+        """Start the workers; with ``wait`` (the default) return once every one is ready, else at once (jobs may be
+        submitted once :meth:`ready` says so: the ``adaptive`` executor starts a pool while it trains inline)."""
         ctx: Any = mp.get_context(start_method)
         if start_method != "fork":  # in place: the workers map the same pages (forked ones inherit them)
             shards.share_memory_()  # the training data once; each worker gathers its clients' rows
@@ -130,7 +132,19 @@ class ProcessExecutor(Executor):
             self._busy.append(None)
             self._alive.append(True)
             self._procs.append(proc)
-        for i, conn in enumerate(self._conns):  # start timing only once every worker is ready
+        self._starting = set(range(workers))
+        """Workers that have not said they are ready."""
+        if wait:  # start timing only once every worker is ready
+            while not self.ready(block=True):
+                pass
+
+    def ready(self, block: bool = False) -> bool:
+        """Whether every worker has started (then the dispatcher runs); ``block``: wait for the next to say so.
+        A worker that cannot load the client's code raises its error here, one that died a RuntimeError."""
+        for i in sorted(self._starting):
+            conn = self._conns[i]
+            if not block and not conn.poll():
+                continue
             try:
                 status, _, problem, _, _ = conn.recv()
             except EOFError:
@@ -139,8 +153,14 @@ class ProcessExecutor(Executor):
             if status == "raise":
                 self.close()
                 raise problem
+            self._starting.discard(i)
+            if block:
+                break
+        if self._starting or hasattr(self, "_thread"):
+            return not self._starting
         self._thread = threading.Thread(target=self._dispatch, name="simfl-process-executor", daemon=True)
         self._thread.start()
+        return True
 
     # -- engine side ---------------------------------------------------------
 
@@ -180,6 +200,8 @@ class ProcessExecutor(Executor):
                 self._dropped.add(handle)
 
     def close(self) -> None:
+        for i in getattr(self, "_starting", ()):  # still importing: nothing to finish
+            self._procs[i].terminate()
         for conn in self._conns:
             try:
                 conn.send(_STOP)

@@ -141,6 +141,24 @@ def test_the_app_folder_is_read_as_flwr_run_reads_it() -> None:
     assert wide["executor"] == {"threads": 1, "kind": "process", "workers": 4}  # as Flower's engine: 4 CPUs // 1
 
 
+@pytest.mark.parametrize(("cores", "side_by_side", "given", "pool"), [
+    (8, 1, {}, 8),  # one run: the machine's cores over 1 thread per call, once the calls prove heavy
+    (2, 1, {}, 2),
+    (1, 1, {}, 0),  # one core: the calls one at a time
+    (8, 2, {}, 4),  # two runs side by side, 4 cores each
+    (2, 2, {}, 0),  # two runs fill the two cores
+    (8, 1, {"executor": {"kind": "inline"}}, 0),  # the scenario names its executor: kept
+])
+def test_the_clientapp_calls_go_side_by_side_on_the_cores_the_runs_leave(
+        monkeypatch: pytest.MonkeyPatch, cores: int, side_by_side: int, given: dict, pool: int) -> None:
+    """Without Flower's backend CPUs the machine's cores are Flower's default: each run's ClientApp calls get the
+    cores the runs side by side leave it (the example app: 1 CPU per ClientApp), in a pool once they prove heavy."""
+    monkeypatch.setattr(flwr_app, "cores", lambda: cores)
+    raw = flwr_app.app_scenario(flwr_app.read_app(APP), given, {}, {})
+    assert flwr_app.spare_pool(raw, 1, side_by_side) == pool
+    assert raw["executor"].get("kind") == given.get("executor", {}).get("kind")  # the scenario itself unchanged
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["tests"], "is not a Flower App folder: it has no pyproject.toml"),
     ([str(APP), "--run-config", "lr=abc"], "--run-config: The provided configuration string is in an invalid format"),
@@ -257,6 +275,38 @@ def test_the_example_app_gives_the_same_files_every_time(tmp_path: Path, monkeyp
     assert (tmp_path / "cut" / "scenario.yaml").read_bytes() == (tmp_path / "once" / "scenario.yaml").read_bytes()
     trained = [(tmp_path / "once" / "serverapp" / f"seed{k}" / "train.csv").read_text() for k in (0, 1)]
     assert trained[0] != trained[1]  # the app's draws follow the seed
+
+
+def test_the_calls_moved_to_a_pool_mid_run_give_the_same_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default (one run, 1 CPU per ClientApp, this machine's cores) a run's ClientApp calls go to worker
+    processes once they have taken ``executor.switch_after`` seconds: here after the first call, the pool awaited so
+    that every train call not yet made trains in it. The files are those of the calls one at a time, byte for byte."""
+    from simfl.train import adaptive
+
+    if flwr_app.cores() < 2:
+        pytest.skip("one core: no pool is started")
+    started = adaptive.AdaptiveExecutor._start_pool
+    pooled: list[int] = []
+
+    def awaited(self: adaptive.AdaptiveExecutor) -> Any:
+        pool = started(self)
+        while not pool.ready(block=True):
+            pass
+        real = pool.submit
+        pool.submit = lambda job, due=None: pooled.append(job.client) or real(job, due)  # type: ignore[method-assign]
+        return pool
+
+    monkeypatch.setattr(adaptive.AdaptiveExecutor, "_start_pool", awaited)
+    common = ("--scenario", str(APP / "scenario.yaml"), "--seeds", "0", "--quiet", "--workers", "1", "--run-config",
+              "num-server-rounds=2")
+    for out, extra in (("inline", ["--set", "executor.kind=inline"]), ("moved", ["--set", "executor.switch_after=1e-6"])):
+        done = flwr(str(APP), *common, *extra, "--out", str(tmp_path / out))
+        assert done.returncode == 0, done.stderr
+    assert len(pooled) == 11  # round 1's train calls after the first (moved to the pool), and round 2's six
+    files = sorted(p.relative_to(tmp_path / "inline") for p in (tmp_path / "inline" / "serverapp").rglob("*.csv"))
+    assert {p.name for p in files} >= {"metrics.csv", "events.csv", "train.csv", "server.csv"}
+    for name in files:
+        assert (tmp_path / "moved" / name).read_bytes() == (tmp_path / "inline" / name).read_bytes(), name
 
 
 @pytest.mark.parametrize(("app", "words"), [

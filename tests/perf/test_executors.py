@@ -92,3 +92,55 @@ def test_cuda_executor_without_cuda_is_one_clear_input_error() -> None:
     with pytest.raises(InputError, match=r"^executor\.kind: cuda needs a CUDA GPU") as err:
         make_executor(scn, fed)
     assert "\n" not in str(err.value)
+
+
+def test_adaptive_trains_inline_until_switch_after_then_in_its_pool() -> None:
+    """Below ``switch_after`` no pool starts; past it, the jobs submitted once the pool is ready train there, and so
+    do those submitted inline before and not yet trained; every result, on either side of the switch, equals
+    inline's."""
+    from simfl.train.adaptive import AdaptiveExecutor
+
+    ref_scn = scenario_mod.validate(tiny_scenario(executor={"kind": "inline", "threads": 1}))
+    fed = federation(ref_scn, load_dataset(ref_scn), 0)
+    ref = make_executor(ref_scn, fed)
+    jobs = [Job(m % 3, m // 3, fed.init + 0.01 * m) for m in range(6)]
+    lazy = make_executor(scenario_mod.validate(tiny_scenario(executor={"kind": "adaptive", "workers": 2, "threads": 1,
+                                                                        "switch_after": 1000.0})), fed)
+    eager = make_executor(scenario_mod.validate(tiny_scenario(executor={"kind": "adaptive", "workers": 2, "threads": 1,
+                                                                         "switch_after": 1e-9})), fed)
+    assert isinstance(lazy, AdaptiveExecutor) and isinstance(eager, AdaptiveExecutor)
+    try:
+        for executor in (lazy, eager):
+            first = executor.collect(executor.submit(jobs[0]))  # inline: the pool, if any, starts after it
+            assert torch.equal(first.weights, ref.collect(ref.submit(jobs[0])).weights)
+        assert lazy.pool is None and eager.pool is not None
+        lazy_trained = lazy.trained
+        while not eager.pooled:
+            eager.pool.ready(block=True)
+        handles = [eager.submit(job) for job in jobs[1:]]
+        assert all(eager.handles[h][0] is eager.pool for h in handles)
+        waiting = lazy.submit(jobs[1])  # inline, not trained yet: moved once a pool is ready
+        lazy.pool = eager.pool
+        assert torch.equal(lazy.collect(waiting).weights, ref.collect(ref.submit(jobs[1])).weights)
+        assert lazy.trained == lazy_trained and not lazy.inline.pending
+        lazy.pool = None
+        eager.discard(handles[0])
+        for job, handle in list(zip(jobs[1:], handles, strict=True))[::-1][:-1]:
+            assert torch.equal(eager.collect(handle).weights, ref.collect(ref.submit(job)).weights)
+        assert not lazy.pooled and lazy.trained > 0
+    finally:
+        lazy.close()
+        eager.close()
+
+
+def test_adaptive_writes_the_same_files_as_inline(write_scenario, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A run that starts its pool after its first job (the jobs submitted once the pool is ready train there; a
+    pool still starting at the run's end is stopped) writes inline's files byte for byte."""
+    path = write_scenario(tiny_scenario(algorithms=ALGORITHMS[:2], budget={"time": 12.0}))
+    outs = {}
+    for kind, extra in (("inline", []), ("adaptive", ["--set", "executor.switch_after=1e-9"])):
+        out = tmp_path / kind
+        assert main(["run", str(path), "--out", str(out), "--quiet", "--set", f"executor.kind={kind}",
+                     "--set", "executor.workers=2", *extra]) == 0
+        outs[kind] = _files(out)
+    assert outs["inline"] == outs["adaptive"] and outs["inline"]
