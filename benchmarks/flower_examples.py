@@ -257,12 +257,60 @@ def simfl_side(app: Path, example: Example, work: Path) -> None:
         raise RuntimeError(f"simfl flwr run of {example.folder} failed:\n{done.stderr[-3000:]}")
 
 
+_CALLS = """
+import sys, time
+import simfl.train.flower as flower
+from simfl.cli import main
+spent = [0.0, 0]
+deliver = flower.AppCaller.deliver
+def timed(self, *args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return deliver(self, *args, **kwargs)
+    finally:
+        spent[0] += time.perf_counter() - start
+        spent[1] += 1
+flower.AppCaller.deliver = timed
+begun = time.perf_counter()
+code = main(sys.argv[1:])
+print(f"wall={{time.perf_counter() - begun:.2f}} calls={{spent[1]}} call_seconds={{spent[0]:.2f}}")
+sys.exit(code)
+"""
+
+
+def clientapp_seconds(app: Path, example: Example, work: Path) -> dict[str, float]:
+    """One ``simfl flwr run`` of the staged app with every ClientApp call inline, timed: its wall from the command's
+    start (imports of simfl and torch before it aside), the calls and the wall seconds spent inside them (the app's
+    own code: its training, evaluation and data loading), which no engine running that code one call at a time can
+    take less than."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    federation = f"num-supernodes={example.nodes} backend.client-resources.num-cpus={example.cpus}"
+    done = subprocess.run([sys.executable, "-c", _CALLS.format(), "flwr", "run", str(app), "--out", str(work / "out"),
+                           "--force", "--quiet", "--workers", "1", "--federation-config", federation,
+                           "--set", "executor.kind=inline"], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"simfl flwr run of {example.folder} failed:\n{done.stderr[-3000:]}")
+    line = done.stdout.strip().splitlines()[-1]
+    return {key: float(value) for key, value in (pair.split("=") for pair in line.split())}
+
+
 def flower_side(app: Path, example: Example) -> None:
     """Flower's simulation engine over the staged app (:func:`benchmarks.flower_engine.flower_engine`)."""
     from simfl.launch.flwr_app import read_app
 
     config = {**read_app(app).config, **example.run_config}
     flower_engine(config, example.nodes, cpus=example.cpus, app=app, package=example.package, saves_model=False)
+
+
+def calls(examples: Path, name: str, cpus: int | None = None) -> dict[str, float]:
+    """:func:`clientapp_seconds` of the example (``cpus`` as :func:`measure`'s)."""
+    example = EXAMPLES[name] if cpus is None else replace(EXAMPLES[name], cpus=cpus)
+    with tempfile.TemporaryDirectory() as tmp:
+        app = stage_example(examples, example, Path(tmp))
+        (Path(tmp) / "work").mkdir()
+        return clientapp_seconds(app, example, Path(tmp) / "work")
 
 
 def measure(examples: Path, name: str, repeat: int, cpus: int | None = None) -> dict[str, float]:
@@ -291,10 +339,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default=",".join(EXAMPLES), help="comma-separated example names")
     parser.add_argument("--cpus", type=int, default=None,
                         help="CPUs per ClientApp on both sides, for every example (default: each example's own)")
+    parser.add_argument("--calls", action="store_true",
+                        help="instead of the wall ratio: one simfl run per example, its calls one at a time, and the "
+                             "wall seconds spent inside the app's ClientApp calls")
     args = parser.parse_args(argv)
     # offline, and Weights & Biases (which the tutorial's strategy logs to) a no-op on both sides
     os.environ.update({"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "WANDB_MODE": "disabled"})
     for name in args.only.split(","):
+        if args.calls:
+            spent = calls(args.flower / "examples", name, args.cpus)
+            print(f"example={name} " + " ".join(f"{k}={v:g}" for k, v in spent.items()), flush=True)
+            continue
         try:
             taken = measure(args.flower / "examples", name, args.repeat, args.cpus)
         except RuntimeError as failed:  # one example that does not run leaves the others measured
