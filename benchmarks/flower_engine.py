@@ -4,7 +4,8 @@ The app is ``examples/flower/app`` (a quickstart-style ServerApp with FedAvg and
 ClientApp loading and partitioning scikit-learn's digits itself and shuffling through an unseeded DataLoader), 6
 nodes, one CPU (one torch thread) per ClientApp on both sides. Flower's engine is run as ``flwr run``'s simulation
 process runs it (``flwr.simulation.run_simulation._run_simulation`` with the app folder, its Ray backend), in a fresh
-process; ``simfl flwr run`` too (its defaults: the ClientApp calls one at a time in the simulating process).
+process with torch's own kernels (not the ones simfl pins in the benchmark's environment); ``simfl flwr run`` too
+(its defaults: portable numerics, the ClientApp calls one at a time in the simulating process).
 
 Two measures:
 
@@ -85,12 +86,19 @@ _run_simulation(num_supernodes={nodes}, exit_event=EventType.PYTHON_API_RUN_SIMU
 
 
 def flower_engine(config: dict[str, Any], nodes: int, cpus: int = 1, app: Path = APP,
-                  package: str = "digits_app", saves_model: bool = True) -> dict[str, Any]:
+                  package: str = "digits_app", saves_model: bool = True, pinned: bool = False) -> dict[str, Any]:
     """Run the app with ``config`` (its whole run config, ``save-to`` included) under Flower's simulation engine in
-    a fresh process; what its ServerApp saved (empty for an app that saves no model: the analytics app)."""
+    a fresh process; what its ServerApp saved (empty for an app that saves no model: the analytics app).
+
+    The process computes with torch's own kernels, as Flower's engine does on its own, unless ``pinned``: then with
+    the kernels simfl's numerics pinned in this process's environment (:data:`simfl.numerics.PORTABLE_ENV`), so
+    that numbers compared with simfl's differ by what the engines do alone, not by the kernels they chose."""
     import torch
 
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
+    from simfl import numerics
+
+    own = dict(os.environ) if pinned else numerics.unpinned_environment()
+    env = {**own, "FLWR_TELEMETRY_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
     script = _ENGINE.format(app=str(app), config=config, nodes=nodes, cpus=cpus, package=package)
     with tempfile.TemporaryDirectory() as work:
         done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=1800, env=env,

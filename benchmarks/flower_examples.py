@@ -14,10 +14,11 @@ and models), which is what a wall time measures.
 Each side runs in a fresh process with a fresh working folder (the examples write their models there), its start
 (imports, Ray, the app's set-up) included, the sides alternating, medians of ``--repeat``; before the first timed
 run each dataset is loaded once so that both read it from Hugging Face's cache. Flower's engine is run as
-:mod:`benchmarks.flower_engine` runs it, ``simfl flwr run`` with its defaults. Prints one line per example
+:mod:`benchmarks.flower_engine` runs it (torch's own kernels), ``simfl flwr run`` with its defaults (portable
+numerics; ``--native``: also under native numerics, a third side). Prints one line per example
 (``example=... simfl_seconds=... flower_seconds=... flower_vs_simfl=...``).
 
-    python -m benchmarks.flower_examples --flower PATH/TO/flower --repeat 3 [--only NAME,...] [--cpus N]
+    python -m benchmarks.flower_examples --flower PATH/TO/flower --repeat 3 [--only NAME,...] [--cpus N] [--native]
 
 ``--cpus 1``: one CPU per ClientApp on both sides, so that Flower's engine runs two ClientApps side by side on a
 2-core machine and simfl's calls go to its worker processes once they prove heavy (``simfl flwr run``'s default).
@@ -243,10 +244,13 @@ def stage_example(examples: Path, example: Example, work: Path, cache: Path = CA
     return target
 
 
-def simfl_side(app: Path, example: Example, work: Path) -> None:
-    """``simfl flwr run`` of the staged app with its nodes and CPUs, in a fresh process and working folder."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                        os.environ.get("PYTHONPATH", "")])}
+def simfl_side(app: Path, example: Example, work: Path, numerics: str = "portable") -> None:
+    """``simfl flwr run`` of the staged app with its nodes and CPUs, in a fresh process and working folder, under
+    ``numerics`` (``SIMFL_NUMERICS``)."""
+    from simfl.numerics import unpinned_environment
+
+    env = {**unpinned_environment(), "SIMFL_NUMERICS": numerics,  # the mode's own kernels, not this process's pins
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
     federation = f"num-supernodes={example.nodes} backend.client-resources.num-cpus={example.cpus}"
     config = " ".join(f"{k}={v!r}" for k, v in example.run_config.items())
     command = [sys.executable, "-m", "simfl", "flwr", "run", str(app), "--out", str(work / "out"), "--force",
@@ -313,20 +317,25 @@ def calls(examples: Path, name: str, cpus: int | None = None) -> dict[str, float
         return clientapp_seconds(app, example, Path(tmp) / "work")
 
 
-def measure(examples: Path, name: str, repeat: int, cpus: int | None = None) -> dict[str, float]:
+def measure(examples: Path, name: str, repeat: int, cpus: int | None = None, native: bool = False) -> dict[
+        str, float]:
     """Median wall seconds of each side over ``repeat`` runs of the example, the sides alternating; ``cpus``: the CPUs
-    per ClientApp on both sides (None: the example's own)."""
+    per ClientApp on both sides (None: the example's own); ``native``: a third side, simfl under native numerics."""
     example = EXAMPLES[name] if cpus is None else replace(EXAMPLES[name], cpus=cpus)
-    taken: dict[str, list[float]] = {"simfl": [], "flower": []}
+    sides = ("simfl", "flower", "simfl_native") if native else ("simfl", "flower")
+    taken: dict[str, list[float]] = {side: [] for side in sides}
     with tempfile.TemporaryDirectory() as tmp:
         app = stage_example(examples, example, Path(tmp))
         sys.path.insert(0, str(app))
         for k in range(repeat):
-            for side in ("simfl", "flower"):
+            for side in sides:
                 work = Path(tmp) / f"{side}{k}"
                 work.mkdir()
                 start = time.perf_counter()
-                simfl_side(app, example, work) if side == "simfl" else flower_side(app, example)
+                if side == "flower":
+                    flower_side(app, example)
+                else:
+                    simfl_side(app, example, work, "native" if side == "simfl_native" else "portable")
                 taken[side].append(time.perf_counter() - start)
         sys.path.remove(str(app))
     return {side: statistics.median(values) for side, values in taken.items()}
@@ -339,6 +348,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default=",".join(EXAMPLES), help="comma-separated example names")
     parser.add_argument("--cpus", type=int, default=None,
                         help="CPUs per ClientApp on both sides, for every example (default: each example's own)")
+    parser.add_argument("--native", action="store_true",
+                        help="also simfl under SIMFL_NUMERICS=native, a third side alternating with the two")
     parser.add_argument("--calls", action="store_true",
                         help="instead of the wall ratio: one simfl run per example, its calls one at a time, and the "
                              "wall seconds spent inside the app's ClientApp calls")
@@ -351,12 +362,14 @@ def main(argv: list[str] | None = None) -> None:
             print(f"example={name} " + " ".join(f"{k}={v:g}" for k, v in spent.items()), flush=True)
             continue
         try:
-            taken = measure(args.flower / "examples", name, args.repeat, args.cpus)
+            taken = measure(args.flower / "examples", name, args.repeat, args.cpus, args.native)
         except RuntimeError as failed:  # one example that does not run leaves the others measured
             print(f"example={name} failed: {str(failed).splitlines()[-1]}", flush=True)
             continue
+        native = (f" simfl_native_seconds={taken['simfl_native']:.2f} "
+                  f"flower_vs_simfl_native={taken['flower'] / taken['simfl_native']:.2f}") if args.native else ""
         print(f"example={name} simfl_seconds={taken['simfl']:.2f} flower_seconds={taken['flower']:.2f} "
-              f"flower_vs_simfl={taken['flower'] / taken['simfl']:.2f}", flush=True)
+              f"flower_vs_simfl={taken['flower'] / taken['simfl']:.2f}" + native, flush=True)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,8 @@ Mode = Literal["portable", "native"]
 MODES: tuple[Mode, ...] = ("portable", "native")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
 """The environment of the ``portable`` mode, read by torch and MKL at their first computation."""
+_before_pin: dict[str, str | None] = {}
+"""Each variable of :data:`PORTABLE_ENV` as this process had it before :func:`pin_environment` first set it."""
 
 
 def mode() -> Mode:
@@ -71,7 +73,21 @@ def check() -> None:
 def pin_environment() -> None:
     """Set the portable mode's environment (overriding any other value) unless ``native`` is asked for."""
     if mode() == "portable":
+        for name in PORTABLE_ENV:
+            _before_pin.setdefault(name, os.environ.get(name))
         os.environ.update(PORTABLE_ENV)
+
+
+def unpinned_environment() -> dict[str, str]:
+    """This process's environment with the portable mode's variables as they were before simfl set them: for a
+    process that is not simfl's (another engine timed beside it), which must compute as it would on its own."""
+    env = dict(os.environ)
+    for name, value in _before_pin.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
 
 
 _INTS = {"torch.float32": "int32", "torch.float64": "int64", "torch.float16": "int16", "torch.bfloat16": "int16"}

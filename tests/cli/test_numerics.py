@@ -148,3 +148,15 @@ def test_the_portable_kernels_follow_the_mode(monkeypatch: pytest.MonkeyPatch) -
     finally:
         numerics._register_fast_kernels(before)
         numerics._set_switches(*switches)
+
+
+def test_the_unpinned_environment_is_the_users_own() -> None:
+    """Another engine timed beside simfl gets the environment as the user gave it: a variable simfl set is gone,
+    one the user had set is the user's again, while simfl's own process keeps its pins."""
+    script = ("import os, simfl; from simfl import numerics; env = numerics.unpinned_environment(); "
+              "print(os.environ['ATEN_CPU_CAPABILITY'], os.environ['MKL_CBWR'], "
+              "env.get('ATEN_CPU_CAPABILITY', '-'), env.get('MKL_CBWR', '-'))")
+    base = {k: v for k, v in os.environ.items() if k not in (*numerics.PORTABLE_ENV, numerics.ENV)}
+    done = subprocess.run([sys.executable, "-c", script], env={**base, "MKL_CBWR": "AVX2"}, capture_output=True,
+                          text=True, timeout=120, cwd=ROOT, check=True)
+    assert done.stdout.split() == ["default", "COMPATIBLE", "-", "AVX2"]
