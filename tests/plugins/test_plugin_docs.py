@@ -42,7 +42,9 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 MARK = re.compile(r"<!-- (file: (?P<file>\S+)|(?P<run>run)|(?P<output>output)(?P<vary>: measured)?|"
                   r"(?P<scenario>scenario)) -->\n\s*\Z")
-MEASURED = re.compile(r"\d+(\.\d+)?|\b(agrees|differs)\b")
+MEASURED = re.compile(r"\d+(\.\d+)?| *\b(agrees|differs)\b")
+"""What a measured check prints that varies from run to run: its numbers and its verdict, with the verdict's
+padding (the column is right-aligned, so ``agrees`` and ``differs`` are padded differently)."""
 
 
 def blocks() -> list[tuple[str, str, re.Match[str] | None]]:
