@@ -15,12 +15,16 @@ threads, in fresh processes, each case alternating over ``--repeat`` rounds, med
 
 Prints ``case_wall_seconds=`` and ``case_cpu_seconds=`` lines, then ``beside_vs_main``, the wall ratio.
 
-    python -m benchmarks.call_thread [--steps 300] [--threads 2] [--repeat 3]
+    python -m benchmarks.call_thread [--steps 300] [--threads 2] [--repeat 3] [--env NAME=VALUE ...]
+
+``--env``: variables for every process (``OMP_WAIT_POLICY=PASSIVE``, say: whether a setting of the OpenMP runtime
+removes the cost).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -65,10 +69,10 @@ else:
 """
 
 
-def one(case: str, steps: int, threads: int) -> tuple[float, float]:
-    """Wall and CPU seconds of the training loop of ``case`` in a fresh process."""
+def one(case: str, steps: int, threads: int, env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds of the training loop of ``case`` in a fresh process with ``env`` added."""
     done = subprocess.run([sys.executable, "-c", _CHILD.format(case=case, steps=steps, threads=threads)],
-                          capture_output=True, text=True, check=True, timeout=600)
+                          capture_output=True, text=True, check=True, timeout=600, env={**os.environ, **env})
     wall, cpu = map(float, done.stdout.split())
     return wall, cpu
 
@@ -78,11 +82,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=300, help="training steps of each loop")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (a ClientApp's num-cpus)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of the three cases (medians)")
+    parser.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE", help="variables for every process")
     args = parser.parse_args(argv)
+    env = dict(pair.split("=", 1) for pair in args.env)
     taken: dict[str, list[tuple[float, float]]] = {case: [] for case in CASES}
     for _ in range(args.repeat):
         for case in CASES:
-            taken[case].append(one(case, args.steps, args.threads))
+            taken[case].append(one(case, args.steps, args.threads, env))
     walls = {case: statistics.median(w for w, _ in runs) for case, runs in taken.items()}
     for case, runs in taken.items():
         print(f"{case}_wall_seconds={walls[case]:.3f}")

@@ -244,14 +244,24 @@ def stage_example(examples: Path, example: Example, work: Path, cache: Path = CA
     return target
 
 
+def _simfl_env(numerics: str) -> dict[str, str]:
+    """The environment of a ``simfl`` process under ``numerics``: the mode's own kernels (not the pins ``import
+    simfl`` set in this process) and this checkout's simfl importable."""
+    from simfl.numerics import unpinned_environment
+
+    return {**unpinned_environment(), "SIMFL_NUMERICS": numerics,
+            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+
+
+def _federation(example: Example) -> str:
+    """The ``--federation-config`` of the example: its nodes and CPUs per ClientApp."""
+    return f"num-supernodes={example.nodes} backend.client-resources.num-cpus={example.cpus}"
+
+
 def simfl_side(app: Path, example: Example, work: Path, numerics: str = "portable") -> None:
     """``simfl flwr run`` of the staged app with its nodes and CPUs, in a fresh process and working folder, under
     ``numerics`` (``SIMFL_NUMERICS``)."""
-    from simfl.numerics import unpinned_environment
-
-    env = {**unpinned_environment(), "SIMFL_NUMERICS": numerics,  # the mode's own kernels, not this process's pins
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
-    federation = f"num-supernodes={example.nodes} backend.client-resources.num-cpus={example.cpus}"
+    env, federation = _simfl_env(numerics), _federation(example)
     config = " ".join(f"{k}={v!r}" for k, v in example.run_config.items())
     command = [sys.executable, "-m", "simfl", "flwr", "run", str(app), "--out", str(work / "out"), "--force",
                "--quiet", "--workers", "1", "--federation-config", federation]
@@ -287,9 +297,9 @@ def clientapp_seconds(app: Path, example: Example, work: Path) -> dict[str, floa
     start (imports of simfl and torch before it aside), the calls and the wall seconds spent inside them (the app's
     own code: its training, evaluation and data loading), which no engine running that code one call at a time can
     take less than."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    federation = f"num-supernodes={example.nodes} backend.client-resources.num-cpus={example.cpus}"
+    from simfl import numerics
+
+    env, federation = _simfl_env(numerics.mode()), _federation(example)
     done = subprocess.run([sys.executable, "-c", _CALLS.format(), "flwr", "run", str(app), "--out", str(work / "out"),
                            "--force", "--quiet", "--workers", "1", "--federation-config", federation,
                            "--set", "executor.kind=inline"], cwd=work, env=env, capture_output=True, text=True,
