@@ -11,9 +11,13 @@ threads, in fresh processes, each case alternating over ``--repeat`` rounds, med
 
 - ``main``: in the main thread (as Flower's engine runs a ClientApp: one thread computes in its Ray actor);
 - ``thread_alone``: in a new thread, the main thread never having computed;
-- ``thread_beside``: in a new thread after the main thread has computed (simfl's ClientApp calls today).
+- ``thread_beside``: in a new thread after the main thread has computed (simfl's ClientApp calls before
+  :mod:`simfl.openmp`);
+- ``thread_released``: the same, the main thread having released its pool first (:func:`simfl.openmp.release`, as
+  simfl's calls now run).
 
-Prints ``case_wall_seconds=`` and ``case_cpu_seconds=`` lines, then ``beside_vs_main``, the wall ratio.
+Prints ``case_wall_seconds=`` and ``case_cpu_seconds=`` lines, then ``beside_vs_main`` and ``released_vs_main``, the
+wall ratios.
 
     python -m benchmarks.call_thread [--steps 300] [--threads 2] [--repeat 3] [--env NAME=VALUE ...]
 
@@ -29,7 +33,7 @@ import statistics
 import subprocess
 import sys
 
-CASES = ("main", "thread_alone", "thread_beside")
+CASES = ("main", "thread_alone", "thread_beside", "thread_released")
 
 _CHILD = """
 import threading, time, torch, torch.nn as nn, torch.nn.functional as F
@@ -53,8 +57,12 @@ def train(steps):
         F.cross_entropy(net(x), y).backward()
         opt.step()
 case, steps = {case!r}, {steps}
-if case == "thread_beside":
+if case in ("thread_beside", "thread_released"):
     train(20)  # the main thread computes first (its pool exists), as the simulating thread has
+if case == "thread_released":
+    import ctypes  # what simfl.openmp.release does, without importing simfl (which pins the numerics' variables)
+    gomp = next(line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line.split()[-1])
+    ctypes.CDLL(gomp).omp_pause_resource_all(1)  # omp_pause_soft: the main thread's pool ends
 def timed():
     train(20)  # the computing thread's own first steps (allocations, its pool) are not timed
     wall, cpu = time.perf_counter(), time.process_time()
@@ -94,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{case}_wall_seconds={walls[case]:.3f}")
         print(f"{case}_cpu_seconds={statistics.median(c for _, c in runs):.3f}")
     print(f"beside_vs_main={walls['thread_beside'] / walls['main']:.2f}")
+    print(f"released_vs_main={walls['thread_released'] / walls['main']:.2f}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from simfl import openmp
+
 T = TypeVar("T")
 
 
@@ -138,6 +140,7 @@ def _within(where: str, what: str, call: Callable[[], T], seconds: float, limit:
             done.set()
 
     worker = threading.Thread(target=run, name="simfl-user-call", daemon=True)
+    openmp.release()  # this thread waits while the call computes: its idle OpenMP pool would slow the call's
     worker.start()
     if not done.wait(seconds):
         raise overran(where, what, worker, seconds, limit)

@@ -21,8 +21,8 @@ PACKAGE = ROOT / "simfl"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("simfl.errors", "simfl.rng", "simfl.fields", "simfl.names", "simfl.yamlsafe", "simfl.outdir",
-                    "simfl.network", "simfl.numerics", "simfl.registry", "simfl.collector", "simfl.hashing", "simfl.jit",
-                    "simfl.unpickle", "simfl.speeds",
+                    "simfl.network", "simfl.numerics", "simfl.openmp", "simfl.registry", "simfl.collector",
+                    "simfl.hashing", "simfl.jit", "simfl.unpickle", "simfl.speeds",
                     "simfl.scenarios")),
     ("models", ("simfl.models",)),
     ("data", ("simfl.data",)),

@@ -86,7 +86,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
-from simfl import rng
+from simfl import openmp, rng
 from simfl.algorithms import legacy_server
 from simfl.algorithms.base import Arrival, Setup, SyncAlgorithm
 from simfl.algorithms.configs import ServerAppConfig, run_name
@@ -430,6 +430,7 @@ class Handoff:
     def ask(self, turn: _Turn) -> None:
         """In the app's thread: hand the simulation ``turn`` (messages pushed and what the app waits for, or a wait
         for more nodes) and wait until it is there (the replies are then in the grid's mailbox)."""
+        openmp.release()  # the app waits while the simulation (and its ClientApp calls) computes
         self.to_sim.put(turn)
         if self.to_app.get() is _Ended:
             raise _Ended()
@@ -447,6 +448,7 @@ class Handoff:
     def turn(self, answer: list[Any] | None, say: Callable[[str], None] | None = None) -> _Turn:
         """In the simulation's thread: give the app ``answer`` (None: start it) and wait for its next turn, at most
         :attr:`limit` seconds; the app's Flower log lines go to ``say`` meanwhile."""
+        openmp.release()  # the simulation waits while the app computes
         if answer is None:
             self.thread.start()
         else:
