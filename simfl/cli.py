@@ -503,7 +503,8 @@ def _run_fresh(args: argparse.Namespace, scn: Scenario, every: Every | None) -> 
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
     _check_run(scn, args, every, wall, out, workers)
     with outdir.hold(out):
-        target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify, wall)
+        target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify, wall,
+                              getattr(args, "spare", False))
         return _launch(args, target, workers)
 
 
@@ -521,7 +522,8 @@ def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
     saved_every, saved_verify, saved = Session.reopen(folder.stage)
     given = getattr(args, "checkpoint_wall", None)
     wall = Session.saved_wall(saved) if given is None else parse_wall(given)
-    session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved, wall)
+    session = Session(folder.stage, every or saved_every, args.verify or saved_verify, saved, wall,
+                      Session.saved_spare(saved))
     target = Target(scn, folder, session, resumed=True, estimate=run_wall(scn))
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
     return _launch(args, target, workers)
@@ -531,8 +533,11 @@ def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
     """Run the target's unfinished runs, then print the comparison of its entries, the verdict and its folder."""
     from simfl.launch.runner import Launch, VerifyFailed, run_targets
 
-    spare = getattr(args, "spare_pool", None)  # a Flower App's ClientApp calls: the cores the runs leave, once heavy
-    pool = spare(workers) if spare is not None and args.ray is None else 0
+    pool = 0
+    if target.session.spare and args.ray is None:  # a Flower App's ClientApp calls: the cores the runs leave, once heavy
+        from simfl.launch.flwr_app import spare_pool
+
+        pool = spare_pool(target.scn.executor.train_threads(), workers)
     try:
         done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet, clock=getattr(args, "clock", "auto"),
                                             pool=pool))[0]
@@ -621,7 +626,7 @@ def cmd_flwr_run(args: argparse.Namespace) -> int:
             flwr_app.check_model(scn)
         if "latency" not in base and not args.quiet:
             print(f"simfl: {flwr_app.LATENCY_NOTE}", file=sys.stderr, flush=True)
-        args.spare_pool = lambda side_by_side: flwr_app.spare_pool(raw, scn.executor.train_threads(), side_by_side)
+        args.spare = flwr_app.leaves_executor(raw)
         return _run_fresh(args, scn, every)
 
 

@@ -237,6 +237,7 @@ def check_saved(data: dict[str, Any], where: str) -> None:
     _need(isinstance(data.get("verify"), bool), where, "'verify' must be true or false")
     wall = data.get("wall", WALL_DEFAULT)
     _need(wall is None or (_is_time(wall) and wall > 0), where, "'wall' must be a number of seconds > 0 or empty")
+    _need(isinstance(data.get("spare_pool", False), bool), where, "'spare_pool' must be true or false")
     finished = data.get("finished")
     _need(isinstance(finished, list), where, "'finished' must be a list")
     for i, f in enumerate(finished or []):
@@ -288,7 +289,7 @@ class Session:
     """
 
     def __init__(self, stage: Path, every: Every | None, verify: bool, saved: dict[str, Any] | None = None,
-                 wall: float | None = WALL_DEFAULT) -> None:
+                 wall: float | None = WALL_DEFAULT, spare: bool = False) -> None:
         self.stage = stage
         self.digest = scenario_digest(stage)
         """SHA-256 of the folder's scenario.yaml as the runs began, kept in checkpoint.pt (see :meth:`reopen`)."""
@@ -300,6 +301,10 @@ class Session:
         self.verify = verify
         self.wall = wall
         """Wall seconds between the checkpoints of each run under way (None: none but ``every``'s)."""
+        self.spare = spare
+        """Whether each run may start a process pool on the cores the launch leaves it once its training proves heavy
+        (a Flower App whose scenario names no executor, :func:`simfl.launch.flwr_app.spare_pool`): kept, so that a
+        resumed launch decides as the first did, which the resolved scenario.yaml alone cannot tell."""
         self.finished: list[dict[str, Any]] = list(saved["finished"]) if saved else []
         self.legacy: dict[str, Any] | None = saved.get("current") if saved else None
         """The first format's run under way, until that run checkpoints again or finishes."""
@@ -327,6 +332,12 @@ class Session:
             return WALL_DEFAULT
         wall = saved["wall"]
         return None if wall is None else float(wall)
+
+    @staticmethod
+    def saved_spare(saved: dict[str, Any] | None) -> bool:
+        """Whether an unfinished folder's runs were given the cores left over (:attr:`spare`; False before the setting
+        existed)."""
+        return saved is not None and saved.get("spare_pool") is True
 
     # -- queries -----------------------------------------------------------------
 
@@ -372,7 +383,7 @@ class Session:
         """Save the folder's record and refresh the INCOMPLETE marker."""
         data: dict[str, Any] = {"format": FORMAT, "every": self.every.text if self.every else None,
                                 "verify": self.verify, "wall": self.wall, "finished": self.finished,
-                                "scenario_sha256": self.digest}
+                                "scenario_sha256": self.digest, "spare_pool": self.spare}
         if self.legacy is not None:
             data["current"] = self.legacy
         write_atomic(self.stage / CHECKPOINT_FILE, obj=data)

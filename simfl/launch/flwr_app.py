@@ -280,14 +280,20 @@ def app_scenario(app: FlowerApp, base: Mapping[str, Any], run_config: Mapping[st
     return raw
 
 
-def spare_pool(raw: Mapping[str, Any], threads: int, side_by_side: int) -> int:
-    """The workers of the process pool each run of the app's scenario ``raw`` may start once its ClientApp calls prove
-    heavy (the ``adaptive`` executor, :mod:`simfl.train.adaptive`): Flower's engine, given no CPUs of its backend,
-    runs the machine's cores over each ClientApp's side by side, so simfl gives each run the cores the
-    ``side_by_side`` runs leave it, over its ``threads``; 0 where the scenario names its executor, or no two calls fit."""
+def leaves_executor(raw: Mapping[str, Any]) -> bool:
+    """Whether the app's scenario ``raw`` leaves the executor to the launch (names no ``executor.kind``): its runs
+    then get :func:`spare_pool`'s workers, which the launch keeps for a resume (:attr:`~simfl.launch.checkpoint.Session.
+    spare`)."""
     executor = raw.get("executor")
-    if not isinstance(executor, Mapping) or "kind" in executor:
-        return 0
+    return isinstance(executor, Mapping) and "kind" not in executor
+
+
+def spare_pool(threads: int, side_by_side: int) -> int:
+    """The workers of the process pool each run of an app whose scenario leaves the executor to the launch
+    (:func:`leaves_executor`) may start once its ClientApp calls prove heavy (the ``adaptive`` executor,
+    :mod:`simfl.train.adaptive`): Flower's engine, given no CPUs of its backend, runs the machine's cores over each
+    ClientApp's side by side, so simfl gives each run the cores the ``side_by_side`` runs leave it, over its
+    ``threads``; 0 where no two calls fit."""
     pool = cores() // max(threads, 1) // max(side_by_side, 1)
     return pool if pool >= 2 else 0
 

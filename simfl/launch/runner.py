@@ -122,14 +122,15 @@ class _Stop(Exception):
 
 
 def fresh_target(scn: Scenario, out: Path, force: bool = False, every: str | None = None,
-                 verify: bool = False, wall: float | None = WALL_DEFAULT) -> Target:
+                 verify: bool = False, wall: float | None = WALL_DEFAULT, spare: bool = False) -> Target:
     """A new result folder for ``scn`` at ``out`` (staged; ``force`` replaces one simfl wrote); its runs checkpoint
-    every ``wall`` seconds of wall time (None: not) and on the ``every`` schedule."""
+    every ``wall`` seconds of wall time (None: not) and on the ``every`` schedule; ``spare``: each may start a pool on
+    the cores left over (:attr:`Session.spare`)."""
     from simfl.schema import scenario as scenario_mod
 
     folder = OutputFolder(out, force=force)
     folder.path("scenario.yaml").write_text(scenario_mod.dump(scn, folder.stage))
-    session = Session(folder.stage, None if every is None else parse_every(every), verify, wall=wall)
+    session = Session(folder.stage, None if every is None else parse_every(every), verify, wall=wall, spare=spare)
     session.write()  # the scenario's digest, from the start: --resume refuses an edited scenario.yaml
     return Target(scn, folder, session, estimate=run_wall(scn))
 

@@ -207,6 +207,7 @@ def test_short_sweep_cell_names_are_unchanged(write_scenario) -> None:  # type: 
     (lambda d: d.pop("finished"), "'finished' must be a list"),
     (lambda d: d["finished"][0].pop("seed"), "finished[0] needs"),
     (lambda d: d.update(every=17), "'every' must be text"),
+    (lambda d: d.update(spare_pool="yes"), "'spare_pool' must be true or false"),
     (lambda d: d.update(format="simfl-checkpoint/9"), "not a simfl checkpoint"),
 ])
 def test_damaged_checkpoint_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: Any, expected: str

@@ -155,8 +155,45 @@ def test_the_clientapp_calls_go_side_by_side_on_the_cores_the_runs_leave(
     cores the runs side by side leave it (the example app: 1 CPU per ClientApp), in a pool once they prove heavy."""
     monkeypatch.setattr(flwr_app, "cores", lambda: cores)
     raw = flwr_app.app_scenario(flwr_app.read_app(APP), given, {}, {})
-    assert flwr_app.spare_pool(raw, 1, side_by_side) == pool
+    assert (flwr_app.spare_pool(1, side_by_side) if flwr_app.leaves_executor(raw) else 0) == pool
     assert raw["executor"].get("kind") == given.get("executor", {}).get("kind")  # the scenario itself unchanged
+
+
+@pytest.mark.parametrize("given", [[], ["--set", "executor.kind=inline"]])
+def test_a_resumed_run_gets_the_cores_left_over_as_the_first_launch_did(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: list[str]) -> None:
+    """The resolved scenario.yaml states an executor either way, so the folder keeps whether the launch chose it: a run
+    started again by ``--resume`` gets the adaptive executor over the cores left exactly where the first launch gave
+    it (the scenario naming none), and keeps a named ``inline`` otherwise."""
+    from simfl.algorithms.serverapp import ServerAppRounds
+    from simfl.launch import units
+
+    monkeypatch.setattr(flwr_app, "cores", lambda: 4)
+    made: list[tuple[str, int]] = []
+    scenario_of = units.unit_scenario
+
+    def seen(unit: units.Unit) -> Any:
+        scn = scenario_of(unit)
+        made.append((scn.executor.kind, scn.executor.workers))
+        return scn
+
+    monkeypatch.setattr(units, "unit_scenario", seen)
+    original = ServerAppRounds.replied
+
+    def killed(self: ServerAppRounds, key: int, arrival: Any) -> None:
+        if self.rounds == 2:
+            raise KeyboardInterrupt
+        original(self, key, arrival)
+
+    monkeypatch.setattr(ServerAppRounds, "replied", killed)
+    common = ("--scenario", str(APP / "scenario.yaml"), "--seeds", "0", "--quiet", "--workers", "1", "--run-config",
+              "num-server-rounds=2")
+    assert flwr(str(APP), *common, *given, "--out", str(tmp_path / "cut")).returncode == 130
+    monkeypatch.setattr(ServerAppRounds, "replied", original)
+    done = flwr(str(APP), "--resume", str(tmp_path / "cut"), "--quiet", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    expected = ("inline", None) if given else ("adaptive", 4)  # 4 cores over the example app's 1 CPU per ClientApp
+    assert made == [expected, expected]
 
 
 @pytest.mark.parametrize(("argv", "words"), [
