@@ -501,10 +501,11 @@ def _run_fresh(args: argparse.Namespace, scn: Scenario, every: Every | None) -> 
     ensure(scn, args.max_memory)  # this machine's speeds for the estimate, measured once (torch is loaded for the run anyway)
     out = args.out if args.out is not None else outdir.default_out(scn.name)
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
-    _check_run(scn, args, every, wall, out, workers)
+    spare = getattr(args, "spare", False)
+    pool = _spare_pool(scn, spare, workers, args)  # estimated with the pool's processes, the most it can hold
+    _check_run(scn.model_copy(update={"executor": scn.executor.spared(pool)}), args, every, wall, out, workers)
     with outdir.hold(out):
-        target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify, wall,
-                              getattr(args, "spare", False))
+        target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify, wall, spare)
         return _launch(args, target, workers)
 
 
@@ -529,15 +530,21 @@ def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
     return _launch(args, target, workers)
 
 
+def _spare_pool(scn: Scenario, spare: bool, workers: int, args: argparse.Namespace) -> int:
+    """The workers of the pool each of ``workers`` runs side by side may start where its launch leaves it the cores
+    (``spare``: a Flower App's ClientApp calls, once heavy; not on Ray, whose nodes hold their own cores)."""
+    if not spare or args.ray is not None:
+        return 0
+    from simfl.launch.flwr_app import spare_pool
+
+    return spare_pool(scn.executor.train_threads(), workers)
+
+
 def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
     """Run the target's unfinished runs, then print the comparison of its entries, the verdict and its folder."""
     from simfl.launch.runner import Launch, VerifyFailed, run_targets
 
-    pool = 0
-    if target.session.spare and args.ray is None:  # a Flower App's ClientApp calls: the cores the runs leave, once heavy
-        from simfl.launch.flwr_app import spare_pool
-
-        pool = spare_pool(target.scn.executor.train_threads(), workers)
+    pool = _spare_pool(target.scn, target.session.spare, workers, args)
     try:
         done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet, clock=getattr(args, "clock", "auto"),
                                             pool=pool))[0]

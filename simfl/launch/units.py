@@ -261,9 +261,7 @@ def unit_scenario(unit: Unit) -> Scenario:
     so that a unit sent to a machine with another core count runs with the same thread counts."""
     scn = scenario_mod.validate(yaml.safe_load(unit.scenario), where=f"{unit.title}: scenario")
     executor = scn.executor.model_copy(update={"threads": unit.threads, "workers": unit.workers})
-    if unit.pool >= 2 and executor.inline():
-        executor = executor.model_copy(update={"kind": "adaptive", "workers": unit.pool})
-    return scn.model_copy(update={"executor": executor})
+    return scn.model_copy(update={"executor": executor.spared(unit.pool)})
 
 
 def run_unit(unit: Unit, emit: Emit, fallback: Callable[[], Dataset] | None = None) -> Done | Stopped:

@@ -197,6 +197,14 @@ class ExecutorConfig(Section):
         actors)."""
         return self.pool_size() if self.pooled() else 0
 
+    def spared(self, pool: int) -> ExecutorConfig:
+        """The executor a run takes when its launch leaves it ``pool`` spare cores' workers (a Flower App's ClientApp
+        calls, :func:`simfl.launch.flwr_app.spare_pool`): ``adaptive`` over them where jobs train ``inline``, so that
+        a pool starts once training proves heavy; itself otherwise, or with fewer than two workers."""
+        if pool >= 2 and self.inline():
+            return self.model_copy(update={"kind": "adaptive", "workers": pool})
+        return self
+
 
 class ClientConfig(Section):
     """Who trains a client: simfl's own local SGD (``train:``), or a Flower ClientApp."""

@@ -164,11 +164,16 @@ def test_a_resumed_run_gets_the_cores_left_over_as_the_first_launch_did(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: list[str]) -> None:
     """The resolved scenario.yaml states an executor either way, so the folder keeps whether the launch chose it: a run
     started again by ``--resume`` gets the adaptive executor over the cores left exactly where the first launch gave
-    it (the scenario naming none), and keeps a named ``inline`` otherwise."""
+    it (the scenario naming none), and keeps a named ``inline`` otherwise. The first launch's memory check counts
+    the pool's processes, the most the run can hold."""
     from simfl.algorithms.serverapp import ServerAppRounds
     from simfl.launch import units
+    from simfl.schema import limits
 
     monkeypatch.setattr(flwr_app, "cores", lambda: 4)
+    checked: list[int] = []
+    check = limits.check
+    monkeypatch.setattr(limits, "check", lambda est, *rest: (checked.append(est.workers), check(est, *rest))[1])
     made: list[tuple[str, int]] = []
     scenario_of = units.unit_scenario
 
@@ -194,6 +199,7 @@ def test_a_resumed_run_gets_the_cores_left_over_as_the_first_launch_did(
     assert done.returncode == 0, done.stderr
     expected = ("inline", None) if given else ("adaptive", 4)  # 4 cores over the example app's 1 CPU per ClientApp
     assert made == [expected, expected]
+    assert checked == [0 if given else 4]  # the first launch's estimate; a resume checks none
 
 
 @pytest.mark.parametrize(("argv", "words"), [
