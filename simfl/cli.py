@@ -506,7 +506,7 @@ def _run_fresh(args: argparse.Namespace, scn: Scenario, every: Every | None) -> 
     _check_run(scn.model_copy(update={"executor": scn.executor.spared(pool)}), args, every, wall, out, workers)
     with outdir.hold(out):
         target = fresh_target(scn, out, args.force, None if every is None else every.text, args.verify, wall, spare)
-        return _launch(args, target, workers)
+        return _launch(args, target, workers, pool)
 
 
 def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
@@ -527,7 +527,7 @@ def _run_resumed(args: argparse.Namespace, every: Every | None) -> int:
                       Session.saved_spare(saved))
     target = Target(scn, folder, session, resumed=True, estimate=run_wall(scn))
     workers = workers_for(args.workers, [scn], len(scn.algorithms) * len(scn.seeds), ray=args.ray is not None)
-    return _launch(args, target, workers)
+    return _launch(args, target, workers, _spare_pool(target.scn, target.session.spare, workers, args))
 
 
 def _spare_pool(scn: Scenario, spare: bool, workers: int, args: argparse.Namespace) -> int:
@@ -540,11 +540,11 @@ def _spare_pool(scn: Scenario, spare: bool, workers: int, args: argparse.Namespa
     return spare_pool(scn.executor.train_threads(), workers)
 
 
-def _launch(args: argparse.Namespace, target: Target, workers: int) -> int:
-    """Run the target's unfinished runs, then print the comparison of its entries, the verdict and its folder."""
+def _launch(args: argparse.Namespace, target: Target, workers: int, pool: int) -> int:
+    """Run the target's unfinished runs (each with a spare pool of ``pool`` workers, :func:`_spare_pool`), then print
+    the comparison of its entries, the verdict and its folder."""
     from simfl.launch.runner import Launch, VerifyFailed, run_targets
 
-    pool = _spare_pool(target.scn, target.session.spare, workers, args)
     try:
         done = run_targets([target], Launch(workers, args.ray, quiet=args.quiet, clock=getattr(args, "clock", "auto"),
                                             pool=pool))[0]

@@ -127,7 +127,7 @@ def no_launch(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """``simfl run`` checks everything, takes its folder, then stops short of running (the folders it got)."""
     launched: list[Path] = []
 
-    def launch(args: Any, target: Any, workers: int) -> int:
+    def launch(args: Any, target: Any, workers: int, pool: int) -> int:
         launched.append(target.folder.out)
         return 0
 
